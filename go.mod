@@ -1,0 +1,18 @@
+module github.com/splitplane/splitplane
+
+go 1.26.8
+
+require (
+	github.com/cilium/ebpf v0.22.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/osrg/gobgp/v4 v4.8.0 // indirect
+	github.com/safchain/ethtool v0.7.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+tool github.com/cilium/ebpf/cmd/bpf2go
