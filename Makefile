@@ -1,0 +1,73 @@
+# splitplane: `make run` brings up the lab, `make test` runs everything.
+# Both install what they need (Debian packages) on a fresh Debian 12 machine as root.
+
+export PATH := /usr/local/go/bin:$(PATH)
+GO      ?= go
+BIN     := bin/splitplane
+LAB     ?= sp
+
+# What the lab and the tests run: iproute2 (ip, netns), ethtool (GRO on veth
+# peers), iputils-ping (lab traffic), util-linux (nsenter), procps (sysctl).
+RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps
+# What regenerating the BPF object needs (checked by `make test`).
+GEN_DEPS := clang llvm libbpf-dev
+
+.PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/splitplane
+
+# Install missing Debian packages (apt-get update runs only when something is missing).
+deps:
+	@missing=""; for p in $(RUN_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -q && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; fi
+
+gen-deps:
+	@missing=""; for p in $(GEN_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -q && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; fi
+
+# The lab: router (CE + FE) and a BGP peer and two hosts in namespaces, a
+# steady ping through the XDP fast path, and a live status view.
+run: deps build
+	@./$(BIN) lab down --name $(LAB) >/dev/null 2>&1 || true
+	./$(BIN) lab up --name $(LAB) --traffic
+	./$(BIN) lab status --name $(LAB) --watch
+
+status: build
+	./$(BIN) lab status --name $(LAB)
+
+down: build
+	./$(BIN) lab down --name $(LAB)
+
+# Everything: formatting, vet, generated code is current, unit tests, and the
+# privileged integration tests (netns, XDP, real daemons) when root.
+test: deps gen-deps fmt-check vet check-generated build
+	$(GO) test -count=1 -timeout 25m ./...
+
+unit:
+	$(GO) test -count=1 -short ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_bpfe[lb].go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# Regenerate committed generated code (bpf2go output).
+generate: gen-deps
+	$(GO) generate ./...
+
+check-generated: generate
+	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' || \
+	{ echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./forces/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,252 @@
+// Package bgp embeds a GoBGP v4 speaker behind the small interface the CE needs:
+// start it with neighbours, receive best-path changes as plain Go values, read
+// neighbour state. Nothing outside this package imports GoBGP.
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+)
+
+// ErrConfig is wrapped by every configuration error the speaker returns.
+var ErrConfig = errors.New("bgp config")
+
+// Neighbor is one configured BGP neighbour.
+type Neighbor struct {
+	Address      netip.Addr
+	ASN          uint32
+	Port         uint32 // 0 means 179
+	Passive      bool
+	HoldTime     time.Duration
+	Keepalive    time.Duration
+	ConnectRetry time.Duration
+}
+
+// Config configures the embedded speaker.
+type Config struct {
+	ASN         uint32
+	RouterID    netip.Addr
+	ListenPort  int32 // -1 disables listening
+	ListenAddrs []string
+	Neighbors   []Neighbor
+	Logger      *slog.Logger
+}
+
+// Update is a best-path change for one prefix: a new best next hop, or a withdrawal.
+type Update struct {
+	Prefix   netip.Prefix
+	NextHop  netip.Addr
+	Withdraw bool
+}
+
+// NeighborStatus is what the CE reports about one neighbour.
+type NeighborStatus struct {
+	Address string    `json:"address"`
+	ASN     uint32    `json:"asn"`
+	State   string    `json:"state"`
+	Since   time.Time `json:"since"`
+}
+
+// Speaker is a running GoBGP server feeding best paths to a callback.
+type Speaker struct {
+	srv    *server.BgpServer
+	cancel context.CancelFunc
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	neighbors map[netip.Addr]*NeighborStatus
+}
+
+// Validate checks a configuration without starting anything.
+func (c *Config) Validate() error {
+	if c.ASN == 0 {
+		return fmt.Errorf("%w: asn: must be set (1..4294967295)", ErrConfig)
+	}
+	if !c.RouterID.Is4() {
+		return fmt.Errorf("%w: router_id %q: must be an IPv4 address", ErrConfig, c.RouterID)
+	}
+	seen := map[netip.Addr]bool{}
+	for i, n := range c.Neighbors {
+		if !n.Address.IsValid() {
+			return fmt.Errorf("%w: neighbors[%d].address: must be an IP address", ErrConfig, i)
+		}
+		if n.ASN == 0 {
+			return fmt.Errorf("%w: neighbors[%d].asn: must be set for neighbour %s", ErrConfig, i, n.Address)
+		}
+		if seen[n.Address] {
+			return fmt.Errorf("%w: neighbors[%d].address %s: configured twice", ErrConfig, i, n.Address)
+		}
+		seen[n.Address] = true
+	}
+	return nil
+}
+
+// Start starts GoBGP, adds the neighbours and calls onUpdate with every best-path
+// change (IPv4 unicast) from then on. onUpdate runs on one goroutine at a time and
+// must not block for long.
+func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	lv := new(slog.LevelVar)
+	lv.Set(slog.LevelWarn)
+	srv := server.NewBgpServer(server.LoggerOption(log.With("subsystem", "gobgp"), lv))
+	go srv.Serve()
+
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Speaker{srv: srv, cancel: cancel, log: log, neighbors: map[netip.Addr]*NeighborStatus{}}
+	fail := func(err error) (*Speaker, error) {
+		cancel()
+		srv.Stop()
+		return nil, err
+	}
+
+	port := cfg.ListenPort
+	if port == 0 {
+		port = 179
+	}
+	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: cfg.ASN, RouterId: cfg.RouterID.String(), ListenPort: port, ListenAddresses: cfg.ListenAddrs,
+	}}); err != nil {
+		return fail(fmt.Errorf("start bgp (asn %d, listen port %d): %w", cfg.ASN, port, err))
+	}
+
+	err := srv.WatchEvent(ctx, server.WatchEventMessageCallbacks{
+		OnBestPath:   func(paths []*apiutil.Path, _ time.Time) { onUpdate(toUpdates(paths)) },
+		OnPeerUpdate: s.onPeer,
+	}, server.WatchBestPath(true), server.WatchPeer())
+	if err != nil {
+		return fail(fmt.Errorf("watch bgp events: %w", err))
+	}
+
+	for _, n := range cfg.Neighbors {
+		if err := srv.AddPeer(ctx, peerRequest(n)); err != nil {
+			return fail(fmt.Errorf("add neighbour %s: %w", n.Address, err))
+		}
+		s.mu.Lock()
+		s.neighbors[n.Address] = &NeighborStatus{Address: n.Address.String(), ASN: n.ASN, State: "idle", Since: time.Now()}
+		s.mu.Unlock()
+	}
+	return s, nil
+}
+
+func peerRequest(n Neighbor) *api.AddPeerRequest {
+	secs := func(d, def time.Duration) uint64 {
+		if d <= 0 {
+			d = def
+		}
+		return uint64((d + time.Second - 1) / time.Second)
+	}
+	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	if n.Address.Is6() {
+		family.Afi = api.Family_AFI_IP6
+	}
+	p := &api.Peer{
+		Conf: &api.PeerConf{NeighborAddress: n.Address.String(), PeerAsn: n.ASN},
+		Timers: &api.Timers{Config: &api.TimersConfig{
+			ConnectRetry:      secs(n.ConnectRetry, 5*time.Second),
+			HoldTime:          secs(n.HoldTime, 90*time.Second),
+			KeepaliveInterval: secs(n.Keepalive, 30*time.Second),
+		}},
+		Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: n.Port},
+		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: family, Enabled: true}}},
+	}
+	return &api.AddPeerRequest{Peer: p}
+}
+
+// toUpdates turns GoBGP best paths into updates; paths of other families and
+// paths without a usable next hop are skipped.
+func toUpdates(paths []*apiutil.Path) []Update {
+	out := make([]Update, 0, len(paths))
+	for _, p := range paths {
+		if p.Family != gobgp.RF_IPv4_UC {
+			continue
+		}
+		nlri, ok := p.Nlri.(*gobgp.IPAddrPrefix)
+		if !ok {
+			continue
+		}
+		u := Update{Prefix: nlri.Prefix.Masked(), Withdraw: p.Withdrawal}
+		if !u.Withdraw {
+			for _, a := range p.Attrs {
+				if nh, ok := a.(*gobgp.PathAttributeNextHop); ok {
+					u.NextHop = nh.Value
+				}
+			}
+			if !u.NextHop.IsValid() {
+				continue
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) {
+	if ev.Type != apiutil.PEER_EVENT_STATE {
+		return
+	}
+	addr := ev.Peer.State.NeighborAddress
+	state := fsmStateName(ev.Peer.State.SessionState)
+	s.mu.Lock()
+	n, ok := s.neighbors[addr]
+	if ok && n.State != state {
+		n.State, n.Since = state, t
+	}
+	s.mu.Unlock()
+	if ok {
+		s.log.Info("bgp neighbour state", "neighbor", addr, "state", state)
+	}
+}
+
+func fsmStateName(st gobgp.FSMState) string {
+	switch st {
+	case gobgp.BGP_FSM_IDLE:
+		return "idle"
+	case gobgp.BGP_FSM_CONNECT:
+		return "connect"
+	case gobgp.BGP_FSM_ACTIVE:
+		return "active"
+	case gobgp.BGP_FSM_OPENSENT:
+		return "opensent"
+	case gobgp.BGP_FSM_OPENCONFIRM:
+		return "openconfirm"
+	case gobgp.BGP_FSM_ESTABLISHED:
+		return "established"
+	}
+	return fmt.Sprintf("unknown(%d)", st)
+}
+
+// Neighbors returns the state of every configured neighbour, sorted by address.
+func (s *Speaker) Neighbors() []NeighborStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]NeighborStatus, 0, len(s.neighbors))
+	for _, n := range s.neighbors {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	return out
+}
+
+// Stop shuts the speaker down; neighbours see a clean session close.
+func (s *Speaker) Stop() {
+	s.cancel()
+	_ = s.srv.StopBgp(context.Background(), &api.StopBgpRequest{})
+	s.srv.Stop()
+}

@@ -1,0 +1,92 @@
+package ce
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/splitplane/splitplane/ce/bgp"
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("ce config")
+
+// Config is the CE's configuration file (YAML).
+type Config struct {
+	// ID is this CE's number; its ForCES ID is forces.CEID(ID).
+	ID uint32 `yaml:"id"`
+	// ASN and RouterID identify the embedded BGP speaker.
+	ASN      uint32 `yaml:"asn"`
+	RouterID string `yaml:"router_id"`
+	// BGPListenPort is the port GoBGP listens on (179 by default, -1 to not listen).
+	BGPListenPort int32 `yaml:"bgp_listen_port"`
+	// BGPListenAddrs restricts the addresses GoBGP listens on.
+	BGPListenAddrs []string `yaml:"bgp_listen_addresses"`
+	// Neighbors are the BGP neighbours.
+	Neighbors []NeighborConfig `yaml:"neighbors"`
+	// ForCESListen is the TCP address FEs associate to (ForCES TML over TCP).
+	ForCESListen string `yaml:"forces_listen"`
+	// HeartbeatInterval is how often CE and FE exchange ForCES heartbeats.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// StatusSocket, if set, is a unix socket serving the CE's status as JSON.
+	StatusSocket string `yaml:"status_socket"`
+}
+
+// NeighborConfig is one BGP neighbour.
+type NeighborConfig struct {
+	Address      string        `yaml:"address"`
+	ASN          uint32        `yaml:"asn"`
+	Port         uint32        `yaml:"port"`
+	Passive      bool          `yaml:"passive"`
+	HoldTime     time.Duration `yaml:"hold_time"`
+	Keepalive    time.Duration `yaml:"keepalive"`
+	ConnectRetry time.Duration `yaml:"connect_retry"`
+}
+
+// DefaultForCESListen is where the CE accepts FEs unless configured otherwise
+// (6700 is the ForCES TML's registered high-priority port).
+const DefaultForCESListen = "127.0.0.1:6700"
+
+// DefaultHeartbeatInterval is the ForCES heartbeat interval unless configured.
+const DefaultHeartbeatInterval = time.Second
+
+// Validate checks the configuration and fills in defaults. Errors name the field and value.
+func (c *Config) Validate() error {
+	if c.ID > 0x3FFFFFFF {
+		return fmt.Errorf("%w: id %d: must be below 0x40000000", ErrConfig, c.ID)
+	}
+	if c.ForCESListen == "" {
+		c.ForCESListen = DefaultForCESListen
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.HeartbeatInterval < 10*time.Millisecond {
+		return fmt.Errorf("%w: heartbeat_interval %s: must be at least 10ms", ErrConfig, c.HeartbeatInterval)
+	}
+	_, err := c.bgpConfig()
+	return err
+}
+
+func (c *Config) bgpConfig() (bgp.Config, error) {
+	rid, err := netip.ParseAddr(c.RouterID)
+	if err != nil || !rid.Is4() {
+		return bgp.Config{}, fmt.Errorf("%w: router_id %q: must be an IPv4 address", ErrConfig, c.RouterID)
+	}
+	bc := bgp.Config{ASN: c.ASN, RouterID: rid, ListenPort: c.BGPListenPort, ListenAddrs: c.BGPListenAddrs}
+	for i, n := range c.Neighbors {
+		a, err := netip.ParseAddr(n.Address)
+		if err != nil {
+			return bgp.Config{}, fmt.Errorf("%w: neighbors[%d].address %q: not an IP address", ErrConfig, i, n.Address)
+		}
+		bc.Neighbors = append(bc.Neighbors, bgp.Neighbor{
+			Address: a, ASN: n.ASN, Port: n.Port, Passive: n.Passive,
+			HoldTime: n.HoldTime, Keepalive: n.Keepalive, ConnectRetry: n.ConnectRetry,
+		})
+	}
+	if err := bc.Validate(); err != nil {
+		return bgp.Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return bc, nil
+}

@@ -1,0 +1,164 @@
+package ce
+
+import (
+	"net/netip"
+	"sort"
+)
+
+// ChangeKind says what a FIB change does to an FE table.
+type ChangeKind uint8
+
+// The FIB changes, in the order an FE must apply them within one batch.
+const (
+	NexthopSet ChangeKind = iota + 1 // IPv4NextHop row ID = NextHop
+	RouteSet                         // IPv4UcastLPM row Row = Prefix via nexthop ID
+	RouteDel                         // IPv4UcastLPM row Row deleted
+	NexthopDel                       // IPv4NextHop row ID deleted
+)
+
+// Change is one row operation on an FE's tables. Rows are the CE's own
+// numbering of the IPv4UcastLPM prefix table; IDs number the IPv4NextHop table
+// and are the routes' HopSelector.
+type Change struct {
+	Kind    ChangeKind
+	Row     uint32
+	Prefix  netip.Prefix
+	ID      uint32
+	NextHop netip.Addr
+}
+
+// MaxNexthopID is the highest nexthop ID the CE hands out; FEs keep IDs above it
+// for their own connected routes.
+const MaxNexthopID = 0xFBFF
+
+type nexthop struct {
+	id   uint32
+	refs int
+}
+
+type route struct {
+	row     uint32
+	nexthop netip.Addr
+}
+
+// FIB is the CE's forwarding table: one next hop per IPv4 prefix, with the row
+// and nexthop numbering the FEs see. It is owned by one goroutine.
+type FIB struct {
+	routes   map[netip.Prefix]route
+	nexthops map[netip.Addr]*nexthop
+	freeRows []uint32
+	nextRow  uint32
+	freeIDs  []uint32
+	nextID   uint32
+}
+
+// NewFIB returns an empty FIB.
+func NewFIB() *FIB {
+	return &FIB{routes: map[netip.Prefix]route{}, nexthops: map[netip.Addr]*nexthop{}, nextRow: 1, nextID: 1}
+}
+
+// Len is the number of routes.
+func (f *FIB) Len() int { return len(f.routes) }
+
+// Set points prefix p at next hop nh and appends the FE changes it causes.
+// Setting the same route twice changes nothing. When the nexthop table is full
+// the route is not installed and ok is false.
+func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok bool) {
+	p = p.Masked()
+	old, exists := f.routes[p]
+	if exists && old.nexthop == nh {
+		return out, true
+	}
+	n, out := f.ref(nh, out)
+	if n == nil {
+		return out, false
+	}
+	r := route{row: old.row, nexthop: nh}
+	if !exists {
+		r.row = f.allocRow()
+	}
+	f.routes[p] = r
+	out = append(out, Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: n.id, NextHop: nh})
+	if exists {
+		out = f.unref(old.nexthop, out)
+	}
+	return out, true
+}
+
+// Delete removes prefix p, if present, and appends the FE changes it causes.
+func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
+	p = p.Masked()
+	old, exists := f.routes[p]
+	if !exists {
+		return out
+	}
+	delete(f.routes, p)
+	f.freeRows = append(f.freeRows, old.row)
+	out = append(out, Change{Kind: RouteDel, Row: old.row, Prefix: p})
+	return f.unref(old.nexthop, out)
+}
+
+// Snapshot returns the changes that build the whole FIB on an empty FE:
+// every nexthop, then every route, in a stable order.
+func (f *FIB) Snapshot() []Change {
+	out := make([]Change, 0, len(f.nexthops)+len(f.routes))
+	for a, n := range f.nexthops {
+		out = append(out, Change{Kind: NexthopSet, ID: n.id, NextHop: a})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	start := len(out)
+	for p, r := range f.routes {
+		out = append(out, Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: f.nexthops[r.nexthop].id, NextHop: r.nexthop})
+	}
+	routes := out[start:]
+	sort.Slice(routes, func(i, j int) bool { return routes[i].Row < routes[j].Row })
+	return out
+}
+
+// Lookup returns the next hop of an exact prefix.
+func (f *FIB) Lookup(p netip.Prefix) (netip.Addr, bool) {
+	r, ok := f.routes[p.Masked()]
+	return r.nexthop, ok
+}
+
+func (f *FIB) ref(nh netip.Addr, out []Change) (*nexthop, []Change) {
+	if n, ok := f.nexthops[nh]; ok {
+		n.refs++
+		return n, out
+	}
+	var id uint32
+	switch {
+	case len(f.freeIDs) > 0:
+		id = f.freeIDs[len(f.freeIDs)-1]
+		f.freeIDs = f.freeIDs[:len(f.freeIDs)-1]
+	case f.nextID <= MaxNexthopID:
+		id = f.nextID
+		f.nextID++
+	default:
+		return nil, out
+	}
+	n := &nexthop{id: id, refs: 1}
+	f.nexthops[nh] = n
+	return n, append(out, Change{Kind: NexthopSet, ID: id, NextHop: nh})
+}
+
+func (f *FIB) unref(nh netip.Addr, out []Change) []Change {
+	n := f.nexthops[nh]
+	if n.refs--; n.refs > 0 {
+		return out
+	}
+	delete(f.nexthops, nh)
+	f.freeIDs = append(f.freeIDs, n.id)
+	return append(out, Change{Kind: NexthopDel, ID: n.id, NextHop: nh})
+}
+
+func (f *FIB) allocRow() uint32 {
+	if n := len(f.freeRows); n > 0 {
+		r := f.freeRows[n-1]
+		f.freeRows = f.freeRows[:n-1]
+		return r
+	}
+	r := f.nextRow
+	f.nextRow++
+	return r
+}

@@ -1,0 +1,265 @@
+package ce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitplane/splitplane/forces"
+)
+
+// setupTimeout bounds how long a new TCP connection may take to send its
+// Association Setup.
+const setupTimeout = 5 * time.Second
+
+// missedHeartbeats is how many heartbeat intervals may pass without any message
+// from the FE before the CE tears the association down.
+const missedHeartbeats = 3
+
+// session is the CE's side of one FE association. The CE loop enqueues changes;
+// the session's writer turns them into batched Config messages.
+type session struct {
+	ce     *CE
+	conn   *forces.Conn
+	fe     forces.ID
+	remote string
+	since  time.Time
+
+	decided chan error // the loop's verdict on the association: nil = accepted
+
+	mu      sync.Mutex
+	pending []Change
+	wake    chan struct{}
+	why     error
+
+	corr     atomic.Uint64
+	acked    atomic.Uint64
+	failed   atomic.Uint64
+	lastSeen atomic.Int64 // unix nanoseconds of the last message from the FE
+}
+
+func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
+	conn := forces.NewConn(nc)
+	defer conn.Close()
+	log := c.log.With("remote", nc.RemoteAddr().String())
+
+	nc.SetReadDeadline(time.Now().Add(setupTimeout))
+	m, err := conn.ReadMessage()
+	if err != nil {
+		log.Warn("forces: no association setup", "err", err)
+		return
+	}
+	if m.Header.Type != forces.MsgAssociationSetup || !m.Header.Src.IsFE() {
+		log.Warn("forces: expected an Association Setup from an FE ID", "type", m.Header.Type, "src", m.Header.Src)
+		return
+	}
+	nc.SetReadDeadline(time.Time{})
+
+	s := &session{
+		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
+		decided: make(chan error, 1), wake: make(chan struct{}, 1),
+	}
+	s.lastSeen.Store(time.Now().UnixNano())
+	select {
+	case c.joins <- s:
+	case <-ctx.Done():
+		return
+	}
+	if err := <-s.decided; err != nil {
+		log.Warn("forces: association refused", "fe", s.fe, "err", err)
+		resp := forces.NewAssociationSetupResponse(m, uint32(forces.SetupPermissionDenied))
+		_ = conn.WriteMessage(resp)
+		return
+	}
+	if err := conn.WriteMessage(forces.NewAssociationSetupResponse(m, uint32(forces.SetupSuccess))); err != nil {
+		s.end(fmt.Errorf("send setup response: %w", err))
+	} else {
+		s.run(ctx)
+	}
+	select {
+	case c.leaves <- s:
+	case <-ctx.Done():
+	}
+}
+
+// accept and reject are called by the CE loop.
+func (s *session) accept(snapshot []Change) {
+	s.pending = snapshot
+	s.wake <- struct{}{}
+	s.decided <- nil
+}
+
+func (s *session) reject(err error) { s.decided <- err }
+
+// enqueue appends changes for the writer; called by the CE loop.
+func (s *session) enqueue(ch []Change) {
+	s.mu.Lock()
+	s.pending = append(s.pending, ch...)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) end(err error) {
+	s.mu.Lock()
+	if s.why == nil {
+		s.why = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *session) reason() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.why
+}
+
+func (s *session) status() FEStatus {
+	s.mu.Lock()
+	pending := len(s.pending)
+	s.mu.Unlock()
+	return FEStatus{
+		ID: s.fe.String(), Remote: s.remote, AssociatedAt: s.since, Pending: pending,
+		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: time.Unix(0, s.lastSeen.Load()),
+	}
+}
+
+// run serves the association until it ends: a reader for the FE's messages,
+// and this goroutine writing configs and heartbeats.
+func (s *session) run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		s.end(s.read())
+		cancel()
+	}()
+
+	interval := s.ce.cfg.HeartbeatInterval
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if s.reason() == nil {
+				s.end(errors.New("CE shutting down"))
+				_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownNormal)))
+			}
+			s.conn.Close()
+			return
+		case <-tick.C:
+			if since := time.Since(time.Unix(0, s.lastSeen.Load())); since > missedHeartbeats*interval {
+				s.end(fmt.Errorf("loss of heartbeats: nothing from the FE for %s", since.Round(time.Millisecond)))
+				_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownLossOfHeartbeats)))
+				s.conn.Close()
+				return
+			}
+			if err := s.conn.WriteMessage(forces.NewHeartbeat(s.ce.id, s.fe, s.corr.Add(1), forces.NoACK)); err != nil {
+				s.end(fmt.Errorf("send heartbeat: %w", err))
+				return
+			}
+		case <-s.wake:
+			if err := s.flush(); err != nil {
+				s.end(err)
+				s.conn.Close()
+				return
+			}
+		}
+	}
+}
+
+// flush sends every pending change as batched Config messages.
+func (s *session) flush() error {
+	s.mu.Lock()
+	batch := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	hdr := forces.Header{
+		Type: forces.MsgConfig, Src: s.ce.id, Dst: s.fe,
+		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure},
+	}
+	msgs, err := forces.BuildConfig(hdr, func() uint64 { return s.corr.Add(1) }, toTableOps(batch))
+	if err != nil {
+		return fmt.Errorf("build config: %w", err)
+	}
+	for _, m := range msgs {
+		if err := s.conn.WriteMessage(m); err != nil {
+			return fmt.Errorf("send config: %w", err)
+		}
+	}
+	return nil
+}
+
+// read consumes the FE's messages until the connection ends.
+func (s *session) read() error {
+	for {
+		m, err := s.conn.ReadMessage()
+		if err != nil {
+			return fmt.Errorf("read from FE: %w", err)
+		}
+		s.lastSeen.Store(time.Now().UnixNano())
+		switch m.Header.Type {
+		case forces.MsgHeartbeat:
+			if m.Header.Flags.ACK == forces.AlwaysACK {
+				_ = s.conn.WriteMessage(forces.NewHeartbeat(s.ce.id, s.fe, m.Header.Correlator, forces.NoACK))
+			}
+		case forces.MsgConfigResponse:
+			results, err := forces.ConfigResults(m)
+			if err != nil {
+				return fmt.Errorf("bad config response from FE: %w", err)
+			}
+			for _, r := range results {
+				if r == forces.ResultSuccess {
+					s.acked.Add(1)
+				} else {
+					s.failed.Add(1)
+					s.ce.log.Warn("forces: FE rejected a change", "fe", s.fe, "result", r)
+				}
+			}
+		case forces.MsgAssociationTeardown:
+			return fmt.Errorf("FE tore down the association: %s", teardownReason(m))
+		default:
+			s.ce.log.Warn("forces: unexpected message from FE", "fe", s.fe, "type", m.Header.Type)
+		}
+	}
+}
+
+// toTableOps maps FIB changes onto RFC 6956 table rows.
+func toTableOps(ch []Change) []forces.TableOp {
+	ops := make([]forces.TableOp, len(ch))
+	for i, c := range ch {
+		switch c.Kind {
+		case NexthopSet:
+			ops[i] = forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv4NextHop, InstanceID: 1,
+				Path:     []uint32{forces.CompIPv4NextHopTable, c.ID},
+				FullData: forces.IPv4NextHopInfo{NextHop: c.NextHop}.MarshalFullData()}
+		case NexthopDel:
+			ops[i] = forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv4NextHop, InstanceID: 1,
+				Path: []uint32{forces.CompIPv4NextHopTable, c.ID}}
+		case RouteSet:
+			ops[i] = forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1,
+				Path:     []uint32{forces.CompIPv4PrefixTable, c.Row},
+				FullData: forces.IPv4PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.MarshalFullData()}
+		case RouteDel:
+			ops[i] = forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1,
+				Path: []uint32{forces.CompIPv4PrefixTable, c.Row}}
+		}
+	}
+	return ops
+}
+
+// teardownReason reads the ASTreason of an Association Teardown.
+func teardownReason(m *forces.Message) forces.TeardownReason {
+	if m.ASTReason == nil {
+		return forces.TeardownUnspecified
+	}
+	return forces.TeardownReason(*m.ASTReason)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/splitplane/splitplane/ce"
+	"github.com/splitplane/splitplane/fe"
+	"github.com/splitplane/splitplane/integration/peer"
+)
+
+func ceCmd() *cobra.Command {
+	var path string
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "ce --config FILE",
+		Short: "Run the control element: BGP, the FIB, and ForCES towards the FEs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg ce.Config
+			if err := loadYAML(path, &cfg); err != nil {
+				return err
+			}
+			c, err := ce.New(cfg, newLogger())
+			if err != nil {
+				return err
+			}
+			if check {
+				fmt.Println("config ok")
+				return nil
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			return c.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "configuration file (YAML)")
+	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration and exit")
+	cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func feCmd() *cobra.Command {
+	var path string
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "fe --config FILE",
+		Short: "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg fe.Config
+			if err := loadYAML(path, &cfg); err != nil {
+				return err
+			}
+			a, err := fe.New(cfg, newLogger())
+			if err != nil {
+				return err
+			}
+			if check {
+				fmt.Println("config ok")
+				return nil
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			return a.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "configuration file (YAML)")
+	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration and exit")
+	cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func peerCmd() *cobra.Command {
+	var (
+		asn, neighborASN       uint32
+		routerID, neighbor, nh string
+		extra                  []string
+		routes                 int
+		seed                   int64
+		listenPort             int32
+		control                string
+	)
+	cmd := &cobra.Command{
+		Use:   "peer",
+		Short: "Run a BGP speaker that announces a generated Internet-like table (the lab's upstream)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := peer.Config{ASN: asn, NeighborASN: neighborASN, Routes: routes, Seed: seed, ListenPort: listenPort, Logger: newLogger()}
+			var err error
+			if cfg.RouterID, err = netip.ParseAddr(routerID); err != nil {
+				return fmt.Errorf("%w: --router-id %q: %v", errUsage, routerID, err)
+			}
+			if cfg.Neighbor, err = netip.ParseAddr(neighbor); err != nil {
+				return fmt.Errorf("%w: --neighbor %q: %v", errUsage, neighbor, err)
+			}
+			if cfg.NextHop, err = netip.ParseAddr(nh); err != nil {
+				return fmt.Errorf("%w: --next-hop %q: %v", errUsage, nh, err)
+			}
+			for _, e := range extra {
+				p, err := netip.ParsePrefix(strings.TrimSpace(e))
+				if err != nil {
+					return fmt.Errorf("%w: --extra %q: %v", errUsage, e, err)
+				}
+				cfg.Extra = append(cfg.Extra, p)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			p, err := peer.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			if control != "" {
+				_ = os.Remove(control)
+				l, err := net.Listen("unix", control)
+				if err != nil {
+					return fmt.Errorf("--control %s: %w", control, err)
+				}
+				defer os.Remove(control)
+				go p.ServeControl(ctx, l)
+			}
+			<-ctx.Done()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Uint32Var(&asn, "asn", 65002, "local AS number")
+	f.StringVar(&routerID, "router-id", "", "BGP identifier (IPv4)")
+	f.StringVar(&neighbor, "neighbor", "", "neighbour address")
+	f.Uint32Var(&neighborASN, "neighbor-asn", 65001, "neighbour AS number")
+	f.StringVar(&nh, "next-hop", "", "NEXT_HOP of every announced route")
+	f.IntVar(&routes, "routes", 10000, "number of generated prefixes to announce")
+	f.Int64Var(&seed, "seed", 1, "seed of the prefix generator")
+	f.StringSliceVar(&extra, "extra", nil, "extra prefixes to announce (comma separated)")
+	f.Int32Var(&listenPort, "listen-port", 179, "BGP listen port (-1: do not listen)")
+	f.StringVar(&control, "control", "", "unix socket for status and announce/withdraw")
+	return cmd
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/splitplane/splitplane/api/status"
+	"github.com/splitplane/splitplane/integration/lab"
+)
+
+func labCmd() *cobra.Command {
+	var o lab.Options
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "A router, a BGP peer and two hosts in network namespaces, forwarding through XDP",
+	}
+	cmd.PersistentFlags().StringVar(&o.Name, "name", "sp", "lab name: prefix of its namespaces")
+	cmd.PersistentFlags().StringVar(&o.Dir, "dir", "", "state directory (default /run/splitplane/lab-NAME)")
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Build the lab and wait until the peer's routes are in the FE",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Out = os.Stdout
+			ctx, stop := signalContext()
+			defer stop()
+			if err := lab.Up(ctx, o); err != nil {
+				return err
+			}
+			fmt.Println("lab is up; 'splitplane lab status' shows it, 'splitplane lab down' removes it")
+			return nil
+		},
+	}
+	up.Flags().IntVar(&o.Routes, "routes", 10000, "prefixes the peer announces")
+	up.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the prefix generator")
+	up.Flags().StringVar(&o.XDPMode, "xdp-mode", "native", "XDP attach mode of the FE: native or generic")
+	up.Flags().BoolVar(&o.Traffic, "traffic", false, "keep pinging host B from host A")
+
+	var asJSON, watch bool
+	st := &cobra.Command{
+		Use:   "status",
+		Short: "Show the BGP session, the routes in the FE and the XDP packet counters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Watching only makes sense on a terminal; elsewhere print once.
+			watch = watch && term.IsTerminal(int(os.Stdout.Fd()))
+			for {
+				s, err := lab.GetStatus(o)
+				if err != nil {
+					return fmt.Errorf("lab %q: %w (is it up?)", o.Name, err)
+				}
+				if asJSON {
+					b, _ := json.MarshalIndent(s, "", "  ")
+					fmt.Println(string(b))
+				} else {
+					if watch {
+						fmt.Print("\033[H\033[2J")
+						fmt.Printf("splitplane lab %q  %s  (Ctrl-C to stop watching; the lab stays up)\n\n", o.Name, time.Now().Format(time.TimeOnly))
+					}
+					s.Print(os.Stdout)
+				}
+				if !watch {
+					return nil
+				}
+				time.Sleep(time.Second)
+			}
+		},
+	}
+	st.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	st.Flags().BoolVarP(&watch, "watch", "w", false, "refresh every second (on a terminal)")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every lab process by pid and delete the namespaces and links",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Out = os.Stdout
+			return lab.Down(o)
+		},
+	}
+
+	peerCtl := func(verb string) *cobra.Command {
+		return &cobra.Command{
+			Use:   verb + " PREFIX",
+			Short: "Make the lab's BGP peer " + verb + " a prefix",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return status.Post(o.Socket("peer"), "/"+verb, url.Values{"prefix": {args[0]}})
+			},
+		}
+	}
+	pc := &cobra.Command{Use: "peer", Short: "Control the lab's BGP peer"}
+	pc.AddCommand(peerCtl("withdraw"), peerCtl("announce"))
+
+	cmd.AddCommand(up, st, down, pc)
+	return cmd
+}

@@ -1,0 +1,313 @@
+// Package fe is the forwarding element agent: it attaches the XDP fast path to
+// its ports, associates with the CE over ForCES, and turns the CE's
+// IPv4UcastLPM and IPv4NextHop rows into datapath entries, with next-hop MACs
+// from the kernel's neighbour table.
+package fe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/splitplane/splitplane/api/status"
+	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
+)
+
+// MaxCENexthopID is the highest nexthop ID (HopSelector) the FE accepts from the
+// CE; the IDs above it are the FE's own, for the connected routes of its ports.
+const MaxCENexthopID = 0xFBFF
+
+// Agent is a running FE.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+	id  forces.ID
+	dp  *datapath.Datapath
+
+	mu         sync.Mutex
+	associated bool
+	ports      map[int]*port           // by ifindex
+	nexthops   map[uint32]netip.Addr   // CE nexthop ID -> gateway
+	resolved   map[uint32]int          // CE nexthop ID -> egress ifindex, for resolved ones
+	rows       map[uint32]netip.Prefix // CE prefix-table row -> prefix
+	ceRoutes   map[netip.Prefix]uint32 // prefix -> CE nexthop ID
+	connected  map[netip.Prefix]uint32 // prefix -> local nexthop ID
+	neighbors  map[neighKey]net.HardwareAddr
+}
+
+type port struct {
+	Name    string         `json:"name"`
+	Ifindex int            `json:"ifindex"`
+	MAC     string         `json:"mac"`
+	Addrs   []netip.Prefix `json:"addresses"`
+	Mode    string         `json:"xdp_mode"`
+	mac     net.HardwareAddr
+}
+
+type neighKey struct {
+	ifindex int
+	addr    netip.Addr
+}
+
+// Status is a snapshot of the FE for operators.
+type Status struct {
+	ID         string            `json:"id"`
+	Associated bool              `json:"associated"`
+	CE         string            `json:"ce"`
+	Ports      []port            `json:"ports"`
+	Routes     int               `json:"routes"`
+	Nexthops   int               `json:"nexthops"`
+	Resolved   int               `json:"nexthops_resolved"`
+	Neighbors  int               `json:"neighbors"`
+	Counters   datapath.Counters `json:"counters"`
+}
+
+// New validates cfg and prepares an agent; Run starts it.
+func New(cfg Config, log *slog.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Agent{
+		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
+		ports: map[int]*port{}, nexthops: map[uint32]netip.Addr{}, resolved: map[uint32]int{},
+		rows: map[uint32]netip.Prefix{}, ceRoutes: map[netip.Prefix]uint32{}, connected: map[netip.Prefix]uint32{},
+		neighbors: map[neighKey]net.HardwareAddr{},
+	}, nil
+}
+
+// Run attaches the datapath, associates with the CE (reconnecting with backoff)
+// and serves until ctx is cancelled; then it detaches everything.
+func (a *Agent) Run(ctx context.Context) error {
+	dp, err := datapath.Load()
+	if err != nil {
+		return fmt.Errorf("load XDP datapath: %w", err)
+	}
+	a.dp = dp
+	defer dp.Close()
+	if err := a.setupPorts(); err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(2)
+	go func() { defer wg.Done(); a.watchNeighbors(ctx) }()
+	go func() { defer wg.Done(); a.resolveLoop(ctx) }()
+
+	if a.cfg.StatusSocket != "" {
+		stop, err := status.Serve(a.cfg.StatusSocket, func() any { return a.Status() }, nil)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := a.associate(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			backoff = 100 * time.Millisecond
+		}
+		a.log.Warn("forces: association with CE ended; keeping the last FIB and retrying", "ce", a.cfg.CEAddress, "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	return nil
+}
+
+// Status returns a snapshot of the FE.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	st := Status{
+		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: len(a.ceRoutes),
+		Nexthops: len(a.nexthops), Resolved: len(a.resolved), Neighbors: len(a.neighbors),
+	}
+	for _, name := range a.cfg.Ports {
+		for _, p := range a.ports {
+			if p.Name == name {
+				st.Ports = append(st.Ports, *p)
+			}
+		}
+	}
+	a.mu.Unlock()
+	if a.dp != nil {
+		st.Counters, _ = a.dp.Counters()
+	}
+	return st
+}
+
+// setupPorts attaches XDP to every port and installs what the FE knows by
+// itself: its own addresses (for-us traffic goes to the kernel) and the
+// connected routes of its ports.
+func (a *Agent) setupPorts() error {
+	mode, _ := a.cfg.mode()
+	for i, name := range a.cfg.Ports {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("ports[%d] %q: %w", i, name, err)
+		}
+		attrs := l.Attrs()
+		if len(attrs.HardwareAddr) != 6 {
+			return fmt.Errorf("ports[%d] %q: not an Ethernet interface", i, name)
+		}
+		if attrs.Flags&net.FlagUp == 0 {
+			if err := netlink.LinkSetUp(l); err != nil {
+				return fmt.Errorf("ports[%d] %q: set up: %w", i, name, err)
+			}
+		}
+		if err := a.dp.Attach(attrs.Index, mode); err != nil {
+			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
+		}
+		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: mode.String(), mac: attrs.HardwareAddr}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
+		}
+		localID := uint32(MaxCENexthopID + 1 + i)
+		if err := a.dp.SetNexthop(localID, datapath.Nexthop{Ifindex: attrs.Index, SrcMAC: attrs.HardwareAddr}); err != nil {
+			return fmt.Errorf("ports[%d] %q: connected nexthop: %w", i, name, err)
+		}
+		for _, ad := range addrs {
+			ip, _ := netip.AddrFromSlice(ad.IP.To4())
+			ones, _ := ad.Mask.Size()
+			pfx := netip.PrefixFrom(ip, ones)
+			p.Addrs = append(p.Addrs, pfx)
+			if err := a.dp.SetLocalAddr(ip); err != nil {
+				return err
+			}
+			if err := a.dp.SetRoute(pfx.Masked(), localID); err != nil {
+				return err
+			}
+			a.connected[pfx.Masked()] = localID
+		}
+		a.ports[attrs.Index] = p
+		a.log.Info("fe: port ready", "port", name, "ifindex", attrs.Index, "xdp", mode.String(), "addresses", p.Addrs)
+	}
+	return nil
+}
+
+// associate runs one association with the CE, from TCP connect to teardown.
+func (a *Agent) associate(ctx context.Context) error {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	nc, err := d.DialContext(dctx, "tcp", a.cfg.CEAddress)
+	cancel()
+	if err != nil {
+		return err
+	}
+	conn := forces.NewConn(nc)
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.WriteMessage(forces.NewAssociationTeardown(a.id, forces.CEID(0), uint32(forces.TeardownNormal)))
+		conn.Close()
+	})
+	defer stop()
+
+	var corr atomic.Uint64
+	next := func() uint64 { return corr.Add(1) }
+	if err := conn.WriteMessage(forces.NewAssociationSetup(a.id, forces.CEID(0), next())); err != nil {
+		return err
+	}
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := conn.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("waiting for association setup response: %w", err)
+	}
+	nc.SetReadDeadline(time.Time{})
+	if resp.Header.Type != forces.MsgAssociationSetupResponse || resp.ASResult == nil {
+		return fmt.Errorf("expected an Association Setup Response, got %s", resp.Header.Type)
+	}
+	if forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
+		return fmt.Errorf("CE refused the association: %s", forces.SetupResult(*resp.ASResult))
+	}
+	ce := resp.Header.Src
+	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress)
+	a.resetCEState()
+	a.mu.Lock()
+	a.associated = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.associated = false
+		a.mu.Unlock()
+	}()
+
+	// Heartbeats go out from their own goroutine; incoming messages, or their
+	// absence, tell the reader that the CE is alive.
+	var wmu sync.Mutex
+	write := func(m *forces.Message) error { wmu.Lock(); defer wmu.Unlock(); return conn.WriteMessage(m) }
+	hbCtx, hbStop := context.WithCancel(ctx)
+	defer hbStop()
+	interval := a.cfg.HeartbeatInterval
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-t.C:
+				if write(forces.NewHeartbeat(a.id, ce, next(), forces.NoACK)) != nil {
+					return
+				}
+			}
+		}
+	}()
+
+	for {
+		nc.SetReadDeadline(time.Now().Add(3 * interval))
+		m, err := conn.ReadMessage()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownLossOfHeartbeats)))
+				return fmt.Errorf("loss of heartbeats: nothing from the CE for %s", 3*interval)
+			}
+			return err
+		}
+		switch m.Header.Type {
+		case forces.MsgHeartbeat:
+			if m.Header.Flags.ACK == forces.AlwaysACK {
+				if err := write(forces.NewHeartbeat(a.id, ce, m.Header.Correlator, forces.NoACK)); err != nil {
+					return err
+				}
+			}
+		case forces.MsgConfig:
+			resp, failed := a.applyConfig(m)
+			if ack := m.Header.Flags.ACK; ack == forces.AlwaysACK || ack == forces.SuccessACK && !failed || ack == forces.FailureACK && failed {
+				if err := write(resp); err != nil {
+					return err
+				}
+			}
+		case forces.MsgAssociationTeardown:
+			reason := forces.TeardownUnspecified
+			if m.ASTReason != nil {
+				reason = forces.TeardownReason(*m.ASTReason)
+			}
+			return fmt.Errorf("CE tore down the association: %s", reason)
+		default:
+			a.log.Warn("forces: unexpected message from CE", "type", m.Header.Type)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package fe
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/splitplane/splitplane/fe/datapath"
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("fe config")
+
+// Config is the FE's configuration file (YAML).
+type Config struct {
+	// ID is this FE's number; its ForCES ID is forces.FEID(ID).
+	ID uint32 `yaml:"id"`
+	// CEAddress is the CE's ForCES TCP address.
+	CEAddress string `yaml:"ce_address"`
+	// Ports are the interfaces this FE forwards between; the XDP program is attached to each.
+	Ports []string `yaml:"ports"`
+	// XDPMode is "native" (default) or "generic".
+	XDPMode string `yaml:"xdp_mode"`
+	// HeartbeatInterval is how often the FE sends ForCES heartbeats.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// StatusSocket, if set, is a unix socket serving the FE's status as JSON.
+	StatusSocket string `yaml:"status_socket"`
+}
+
+// Validate checks the configuration and fills in defaults. Errors name the field and value.
+func (c *Config) Validate() error {
+	if c.ID > 0x3FFFFFFF {
+		return fmt.Errorf("%w: id %d: must be below 0x40000000", ErrConfig, c.ID)
+	}
+	if c.CEAddress == "" {
+		c.CEAddress = "127.0.0.1:6700"
+	}
+	if len(c.Ports) == 0 {
+		return fmt.Errorf("%w: ports: at least one interface is needed", ErrConfig)
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Ports {
+		if p == "" || seen[p] {
+			return fmt.Errorf("%w: ports[%d] %q: empty or listed twice", ErrConfig, i, p)
+		}
+		seen[p] = true
+	}
+	if _, err := c.mode(); err != nil {
+		return err
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.HeartbeatInterval < 10*time.Millisecond {
+		return fmt.Errorf("%w: heartbeat_interval %s: must be at least 10ms", ErrConfig, c.HeartbeatInterval)
+	}
+	return nil
+}
+
+func (c *Config) mode() (datapath.Mode, error) {
+	switch c.XDPMode {
+	case "", "native":
+		return datapath.ModeNative, nil
+	case "generic":
+		return datapath.ModeGeneric, nil
+	}
+	return 0, fmt.Errorf("%w: xdp_mode %q: must be native or generic", ErrConfig, c.XDPMode)
+}

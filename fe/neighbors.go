@@ -1,0 +1,129 @@
+package fe
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/splitplane/splitplane/fe/datapath"
+)
+
+// resolveInterval is how often unresolved next hops are retried and their
+// neighbours solicited.
+const resolveInterval = time.Second
+
+// resolveLocked finds the egress port of a CE next hop through the kernel's
+// routing table (the port's connected route) and programs it. An unresolved
+// next hop stays out of the datapath, so its packets go to the kernel.
+func (a *Agent) resolveLocked(id uint32) {
+	gw := a.nexthops[id]
+	routes, err := netlink.RouteGet(gw.AsSlice())
+	if err != nil || len(routes) == 0 {
+		return
+	}
+	p, ok := a.ports[routes[0].LinkIndex]
+	if !ok {
+		return // reachable only through an interface this FE does not forward on
+	}
+	if err := a.dp.SetNexthop(id, datapath.Nexthop{Ifindex: p.Ifindex, Gateway: gw, SrcMAC: p.mac}); err != nil {
+		a.log.Error("fe: program nexthop", "id", id, "gateway", gw, "err", err)
+		return
+	}
+	a.resolved[id] = p.Ifindex
+}
+
+// resolveLoop retries unresolved next hops and, for resolved ones whose MAC is
+// not known yet, makes the kernel resolve it by sending it a datagram (the
+// kernel ARPs for it; the datagram itself goes to the discard port).
+func (a *Agent) resolveLoop(ctx context.Context) {
+	t := time.NewTicker(resolveInterval)
+	defer t.Stop()
+	for {
+		var solicit []netip.Addr
+		a.mu.Lock()
+		for id, gw := range a.nexthops {
+			if _, ok := a.resolved[id]; !ok {
+				a.resolveLocked(id)
+			}
+			if ifindex, ok := a.resolved[id]; ok {
+				if _, known := a.neighbors[neighKey{ifindex, gw}]; !known {
+					solicit = append(solicit, gw)
+				}
+			}
+		}
+		a.mu.Unlock()
+		for _, gw := range solicit {
+			if c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(gw, 9))); err == nil {
+				_, _ = c.Write([]byte{0})
+				c.Close()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchNeighbors mirrors the kernel's IPv4 neighbour table for the FE's ports
+// into the datapath, first with a dump, then from netlink notifications.
+func (a *Agent) watchNeighbors(ctx context.Context) {
+	ch := make(chan netlink.NeighUpdate, 1024)
+	done := make(chan struct{})
+	defer close(done)
+	errs := func(err error) { a.log.Warn("fe: neighbour watch", "err", err) }
+	if err := netlink.NeighSubscribeWithOptions(ch, done, netlink.NeighSubscribeOptions{ListExisting: true, ErrorCallback: errs}); err != nil {
+		a.log.Error("fe: subscribe to neighbours; next-hop MACs will not be learned", "err", err)
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-ch:
+			if !ok {
+				return
+			}
+			a.neighborUpdate(u)
+		}
+	}
+}
+
+const usableNeighbor = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE | netlink.NUD_PERMANENT | netlink.NUD_NOARP
+
+func (a *Agent) neighborUpdate(u netlink.NeighUpdate) {
+	n := u.Neigh
+	if n.Family != unix.AF_INET {
+		return
+	}
+	ip, ok := netip.AddrFromSlice(n.IP.To4())
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ours := a.ports[n.LinkIndex]; !ours {
+		return
+	}
+	key := neighKey{n.LinkIndex, ip}
+	if u.Type == unix.RTM_NEWNEIGH && n.State&usableNeighbor != 0 && len(n.HardwareAddr) == 6 {
+		if old, ok := a.neighbors[key]; ok && old.String() == n.HardwareAddr.String() {
+			return
+		}
+		if err := a.dp.SetNeighbor(n.LinkIndex, ip, n.HardwareAddr); err != nil {
+			a.log.Error("fe: program neighbour", "addr", ip, "err", err)
+			return
+		}
+		a.neighbors[key] = n.HardwareAddr
+		return
+	}
+	if _, ok := a.neighbors[key]; ok {
+		delete(a.neighbors, key)
+		_ = a.dp.DeleteNeighbor(n.LinkIndex, ip)
+	}
+}

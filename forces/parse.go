@@ -1,0 +1,275 @@
+package forces
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Parse decodes exactly one message from b, which must hold the whole message
+// and nothing else. Errors wrap ErrMalformed, ErrVersion, ErrLength or
+// ErrTooDeep. The result does not alias b.
+//
+// Parse is canonical: empty slices come back nil, so two parses of equivalent
+// encodings compare equal with reflect.DeepEqual.
+func Parse(b []byte) (*Message, error) {
+	if err := checkHeader(b, len(b)); err != nil {
+		return nil, err
+	}
+	own := make([]byte, len(b))
+	copy(own, b)
+	return parseOwned(own)
+}
+
+// checkHeader validates the fixed part of the common header against n, the
+// number of bytes the message occupies.
+func checkHeader(b []byte, n int) error {
+	if len(b) < HeaderLen {
+		return fmt.Errorf("%w: %d bytes is shorter than the %d-byte header", ErrMalformed, len(b), HeaderLen)
+	}
+	if v := b[0] >> 4; v != ProtocolVersion {
+		return fmt.Errorf("%w: version %d", ErrVersion, v)
+	}
+	words := int(binary.BigEndian.Uint16(b[2:]))
+	if words*4 < HeaderLen {
+		return fmt.Errorf("%w: header Length %d words is less than the header", ErrLength, words)
+	}
+	if words*4 != n {
+		return fmt.Errorf("%w: header Length %d words, have %d bytes", ErrLength, words, n)
+	}
+	return nil
+}
+
+// parseOwned parses b, which the caller hands over: the message aliases it.
+func parseOwned(b []byte) (*Message, error) {
+	if err := checkHeader(b, len(b)); err != nil {
+		return nil, err
+	}
+	p := parser{ids: make([]uint32, 0, len(b)/4)}
+	m := &Message{Header: Header{
+		Version:    ProtocolVersion,
+		Type:       MessageType(b[1]),
+		Length:     binary.BigEndian.Uint16(b[2:]),
+		Src:        ID(binary.BigEndian.Uint32(b[4:])),
+		Dst:        ID(binary.BigEndian.Uint32(b[8:])),
+		Correlator: binary.BigEndian.Uint64(b[12:]),
+		Flags:      decodeFlags(binary.BigEndian.Uint32(b[20:])),
+	}}
+	rest := b[HeaderLen:]
+	for len(rest) > 0 {
+		typ, val, next, err := nextTLV(rest)
+		if err != nil {
+			return nil, err
+		}
+		rest = next
+		switch typ {
+		case TLVLFBSelect:
+			s, err := p.lfbSelect(val)
+			if err != nil {
+				return nil, err
+			}
+			m.LFBs = append(m.LFBs, s)
+		case TLVASResult:
+			if m.ASResult != nil {
+				return nil, fmt.Errorf("%w: duplicate ASResult-TLV", ErrMalformed)
+			}
+			v, err := u32Value(typ, val)
+			if err != nil {
+				return nil, err
+			}
+			m.ASResult = &v
+		case TLVASTReason:
+			if m.ASTReason != nil {
+				return nil, fmt.Errorf("%w: duplicate ASTreason-TLV", ErrMalformed)
+			}
+			v, err := u32Value(typ, val)
+			if err != nil {
+				return nil, err
+			}
+			m.ASTReason = &v
+		default:
+			m.Extra = append(m.Extra, TLV{Type: typ, Value: bytesOrNil(val)})
+		}
+	}
+	return m, nil
+}
+
+// nextTLV splits the first TLV off b. The TLV's padding must be present.
+func nextTLV(b []byte) (typ uint16, val, rest []byte, err error) {
+	if len(b) < 4 {
+		return 0, nil, nil, fmt.Errorf("%w: %d bytes left, too short for a TLV header", ErrMalformed, len(b))
+	}
+	typ = binary.BigEndian.Uint16(b)
+	l := int(binary.BigEndian.Uint16(b[2:]))
+	if l < 4 {
+		return 0, nil, nil, fmt.Errorf("%w: TLV %#04x length %d is less than 4", ErrMalformed, typ, l)
+	}
+	if l > len(b) {
+		return 0, nil, nil, fmt.Errorf("%w: TLV %#04x length %d runs past the %d bytes left", ErrMalformed, typ, l, len(b))
+	}
+	padded := (l + 3) &^ 3
+	if padded > len(b) {
+		return 0, nil, nil, fmt.Errorf("%w: TLV %#04x lacks its padding", ErrMalformed, typ)
+	}
+	return typ, b[4:l:l], b[padded:], nil
+}
+
+// countTLVs returns how many well-formed TLVs b starts with, so that slices
+// can be sized once; the caller still validates each TLV.
+func countTLVs(b []byte) int {
+	n := 0
+	for len(b) >= 4 {
+		l := int(binary.BigEndian.Uint16(b[2:]))
+		if l < 4 || (l+3)&^3 > len(b) {
+			break
+		}
+		b = b[(l+3)&^3:]
+		n++
+	}
+	return n
+}
+
+func u32Value(typ uint16, val []byte) (uint32, error) {
+	if len(val) != 4 {
+		return 0, fmt.Errorf("%w: TLV %#04x value is %d bytes, want 4", ErrMalformed, typ, len(val))
+	}
+	return binary.BigEndian.Uint32(val), nil
+}
+
+func bytesOrNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// parser carries a single backing array for every path's IDs, sized from the
+// input, so that a message of many small paths costs one allocation for IDs.
+type parser struct {
+	ids []uint32
+}
+
+func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
+	if len(val) < 8 {
+		return LFBSelect{}, fmt.Errorf("%w: LFBselect value is %d bytes, want at least 8", ErrMalformed, len(val))
+	}
+	s := LFBSelect{
+		ClassID:    binary.BigEndian.Uint32(val),
+		InstanceID: binary.BigEndian.Uint32(val[4:]),
+	}
+	rest := val[8:]
+	if len(rest) == 0 {
+		return LFBSelect{}, fmt.Errorf("%w: LFBselect for class %d has no operation", ErrMalformed, s.ClassID)
+	}
+	for len(rest) > 0 {
+		typ, opVal, next, err := nextTLV(rest)
+		if err != nil {
+			return LFBSelect{}, err
+		}
+		rest = next
+		if typ == 0 {
+			return LFBSelect{}, fmt.Errorf("%w: operation type 0 is reserved", ErrMalformed)
+		}
+		op := Operation{Type: OpType(typ)}
+		if n := countTLVs(opVal); n > 0 {
+			op.Paths = make([]PathData, 0, n)
+		}
+		for len(opVal) > 0 {
+			ptyp, pval, pnext, err := nextTLV(opVal)
+			if err != nil {
+				return LFBSelect{}, err
+			}
+			opVal = pnext
+			if ptyp != TLVPathData {
+				return LFBSelect{}, fmt.Errorf("%w: TLV %#04x inside operation %v, want PATH-DATA", ErrMalformed, ptyp, op.Type)
+			}
+			pd, err := p.pathData(pval, 1)
+			if err != nil {
+				return LFBSelect{}, err
+			}
+			op.Paths = append(op.Paths, pd)
+		}
+		s.Ops = append(s.Ops, op)
+	}
+	return s, nil
+}
+
+func (p *parser) pathData(val []byte, depth int) (PathData, error) {
+	if depth > MaxPathDepth {
+		return PathData{}, fmt.Errorf("%w: depth %d", ErrTooDeep, depth)
+	}
+	if len(val) < 4 {
+		return PathData{}, fmt.Errorf("%w: PATH-DATA value is %d bytes, want at least 4", ErrMalformed, len(val))
+	}
+	pd := PathData{Flags: binary.BigEndian.Uint16(val)}
+	n := int(binary.BigEndian.Uint16(val[2:]))
+	rest := val[4:]
+	if n*4 > len(rest) {
+		return PathData{}, fmt.Errorf("%w: PATH-DATA IDcount %d runs past the %d bytes left", ErrMalformed, n, len(rest))
+	}
+	if n > 0 {
+		start := len(p.ids)
+		for i := 0; i < n; i++ {
+			p.ids = append(p.ids, binary.BigEndian.Uint32(rest[4*i:]))
+		}
+		pd.IDs = p.ids[start : start+n : start+n]
+	}
+	rest = rest[4*n:]
+
+	sawData := false
+	for len(rest) > 0 {
+		typ, v, next, err := nextTLV(rest)
+		if err != nil {
+			return PathData{}, err
+		}
+		rest = next
+		if sawData && !(typ == TLVPathData && len(pd.Children) > 0) {
+			return PathData{}, fmt.Errorf("%w: TLV %#04x after the DATA of a PATH-DATA", ErrMalformed, typ)
+		}
+		switch typ {
+		case TLVKeyInfo:
+			if pd.Key != nil {
+				return PathData{}, fmt.Errorf("%w: duplicate KEYINFO", ErrMalformed)
+			}
+			k, err := keyInfo(v)
+			if err != nil {
+				return PathData{}, err
+			}
+			pd.Key = k
+			continue
+		case TLVFullData:
+			pd.FullData, pd.HasFullData = bytesOrNil(v), true
+		case TLVSparseData:
+			pd.SparseData, pd.HasSparseData = bytesOrNil(v), true
+		case TLVResult:
+			if len(v) != 4 {
+				return PathData{}, fmt.Errorf("%w: RESULT value is %d bytes, want 4", ErrMalformed, len(v))
+			}
+			r := v[0]
+			pd.Result = &r
+		case TLVPathData:
+			child, err := p.pathData(v, depth+1)
+			if err != nil {
+				return PathData{}, err
+			}
+			pd.Children = append(pd.Children, child)
+		default:
+			return PathData{}, fmt.Errorf("%w: TLV %#04x inside PATH-DATA", ErrMalformed, typ)
+		}
+		sawData = true
+	}
+	return pd, nil
+}
+
+func keyInfo(v []byte) (*KeyInfo, error) {
+	if len(v) < 4 {
+		return nil, fmt.Errorf("%w: KEYINFO value is %d bytes, want at least 4", ErrMalformed, len(v))
+	}
+	typ, data, rest, err := nextTLV(v[4:])
+	if err != nil {
+		return nil, err
+	}
+	if typ != TLVFullData || len(rest) != 0 {
+		return nil, fmt.Errorf("%w: KEYINFO must hold exactly one FULLDATA", ErrMalformed)
+	}
+	return &KeyInfo{KeyID: binary.BigEndian.Uint32(v), Data: bytesOrNil(data)}, nil
+}

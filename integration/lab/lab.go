@@ -1,0 +1,236 @@
+// Package lab builds the splitplane lab: network namespaces joined by veth
+// links, with a BGP peer, the router (CE and FE) and two hosts, and runs the
+// daemons in them as background processes it can stop by pid.
+//
+//	host A (10.10.1.2) ── to-a [ router: CE + FE, XDP on every port ] to-b ── host B (10.10.2.2, 198.51.100.10)
+//	                                      to-peer
+//	                                         │
+//	                              peer (10.10.3.2, AS 65002): announces 198.51.100.0/24
+//	                              and N generated prefixes, next hop 10.10.2.2 (host B)
+//
+// The router namespace has ip_forward=0, so A and B reach each other only
+// through the XDP fast path, along a route learned over BGP.
+package lab
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options configure a lab. The zero value plus a binary path is the default lab.
+type Options struct {
+	// Name prefixes every namespace (NAME-rtr, NAME-peer, NAME-a, NAME-b); "sp" by default.
+	Name string
+	// Dir keeps the lab's configs, logs, sockets and state; /run/splitplane/lab-NAME by default.
+	Dir string
+	// Binary is the splitplane executable the daemons run; the running one by default.
+	Binary string
+	// Routes is how many generated prefixes the peer announces (10,000 by default).
+	Routes int
+	// Seed seeds the prefix generator.
+	Seed int64
+	// XDPMode is the FE's XDP attach mode, "native" by default.
+	XDPMode string
+	// Traffic starts a steady ping from host A to host B after the lab is up.
+	Traffic bool
+	// Out receives progress lines; nil discards them.
+	Out io.Writer
+}
+
+// The lab's fixed addressing. Only private and documentation ranges, inside
+// the lab's own namespaces.
+var (
+	HostA     = netip.MustParseAddr("10.10.1.2")
+	HostB     = netip.MustParseAddr("10.10.2.2")
+	HostBNet  = netip.MustParsePrefix("198.51.100.0/24") // announced by the peer, reached through host B
+	HostBAddr = netip.MustParseAddr("198.51.100.10")     // host B's address in it
+	RouterASN = uint32(65001)
+	PeerASN   = uint32(65002)
+)
+
+func (o *Options) defaults() error {
+	if o.Name == "" {
+		o.Name = "sp"
+	}
+	if len(o.Name) > 8 || strings.ContainsAny(o.Name, "/ \t") {
+		return fmt.Errorf("lab name %q: at most 8 characters, no spaces or slashes", o.Name)
+	}
+	if o.Dir == "" {
+		o.Dir = filepath.Join("/run/splitplane", "lab-"+o.Name)
+	}
+	if o.Binary == "" {
+		b, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.Binary = b
+	}
+	if o.Routes == 0 {
+		o.Routes = 10000
+	}
+	if o.Routes < 0 {
+		return fmt.Errorf("routes %d: must not be negative", o.Routes)
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.XDPMode == "" {
+		o.XDPMode = "native"
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	return nil
+}
+
+// Namespace returns the name of one of the lab's namespaces: "rtr", "peer", "a" or "b".
+func (o *Options) Namespace(role string) string { return o.Name + "-" + role }
+
+func (o *Options) namespaces() []string {
+	return []string{o.Namespace("rtr"), o.Namespace("peer"), o.Namespace("a"), o.Namespace("b")}
+}
+
+// Socket returns the status socket of a daemon: "ce", "fe" or "peer".
+func (o *Options) Socket(daemon string) string { return filepath.Join(o.Dir, daemon+".sock") }
+
+// state is what lab down needs to undo lab up, kept in Dir/state.json.
+type state struct {
+	Namespaces []string       `json:"namespaces"`
+	Processes  map[string]int `json:"processes"` // name -> pid
+}
+
+func (o *Options) loadState() (state, error) {
+	var s state
+	b, err := os.ReadFile(filepath.Join(o.Dir, "state.json"))
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}
+
+func (o *Options) saveState(s state) error {
+	b, _ := json.MarshalIndent(s, "", "  ")
+	return os.WriteFile(filepath.Join(o.Dir, "state.json"), b, 0o644)
+}
+
+// run runs a command and returns its error with the command line and stderr.
+func run(name string, args ...string) error {
+	var stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// inNS runs a command inside a lab namespace.
+func inNS(ns string, name string, args ...string) error {
+	return run("nsenter", append([]string{"--net=/run/netns/" + ns, name}, args...)...)
+}
+
+// start launches a daemon in a namespace as a background process with its own
+// session, logging to Dir/NAME.log, and returns its pid.
+func (o *Options) start(name, ns string, args ...string) (int, error) {
+	logf, err := os.OpenFile(filepath.Join(o.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, o.Binary}, args...)...)
+	if args[0] == "ping" {
+		cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns}, args...)...)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s: %w", name, err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	return pid, nil
+}
+
+// stopPid stops a process the lab started: SIGTERM, then SIGKILL after a grace
+// period. A pid that no longer runs, or now belongs to another program, is left alone.
+func stopPid(pid int, wantCmd string) error {
+	if !alive(pid, wantCmd) {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if !alive(pid, wantCmd) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	time.Sleep(100 * time.Millisecond)
+	if alive(pid, wantCmd) {
+		return fmt.Errorf("pid %d (%s) survived SIGKILL", pid, wantCmd)
+	}
+	return nil
+}
+
+// alive reports whether pid runs a command line containing want (and is not a zombie).
+func alive(pid int, want string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return false
+	}
+	return want == "" || bytes.Contains(b, []byte(want))
+}
+
+// Down stops every process the lab started, by pid, and deletes its
+// namespaces (which removes its veth links). It works after a failed Up too,
+// and is a no-op when nothing is left.
+func Down(o Options) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	var errs []error
+	s, err := o.loadState()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("read lab state: %w", err))
+	}
+	// Daemons first (the FE detaches XDP and the CE tears down its sessions),
+	// in reverse order of start.
+	for _, name := range []string{"traffic", "peer", "fe", "ce"} {
+		pid, ok := s.Processes[name]
+		if !ok {
+			continue
+		}
+		want := filepath.Base(o.Binary)
+		if name == "traffic" {
+			want = "ping"
+		}
+		fmt.Fprintf(o.Out, "stopping %s (pid %d)\n", name, pid)
+		if err := stopPid(pid, want); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, ns := range o.namespaces() {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			fmt.Fprintf(o.Out, "deleting namespace %s\n", ns)
+			if err := run("ip", "netns", "del", ns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		_ = os.RemoveAll(o.Dir)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,231 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// link is one veth pair of the lab.
+type link struct {
+	ns1, if1, addr1 string
+	ns2, if2, addr2 string
+}
+
+func (o *Options) links() []link {
+	r := o.Namespace("rtr")
+	return []link{
+		{r, "to-a", "10.10.1.1/24", o.Namespace("a"), "eth0", HostA.String() + "/24"},
+		{r, "to-b", "10.10.2.1/24", o.Namespace("b"), "eth0", HostB.String() + "/24"},
+		{r, "to-peer", "10.10.3.1/24", o.Namespace("peer"), "eth0", "10.10.3.2/24"},
+	}
+}
+
+// Up builds the lab and waits until the peer's routes are in the FE. On
+// failure it removes whatever it had made.
+func Up(ctx context.Context, o Options) (err error) {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, "state.json")); err == nil {
+		return fmt.Errorf("lab %q is already up (state in %s); run 'splitplane lab down' first", o.Name, o.Dir)
+	}
+	for _, ns := range o.namespaces() {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			return fmt.Errorf("namespace %s already exists; run 'splitplane lab down' first", ns)
+		}
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	s := state{Processes: map[string]int{}}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(o.Out, "lab up failed, cleaning up: %v\n", err)
+			if derr := Down(Options{Name: o.Name, Dir: o.Dir, Binary: o.Binary, Out: o.Out}); derr != nil {
+				err = errors.Join(err, fmt.Errorf("cleanup: %w", derr))
+			}
+		}
+	}()
+	save := func() error { return o.saveState(s) }
+
+	fmt.Fprintf(o.Out, "creating namespaces %v\n", o.namespaces())
+	for _, ns := range o.namespaces() {
+		if err := run("ip", "netns", "add", ns); err != nil {
+			return err
+		}
+		s.Namespaces = append(s.Namespaces, ns)
+		if err := save(); err != nil {
+			return err
+		}
+		if err := inNS(ns, "ip", "link", "set", "lo", "up"); err != nil {
+			return err
+		}
+	}
+	for _, l := range o.links() {
+		fmt.Fprintf(o.Out, "link %s/%s %s <-> %s/%s %s\n", l.ns1, l.if1, l.addr1, l.ns2, l.if2, l.addr2)
+		if err := run("ip", "link", "add", l.if1, "netns", l.ns1, "type", "veth", "peer", "name", l.if2, "netns", l.ns2); err != nil {
+			return err
+		}
+		for _, e := range [][3]string{{l.ns1, l.if1, l.addr1}, {l.ns2, l.if2, l.addr2}} {
+			if err := inNS(e[0], "ip", "addr", "add", e[2], "dev", e[1]); err != nil {
+				return err
+			}
+			if err := inNS(e[0], "ip", "link", "set", e[1], "up"); err != nil {
+				return err
+			}
+		}
+		// A native XDP redirect into a veth is delivered only if the peer
+		// end runs NAPI: GRO on the hosts' ends turns it on.
+		if err := inNS(l.ns2, "ethtool", "-K", l.if2, "gro", "on"); err != nil {
+			return err
+		}
+	}
+	for _, h := range []struct{ ns, gw string }{{o.Namespace("a"), "10.10.1.1"}, {o.Namespace("b"), "10.10.2.1"}} {
+		if err := inNS(h.ns, "ip", "route", "add", "default", "via", h.gw); err != nil {
+			return err
+		}
+	}
+	if err := inNS(o.Namespace("b"), "ip", "addr", "add", HostBAddr.String()+"/32", "dev", "eth0"); err != nil {
+		return err
+	}
+	// Only XDP forwards in the router.
+	if err := inNS(o.Namespace("rtr"), "sysctl", "-qw", "net.ipv4.ip_forward=0"); err != nil {
+		return err
+	}
+
+	if err := o.writeConfigs(); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name, ns string
+		args     []string
+	}{
+		{"ce", o.Namespace("rtr"), []string{"ce", "--config", filepath.Join(o.Dir, "ce.yaml")}},
+		{"fe", o.Namespace("rtr"), []string{"fe", "--config", filepath.Join(o.Dir, "fe.yaml")}},
+		{"peer", o.Namespace("peer"), []string{"peer", "--asn", fmt.Sprint(PeerASN), "--router-id", "10.10.3.2",
+			"--neighbor", "10.10.3.1", "--neighbor-asn", fmt.Sprint(RouterASN), "--next-hop", HostB.String(),
+			"--extra", HostBNet.String(), "--routes", strconv.Itoa(o.Routes), "--seed", strconv.FormatInt(o.Seed, 10),
+			"--control", o.Socket("peer")}},
+	} {
+		pid, err := o.start(d.name, d.ns, d.args...)
+		if err != nil {
+			return err
+		}
+		s.Processes[d.name] = pid
+		if err := save(); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "started %s in %s (pid %d, log %s)\n", d.name, d.ns, pid, filepath.Join(o.Dir, d.name+".log"))
+	}
+
+	want := o.Routes + 1
+	fmt.Fprintf(o.Out, "waiting for BGP and for %d routes in the FE\n", want)
+	if err := o.waitFor(ctx, 120*time.Second, func(st Status) error {
+		if st.BGPState != "established" {
+			return fmt.Errorf("bgp session %q", st.BGPState)
+		}
+		if !st.FEAssociated {
+			return errors.New("FE not associated")
+		}
+		if st.FERoutes < want {
+			return fmt.Errorf("%d of %d routes in the FE", st.FERoutes, want)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if o.Traffic {
+		pid, err := o.start("traffic", o.Namespace("a"), "ping", "-q", "-i", "0.2", HostBAddr.String())
+		if err != nil {
+			return err
+		}
+		s.Processes["traffic"] = pid
+		if err := save(); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "started traffic: ping from host A to %s every 0.2s (pid %d)\n", HostBAddr, pid)
+	}
+	return nil
+}
+
+// waitFor polls the lab's status until cond returns nil, the timeout passes or
+// a daemon dies (its log is quoted in the error).
+func (o *Options) waitFor(ctx context.Context, timeout time.Duration, cond func(Status) error) error {
+	deadline := time.Now().Add(timeout)
+	last := errors.New("no status yet")
+	for time.Now().Before(deadline) {
+		if s, err := o.loadState(); err == nil {
+			for name, pid := range s.Processes {
+				if name != "traffic" && !alive(pid, filepath.Base(o.Binary)) {
+					return fmt.Errorf("%s (pid %d) exited; its log:\n%s", name, pid, tail(filepath.Join(o.Dir, name+".log"), 20))
+				}
+			}
+		}
+		st, err := GetStatus(*o)
+		if err == nil {
+			if last = cond(st); last == nil {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("lab not ready after %s: %w", timeout, last)
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	out := ""
+	for _, l := range lines {
+		out += "    " + l + "\n"
+	}
+	return out
+}
+
+func (o *Options) writeConfigs() error {
+	ce := fmt.Sprintf(`# splitplane CE of the lab (generated by 'splitplane lab up')
+id: 1
+asn: %d
+router_id: 10.10.3.1
+bgp_listen_addresses: ["10.10.3.1"]
+forces_listen: 127.0.0.1:6700
+heartbeat_interval: 1s
+status_socket: %s
+neighbors:
+  - address: 10.10.3.2
+    asn: %d
+    hold_time: 9s
+    keepalive: 3s
+    connect_retry: 1s
+`, RouterASN, o.Socket("ce"), PeerASN)
+	fe := fmt.Sprintf(`# splitplane FE of the lab (generated by 'splitplane lab up')
+id: 1
+ce_address: 127.0.0.1:6700
+ports: [to-a, to-b, to-peer]
+xdp_mode: %s
+heartbeat_interval: 1s
+status_socket: %s
+`, o.XDPMode, o.Socket("fe"))
+	if err := os.WriteFile(filepath.Join(o.Dir, "ce.yaml"), []byte(ce), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(o.Dir, "fe.yaml"), []byte(fe), 0o644)
+}

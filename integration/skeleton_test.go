@@ -1,0 +1,210 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitplane/splitplane/integration/lab"
+)
+
+// requireLab skips unless the test can build namespaces and attach XDP.
+func requireLab(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and attaches XDP programs")
+	}
+	for _, tool := range []string{"ip", "nsenter", "ethtool", "ping", "sysctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (make test installs it): %v", tool, err)
+		}
+	}
+}
+
+// buildBinary builds the splitplane binary the lab runs, as a user would.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "splitplane")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/splitplane/splitplane/cmd/splitplane")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// splitplane runs the binary and returns its combined output.
+func splitplane(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+func pingB(o lab.Options, count int) error {
+	out, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
+		"ping", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "1", lab.HostBAddr.String()).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ping: %w: %s", err, out)
+	}
+	if !strings.Contains(string(out), " 0% packet loss") {
+		return fmt.Errorf("ping lost packets: %s", out)
+	}
+	return nil
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+}
+
+// TestSkeletonEndToEnd is the walking skeleton through the real binary: the
+// lab comes up, the peer's BGP routes reach the FE over ForCES, host A reaches
+// host B only through XDP, a withdrawal stops the traffic, and lab down leaves
+// nothing behind.
+func TestSkeletonEndToEnd(t *testing.T) {
+	requireLab(t)
+	bin := buildBinary(t)
+	o := lab.Options{Name: "spt", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
+	const routes = 2000
+
+	t.Cleanup(func() {
+		if out, err := splitplane(t, bin, args("lab", "down")...); err != nil {
+			t.Errorf("cleanup lab down: %v\n%s", err, out)
+		}
+	})
+	if out, err := splitplane(t, bin, args("lab", "up", "--routes", fmt.Sprint(routes))...); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+
+	st, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BGPState != "established" || !st.FEAssociated {
+		t.Fatalf("after lab up: bgp %q, fe associated %v", st.BGPState, st.FEAssociated)
+	}
+	if st.CERoutes != routes+1 || st.FERoutes != routes+1 {
+		t.Fatalf("routes: CE %d, FE %d, want %d in both", st.CERoutes, st.FERoutes, routes+1)
+	}
+	out, err := splitplane(t, bin, args("lab", "status")...)
+	if err != nil || !strings.Contains(out, "established") || !strings.Contains(out, fmt.Sprint(routes+1)) {
+		t.Fatalf("lab status: %v\n%s", err, out)
+	}
+
+	// The kernel must not forward in the router: only XDP can.
+	fwd, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("rtr"), "sysctl", "-n", "net.ipv4.ip_forward").Output()
+	if err != nil || strings.TrimSpace(string(fwd)) != "0" {
+		t.Fatalf("router ip_forward = %q (%v), want 0", fwd, err)
+	}
+
+	// Host A reaches host B's address, which only the BGP route covers. The
+	// first ping may lose a packet while the router learns A's MAC.
+	eventually(t, 20*time.Second, "ping A -> B through XDP", func() error { return pingB(o, 1) })
+	st, err = lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := st.Counters["forwarded"]
+	if err := pingB(o, 3); err != nil {
+		t.Fatal(err)
+	}
+	st, err = lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three echo requests and three replies at least.
+	if got := st.Counters["forwarded"] - before; got < 6 {
+		t.Fatalf("XDP forwarded %d packets for a successful 3-packet ping, want >= 6 (counters %v)", got, st.Counters)
+	}
+
+	// The peer withdraws the route: it leaves the FE and the traffic stops.
+	if out, err := splitplane(t, bin, args("lab", "peer", "withdraw", lab.HostBNet.String())...); err != nil {
+		t.Fatalf("withdraw: %v\n%s", err, out)
+	}
+	eventually(t, 15*time.Second, "route withdrawn from the FE", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if st.FERoutes != routes {
+			return fmt.Errorf("FE has %d routes, want %d", st.FERoutes, routes)
+		}
+		return nil
+	})
+	st, _ = lab.GetStatus(o)
+	noRoute := st.Counters["pass_no_route"]
+	if err := pingB(o, 2); err == nil {
+		t.Fatal("ping A -> B still works after the peer withdrew the route")
+	}
+	st, _ = lab.GetStatus(o)
+	if st.Counters["pass_no_route"] <= noRoute {
+		t.Fatalf("pass_no_route did not grow while pinging a withdrawn destination (counters %v)", st.Counters)
+	}
+
+	// And it comes back when announced again.
+	if out, err := splitplane(t, bin, args("lab", "peer", "announce", lab.HostBNet.String())...); err != nil {
+		t.Fatalf("announce: %v\n%s", err, out)
+	}
+	eventually(t, 20*time.Second, "ping A -> B after re-announcement", func() error { return pingB(o, 1) })
+
+	// lab down leaves no namespace, link or process.
+	state, _ := os.ReadFile(filepath.Join(o.Dir, "state.json"))
+	if out, err := splitplane(t, bin, args("lab", "down")...); err != nil {
+		t.Fatalf("lab down: %v\n%s", err, out)
+	}
+	assertNoLab(t, o)
+	if procs, _ := exec.Command("pgrep", "-f", bin).Output(); len(strings.TrimSpace(string(procs))) > 0 {
+		t.Errorf("processes of %s still running after lab down: %s (state was %s)", bin, procs, state)
+	}
+}
+
+func assertNoLab(t *testing.T, o lab.Options) {
+	t.Helper()
+	for _, role := range []string{"rtr", "peer", "a", "b"} {
+		if _, err := os.Stat("/run/netns/" + o.Namespace(role)); err == nil {
+			t.Errorf("namespace %s still exists", o.Namespace(role))
+		}
+	}
+	if _, err := os.Stat(o.Dir); err == nil {
+		t.Errorf("lab directory %s still exists", o.Dir)
+	}
+}
+
+// TestLabUpFailureCleansUp: when a daemon dies during lab up (here the FE,
+// given an XDP mode that does not exist), lab up reports it with the daemon's
+// log and removes everything it had made.
+func TestLabUpFailureCleansUp(t *testing.T) {
+	requireLab(t)
+	bin := buildBinary(t)
+	o := lab.Options{Name: "spf", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	out, err := splitplane(t, bin, "lab", "up", "--name", o.Name, "--dir", o.Dir, "--routes", "10", "--xdp-mode", "bogus")
+	if err == nil {
+		splitplane(t, bin, "lab", "down", "--name", o.Name, "--dir", o.Dir)
+		t.Fatalf("lab up with --xdp-mode bogus succeeded:\n%s", out)
+	}
+	if !strings.Contains(out, "xdp_mode") || !strings.Contains(out, "bogus") {
+		t.Errorf("lab up error does not name the bad field and value:\n%s", out)
+	}
+	assertNoLab(t, o)
+	if procs, _ := exec.Command("pgrep", "-f", bin).Output(); len(strings.TrimSpace(string(procs))) > 0 {
+		t.Errorf("processes of %s still running after the failed lab up: %s", bin, procs)
+	}
+}
