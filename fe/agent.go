@@ -26,12 +26,28 @@ import (
 // CE; the IDs above it are the FE's own, for the connected routes of its ports.
 const MaxCENexthopID = 0xFBFF
 
+// Datapath is what the agent needs of the fast path. *datapath.Datapath is
+// the real one; tests of the agent use a fake that records what it was told.
+type Datapath interface {
+	Attach(ifindex int, mode datapath.Mode) error
+	SetRoute(p netip.Prefix, nexthopID uint32) error
+	DeleteRoute(p netip.Prefix) error
+	SetNexthop(id uint32, nh datapath.Nexthop) error
+	DeleteNexthop(id uint32) error
+	SetNeighbor(ifindex int, ip netip.Addr, mac net.HardwareAddr) error
+	DeleteNeighbor(ifindex int, ip netip.Addr) error
+	SetLocalAddr(ip netip.Addr) error
+	Counters() (datapath.Counters, error)
+	Close() error
+}
+
 // Agent is a running FE.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
-	id  forces.ID
-	dp  *datapath.Datapath
+	cfg  Config
+	log  *slog.Logger
+	id   forces.ID
+	load func() (Datapath, error)
+	dp   Datapath
 
 	mu         sync.Mutex
 	associated bool
@@ -81,6 +97,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	return &Agent{
 		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
+		load:  func() (Datapath, error) { return datapath.Load() },
 		ports: map[int]*port{}, nexthops: map[uint32]netip.Addr{}, resolved: map[uint32]int{},
 		rows: map[uint32]netip.Prefix{}, ceRoutes: map[netip.Prefix]uint32{}, connected: map[netip.Prefix]uint32{},
 		neighbors: map[neighKey]net.HardwareAddr{},
@@ -90,7 +107,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 // Run attaches the datapath, associates with the CE (reconnecting with backoff)
 // and serves until ctx is cancelled; then it detaches everything.
 func (a *Agent) Run(ctx context.Context) error {
-	dp, err := datapath.Load()
+	dp, err := a.load()
 	if err != nil {
 		return fmt.Errorf("load XDP datapath: %w", err)
 	}

@@ -13,7 +13,7 @@ var ErrConfig = errors.New("fe config")
 
 // Config is the FE's configuration file (YAML).
 type Config struct {
-	// ID is this FE's number; its ForCES ID is forces.FEID(ID).
+	// ID is this FE's number, 1 (the default) to 0x3FFFFFFF; its ForCES ID is forces.FEID(ID).
 	ID uint32 `yaml:"id"`
 	// CEAddress is the CE's ForCES TCP address.
 	CEAddress string `yaml:"ce_address"`
@@ -29,8 +29,11 @@ type Config struct {
 
 // Validate checks the configuration and fills in defaults. Errors name the field and value.
 func (c *Config) Validate() error {
+	if c.ID == 0 {
+		c.ID = 1
+	}
 	if c.ID > 0x3FFFFFFF {
-		return fmt.Errorf("%w: id %d: must be below 0x40000000", ErrConfig, c.ID)
+		return fmt.Errorf("%w: id %d: must be 1 to 1073741823", ErrConfig, c.ID)
 	}
 	if c.CEAddress == "" {
 		c.CEAddress = "127.0.0.1:6700"

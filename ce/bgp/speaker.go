@@ -76,6 +76,12 @@ func (c *Config) Validate() error {
 	if !c.RouterID.Is4() {
 		return fmt.Errorf("%w: router_id %q: must be an IPv4 address", ErrConfig, c.RouterID)
 	}
+	for i, a := range c.ListenAddrs {
+		// GoBGP panics on an unparsable listen address, so check here.
+		if _, err := netip.ParseAddr(a); err != nil {
+			return fmt.Errorf("%w: bgp_listen_addresses[%d] %q: not an IP address", ErrConfig, i, a)
+		}
+	}
 	seen := map[netip.Addr]bool{}
 	for i, n := range c.Neighbors {
 		if !n.Address.IsValid() {

@@ -124,8 +124,37 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// settledGoroutines waits until the goroutine count has been the same for
+// 200 ms and returns it.
+func settledGoroutines() int {
+	n, same := runtime.NumGoroutine(), 0
+	for same < 4 {
+		time.Sleep(50 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
+// waitGoroutines waits up to timeout for the goroutine count to drop to max
+// and otherwise returns a dump of all goroutines.
+func waitGoroutines(max int, timeout time.Duration) (leftover string, ok bool) {
+	deadline := time.Now().Add(timeout)
+	for runtime.NumGoroutine() > max {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			return string(buf[:runtime.Stack(buf, true)]), false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", true
+}
+
 func TestPeerAnnouncesTableWithThirdPartyNextHop(t *testing.T) {
-	baseGoroutines := runtime.NumGoroutine()
+	initialGoroutines := runtime.NumGoroutine()
 
 	port := freePort(t, recvAddr)
 	recv := startReceiver(t, port)
@@ -135,6 +164,9 @@ func TestPeerAnnouncesTableWithThirdPartyNextHop(t *testing.T) {
 			recv.Stop()
 		}
 	}()
+	// The receiver's own goroutines (listener, FSM waiting in Active) are
+	// part of the baseline the Peer's Stop must return to.
+	baseGoroutines := settledGoroutines()
 
 	p, err := Start(context.Background(), Config{
 		ASN: peerASN, RouterID: netip.MustParseAddr("10.255.0.1"), ListenPort: -1,
@@ -229,21 +261,22 @@ func TestPeerAnnouncesTableWithThirdPartyNextHop(t *testing.T) {
 	if err := p.Announce(victim); !errors.Is(err, ErrStopped) {
 		t.Errorf("Announce after Stop = %v, want ErrStopped", err)
 	}
-	recv.Stop()
-	recvStopped = true
-
-	const tolerance = 0
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > baseGoroutines+tolerance {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines after Stop, %d before Start (tolerance %d):\n%s",
-				runtime.NumGoroutine(), baseGoroutines, tolerance, buf)
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Every goroutine the Peer's GoBGP started has ended once the
+	// receiver's side of the session is back to Active.
+	if dump, ok := waitGoroutines(baseGoroutines, 10*time.Second); !ok {
+		t.Fatalf("%d goroutines 10s after Stop, %d before Start:\n%s", runtime.NumGoroutine(), baseGoroutines, dump)
 	}
 	t.Logf("goroutines: %d before Start, %d after Stop", baseGoroutines, runtime.NumGoroutine())
+
+	// The plain receiver is not the unit under test: GoBGP v4.8.0's
+	// cleanInfiniteChannel drains an FSM's outgoing queue without blocking,
+	// so a server stopped with messages still queued can leak that queue's
+	// goroutine. Report it without failing.
+	recv.Stop()
+	recvStopped = true
+	if dump, ok := waitGoroutines(initialGoroutines, 2*time.Second); !ok {
+		t.Logf("receiver (plain GoBGP) left %d goroutines after Stop:\n%s", runtime.NumGoroutine()-initialGoroutines, dump)
+	}
 }
 
 // testControl exercises ServeControl over a unix socket.
@@ -471,5 +504,26 @@ func TestSecondsJSON(t *testing.T) {
 	}
 	if slices.Contains(strings.Split(string(b), ","), `"established_at"`) {
 		t.Errorf("zero EstablishedAt marshalled: %s", b)
+	}
+}
+
+// BenchmarkStart measures Start with n routes and no session: generating
+// the table and inserting it into GoBGP's RIB with batched AddPath calls.
+func BenchmarkStart(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				p, err := Start(context.Background(), Config{
+					ASN: peerASN, RouterID: netip.MustParseAddr("10.255.0.1"), ListenPort: -1,
+					Neighbor: netip.MustParseAddr("127.0.0.3"), NeighborASN: recvASN, NeighborPort: 1,
+					Routes: n, NextHop: nextHop,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Stop()
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "routes/s")
+		})
 	}
 }

@@ -1,0 +1,243 @@
+package ce
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitplane/splitplane/ce/bgp"
+	"github.com/splitplane/splitplane/forces"
+)
+
+// startCE runs a CE with BGP not listening and no neighbours, so routes come
+// only from the test through the same channel GoBGP's watcher uses.
+func startCE(t *testing.T, hb time.Duration) *CE {
+	t.Helper()
+	c, err := New(Config{ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("CE Run: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Addr() == nil || c.speaker == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("CE did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c
+}
+
+// fakeFE associates with the CE over a real TCP connection.
+type fakeFE struct {
+	t    *testing.T
+	conn *forces.Conn
+	id   forces.ID
+}
+
+func dialFE(t *testing.T, c *CE, n uint32) (*fakeFE, *forces.Message) {
+	t.Helper()
+	nc, err := net.Dial("tcp", c.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeFE{t: t, conn: forces.NewConn(nc), id: forces.FEID(n)}
+	t.Cleanup(func() { f.conn.Close() })
+	if err := f.conn.WriteMessage(forces.NewAssociationSetup(f.id, forces.CEID(0), 1)); err != nil {
+		t.Fatal(err)
+	}
+	return f, f.next(forces.MsgAssociationSetupResponse)
+}
+
+// next returns the next message of type want, answering heartbeats on the way.
+func (f *fakeFE) next(want forces.MessageType) *forces.Message {
+	f.t.Helper()
+	for {
+		m, err := f.conn.ReadMessage()
+		if err != nil {
+			f.t.Fatalf("waiting for %s: %v", want, err)
+		}
+		if m.Header.Type == want {
+			return m
+		}
+		if m.Header.Type != forces.MsgHeartbeat {
+			f.t.Fatalf("got %s, want %s", m.Header.Type, want)
+		}
+	}
+}
+
+// rows reads Config messages, answers each with success, and returns the rows
+// until n have arrived.
+func (f *fakeFE) rows(n int) []forces.Item {
+	f.t.Helper()
+	var items []forces.Item
+	for len(items) < n {
+		m := f.next(forces.MsgConfig)
+		if m.Header.Dst != f.id || !m.Header.Src.IsCE() {
+			f.t.Fatalf("config from %s to %s", m.Header.Src, m.Header.Dst)
+		}
+		items = append(items, forces.Items(m)...)
+		resp, err := forces.NewConfigResponse(m)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.conn.WriteMessage(resp)
+	}
+	if len(items) != n {
+		f.t.Fatalf("got %d rows, want %d", len(items), n)
+	}
+	return items
+}
+
+func routeUpdates(n int, nh netip.Addr) []bgp.Update {
+	u := make([]bgp.Update, n)
+	for i := range u {
+		u[i] = bgp.Update{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24), NextHop: nh}
+	}
+	return u
+}
+
+func TestFullSyncAndDiffs(t *testing.T) {
+	c := startCE(t, time.Second)
+	nh := netip.MustParseAddr("10.10.2.2")
+	c.updates <- routeUpdates(10000, nh)
+
+	// An FE that joins later gets the whole FIB: the nexthop, then every route.
+	waitFor(t, func() bool { return c.Status(context.Background()).Routes == 10000 })
+	fe, resp := dialFE(t, c, 1)
+	if resp.ASResult == nil || forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
+		t.Fatalf("setup result %v", resp.ASResult)
+	}
+	items := fe.rows(10001)
+	if items[0].ClassID != forces.ClassIPv4NextHop || items[0].Op != forces.OpSet {
+		t.Fatalf("first row %+v, want the nexthop", items[0])
+	}
+	info, err := forces.ParseIPv4NextHopInfo(items[0].FullData)
+	if err != nil || info.NextHop != nh {
+		t.Fatalf("nexthop row %+v %v", info, err)
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, it := range items[1:] {
+		p, err := forces.ParseIPv4PrefixInfo(it.FullData)
+		if err != nil || it.ClassID != forces.ClassIPv4UcastLPM || p.HopSelector != items[0].Path[1] {
+			t.Fatalf("route row %+v: %+v %v", it, p, err)
+		}
+		seen[p.Prefix] = true
+	}
+	if len(seen) != 10000 {
+		t.Fatalf("%d distinct prefixes in the full sync, want 10000", len(seen))
+	}
+
+	// A withdrawal reaches the FE as a DEL of that prefix's row.
+	c.updates <- []bgp.Update{{Prefix: routeUpdates(1, nh)[0].Prefix, Withdraw: true}}
+	del := fe.rows(1)[0]
+	if del.Op != forces.OpDel || del.ClassID != forces.ClassIPv4UcastLPM {
+		t.Fatalf("withdrawal sent as %+v", del)
+	}
+	waitFor(t, func() bool {
+		st := c.Status(context.Background())
+		return len(st.FEs) == 1 && st.FEs[0].Acked == 10002
+	})
+
+	// A second FE with the same ID is refused; the first keeps its association.
+	_, resp2 := dialFE(t, c, 1)
+	if resp2.ASResult == nil || forces.SetupResult(*resp2.ASResult) == forces.SetupSuccess {
+		t.Fatalf("duplicate FE ID accepted: %v", resp2.ASResult)
+	}
+	if st := c.Status(context.Background()); len(st.FEs) != 1 {
+		t.Fatalf("%d FEs after a refused duplicate", len(st.FEs))
+	}
+}
+
+// An FE that stops talking is torn down with reason "loss of heartbeats".
+func TestHeartbeatLoss(t *testing.T) {
+	c := startCE(t, 30*time.Millisecond)
+	fe, _ := dialFE(t, c, 2)
+	td := fe.next(forces.MsgAssociationTeardown)
+	if td.ASTReason == nil || forces.TeardownReason(*td.ASTReason) != forces.TeardownLossOfHeartbeats {
+		t.Fatalf("teardown reason %v", td.ASTReason)
+	}
+	waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
+}
+
+// A connection that does not start with an Association Setup is dropped.
+func TestNoSetupDropped(t *testing.T) {
+	c := startCE(t, time.Second)
+	nc, err := net.Dial("tcp", c.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	conn := forces.NewConn(nc)
+	conn.WriteMessage(forces.NewHeartbeat(forces.FEID(3), forces.CEID(0), 1, forces.NoACK))
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.ReadMessage(); err == nil {
+		t.Fatal("CE answered a connection that skipped the association setup")
+	}
+	// Garbage too.
+	nc2, _ := net.Dial("tcp", c.Addr().String())
+	defer nc2.Close()
+	nc2.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+	nc2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := forces.NewConn(nc2).ReadMessage(); err == nil {
+		t.Fatal("CE answered garbage")
+	}
+	if st := c.Status(context.Background()); len(st.FEs) != 0 {
+		t.Fatalf("FEs associated: %+v", st.FEs)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	base := func() Config { return Config{ASN: 65001, RouterID: "192.0.2.1"} }
+	for _, tc := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.RouterID = "x" }, `router_id "x"`},
+		{func(c *Config) { c.RouterID = "2001:db8::1" }, `router_id "2001:db8::1"`},
+		{func(c *Config) { c.ASN = 0 }, "asn"},
+		{func(c *Config) { c.Neighbors = []NeighborConfig{{Address: "10.0.0.300", ASN: 1}} }, `neighbors[0].address "10.0.0.300"`},
+		{func(c *Config) { c.Neighbors = []NeighborConfig{{Address: "10.0.0.1"}} }, "neighbors[0].asn"},
+		{func(c *Config) {
+			c.Neighbors = []NeighborConfig{{Address: "10.0.0.1", ASN: 1}, {Address: "10.0.0.1", ASN: 2}}
+		}, "neighbors[1].address 10.0.0.1"},
+		{func(c *Config) { c.HeartbeatInterval = time.Microsecond }, "heartbeat_interval"},
+		{func(c *Config) { c.BGPListenAddrs = []string{"10.0.0.1", "nope"} }, `bgp_listen_addresses[1] "nope"`},
+	} {
+		cfg := base()
+		tc.edit(&cfg)
+		err := cfg.Validate()
+		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate = %v, want an ErrConfig naming %q", err, tc.want)
+		}
+	}
+	cfg := base()
+	if err := cfg.Validate(); err != nil || cfg.ForCESListen != DefaultForCESListen {
+		t.Fatalf("minimal config: %v, forces_listen %q", err, cfg.ForCESListen)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

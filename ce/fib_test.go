@@ -1,0 +1,109 @@
+package ce
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+)
+
+var (
+	pfxA = netip.MustParsePrefix("198.51.100.0/24")
+	pfxB = netip.MustParsePrefix("203.0.113.0/24")
+	nh1  = netip.MustParseAddr("10.10.2.2")
+	nh2  = netip.MustParseAddr("10.10.3.2")
+)
+
+func kinds(ch []Change) string {
+	s := ""
+	for _, c := range ch {
+		switch c.Kind {
+		case NexthopSet:
+			s += fmt.Sprintf("nh+%d=%s ", c.ID, c.NextHop)
+		case NexthopDel:
+			s += fmt.Sprintf("nh-%d ", c.ID)
+		case RouteSet:
+			s += fmt.Sprintf("rt+%d=%s>%d ", c.Row, c.Prefix, c.ID)
+		case RouteDel:
+			s += fmt.Sprintf("rt-%d ", c.Row)
+		}
+	}
+	return s
+}
+
+func TestFIBChanges(t *testing.T) {
+	f := NewFIB()
+	steps := []struct {
+		name string
+		do   func([]Change) []Change
+		want string
+	}{
+		{"first route brings its nexthop first", func(o []Change) []Change { o, _ = f.Set(pfxA, nh1, o); return o },
+			"nh+1=10.10.2.2 rt+1=198.51.100.0/24>1 "},
+		{"same route again changes nothing", func(o []Change) []Change { o, _ = f.Set(pfxA, nh1, o); return o }, ""},
+		{"unmasked prefix is the same route", func(o []Change) []Change {
+			o, _ = f.Set(netip.MustParsePrefix("198.51.100.7/24"), nh1, o)
+			return o
+		}, ""},
+		{"second route shares the nexthop", func(o []Change) []Change { o, _ = f.Set(pfxB, nh1, o); return o },
+			"rt+2=203.0.113.0/24>1 "},
+		{"moving a route keeps its row; nexthop added before, none freed", func(o []Change) []Change { o, _ = f.Set(pfxB, nh2, o); return o },
+			"nh+2=10.10.3.2 rt+2=203.0.113.0/24>2 "},
+		{"last user of a nexthop frees it after the route", func(o []Change) []Change { o, _ = f.Set(pfxA, nh2, o); return o },
+			"rt+1=198.51.100.0/24>2 nh-1 "},
+		{"delete frees the row; missing delete is a no-op", func(o []Change) []Change {
+			o = f.Delete(pfxA, o)
+			return f.Delete(pfxA, o)
+		}, "rt-1 "},
+		{"freed rows and ids are reused", func(o []Change) []Change { o, _ = f.Set(pfxA, nh1, o); return o },
+			"nh+1=10.10.2.2 rt+1=198.51.100.0/24>1 "},
+		{"deleting everything frees every nexthop", func(o []Change) []Change { return f.Delete(pfxB, f.Delete(pfxA, o)) },
+			"rt-1 nh-1 rt-2 nh-2 "},
+	}
+	for _, s := range steps {
+		if got := kinds(s.do(nil)); got != s.want {
+			t.Fatalf("%s:\n got  %q\n want %q", s.name, got, s.want)
+		}
+	}
+	if f.Len() != 0 || len(f.nexthops) != 0 {
+		t.Fatalf("FIB not empty: %d routes, %d nexthops", f.Len(), len(f.nexthops))
+	}
+}
+
+func TestFIBSnapshot(t *testing.T) {
+	f := NewFIB()
+	f.Set(pfxA, nh1, nil)
+	f.Set(pfxB, nh2, nil)
+	got := kinds(f.Snapshot())
+	want := "nh+1=10.10.2.2 nh+2=10.10.3.2 rt+1=198.51.100.0/24>1 rt+2=203.0.113.0/24>2 "
+	if got != want {
+		t.Fatalf("snapshot %q, want %q", got, want)
+	}
+}
+
+func TestFIBNexthopTableFull(t *testing.T) {
+	f := NewFIB()
+	for i := 0; i < MaxNexthopID; i++ {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+		if _, ok := f.Set(p, a, nil); !ok {
+			t.Fatalf("nexthop %d refused before the table is full", i+1)
+		}
+	}
+	out, ok := f.Set(pfxA, netip.MustParseAddr("192.0.2.1"), nil)
+	if ok || len(out) != 0 {
+		t.Fatalf("a route needing nexthop %d was accepted (%v)", MaxNexthopID+1, kinds(out))
+	}
+	if _, exists := f.Lookup(pfxA); exists {
+		t.Fatal("the refused route is in the FIB")
+	}
+}
+
+func BenchmarkFIBSet(b *testing.B) {
+	f := NewFIB()
+	var out []Change
+	for i := 0; b.Loop(); i++ {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(i >> 16), byte(i >> 8), byte(i), 0}), 24)
+		out, _ = f.Set(p, nh1, out[:0])
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "routes/s")
+}
