@@ -48,6 +48,7 @@ type Agent struct {
 	id   forces.ID
 	load func() (Datapath, error)
 	dp   Datapath
+	kick chan struct{} // wakes the resolver when a next hop arrives
 
 	mu         sync.Mutex
 	associated bool
@@ -98,6 +99,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
 		load:  func() (Datapath, error) { return datapath.Load() },
+		kick:  make(chan struct{}, 1),
 		ports: map[int]*port{}, nexthops: map[uint32]netip.Addr{}, resolved: map[uint32]int{},
 		rows: map[uint32]netip.Prefix{}, ceRoutes: map[netip.Prefix]uint32{}, connected: map[netip.Prefix]uint32{},
 		neighbors: map[neighKey]net.HardwareAddr{},
@@ -107,13 +109,17 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 // Run attaches the datapath, associates with the CE (reconnecting with backoff)
 // and serves until ctx is cancelled; then it detaches everything.
 func (a *Agent) Run(ctx context.Context) error {
+	links, err := a.lookupPorts()
+	if err != nil {
+		return err
+	}
 	dp, err := a.load()
 	if err != nil {
 		return fmt.Errorf("load XDP datapath: %w", err)
 	}
 	a.dp = dp
 	defer dp.Close()
-	if err := a.setupPorts(); err != nil {
+	if err := a.setupPorts(links); err != nil {
 		return err
 	}
 
@@ -174,20 +180,31 @@ func (a *Agent) Status() Status {
 	return st
 }
 
-// setupPorts attaches XDP to every port and installs what the FE knows by
-// itself: its own addresses (for-us traffic goes to the kernel) and the
-// connected routes of its ports.
-func (a *Agent) setupPorts() error {
-	mode, _ := a.cfg.mode()
+// lookupPorts finds every configured port, before anything is loaded, so a
+// wrong name is reported first and changes nothing.
+func (a *Agent) lookupPorts() ([]netlink.Link, error) {
+	links := make([]netlink.Link, len(a.cfg.Ports))
 	for i, name := range a.cfg.Ports {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
-			return fmt.Errorf("ports[%d] %q: %w", i, name, err)
+			return nil, fmt.Errorf("ports[%d] %q: no such interface: %w", i, name, err)
 		}
+		if len(l.Attrs().HardwareAddr) != 6 {
+			return nil, fmt.Errorf("ports[%d] %q: not an Ethernet interface", i, name)
+		}
+		links[i] = l
+	}
+	return links, nil
+}
+
+// setupPorts attaches XDP to every port and installs what the FE knows by
+// itself: its own addresses (for-us traffic goes to the kernel) and the
+// connected routes of its ports.
+func (a *Agent) setupPorts(links []netlink.Link) error {
+	mode, _ := a.cfg.mode()
+	for i, l := range links {
+		name := a.cfg.Ports[i]
 		attrs := l.Attrs()
-		if len(attrs.HardwareAddr) != 6 {
-			return fmt.Errorf("ports[%d] %q: not an Ethernet interface", i, name)
-		}
 		if attrs.Flags&net.FlagUp == 0 {
 			if err := netlink.LinkSetUp(l); err != nil {
 				return fmt.Errorf("ports[%d] %q: set up: %w", i, name, err)

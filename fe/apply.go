@@ -130,6 +130,10 @@ func (a *Agent) setNexthop(id uint32, gw netip.Addr) error {
 	a.nexthops[id] = gw
 	delete(a.resolved, id)
 	a.resolveLocked(id)
+	select {
+	case a.kick <- struct{}{}: // solicit its MAC now, not at the next tick
+	default:
+	}
 	return nil
 }
 

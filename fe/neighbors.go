@@ -66,6 +66,7 @@ func (a *Agent) resolveLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.kick:
 		}
 	}
 }

@@ -94,6 +94,11 @@ func TestSkeletonEndToEnd(t *testing.T) {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
 
+	// A second lab up is refused and leaves the running lab alone.
+	if out, err := splitplane(t, bin, args("lab", "up")...); err == nil || !strings.Contains(out, "already up") {
+		t.Fatalf("second lab up: %v\n%s", err, out)
+	}
+
 	st, err := lab.GetStatus(o)
 	if err != nil {
 		t.Fatal(err)

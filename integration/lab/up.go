@@ -126,6 +126,7 @@ func Up(ctx context.Context, o Options) (err error) {
 
 	want := o.Routes + 1
 	fmt.Fprintf(o.Out, "waiting for BGP and for %d routes in the FE\n", want)
+	started := time.Now()
 	if err := o.waitFor(ctx, 120*time.Second, func(st Status) error {
 		if st.BGPState != "established" {
 			return fmt.Errorf("bgp session %q", st.BGPState)
@@ -140,6 +141,7 @@ func Up(ctx context.Context, o Options) (err error) {
 	}); err != nil {
 		return err
 	}
+	fmt.Fprintf(o.Out, "BGP established and %d routes in the FE %.1fs after the daemons started\n", want, time.Since(started).Seconds())
 	if o.Traffic {
 		pid, err := o.start("traffic", o.Namespace("a"), "ping", "-q", "-i", "0.2", HostBAddr.String())
 		if err != nil {

@@ -1,0 +1,62 @@
+package integration_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad configuration and bad arguments are refused at start with an error that
+// names the field and the value, and exit codes scripts can rely on: 1 for a
+// bad configuration or failure, 2 for a bad command line.
+func TestCLIBadInput(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"good ce config", []string{"ce", "--check", "--config", write("ok.yaml", "asn: 65001\nrouter_id: 192.0.2.1\n")}, 0, []string{"config ok"}},
+		{"unknown field", []string{"ce", "--check", "--config", write("unknown.yaml", "asn: 65001\nrouter_id: 192.0.2.1\nneighbours: []\n")}, 1, []string{"neighbours", "not found"}},
+		{"bad router id", []string{"ce", "--check", "--config", write("rid.yaml", "asn: 65001\nrouter_id: 300.1.1.1\n")}, 1, []string{"router_id", "300.1.1.1"}},
+		{"bad neighbour", []string{"ce", "--check", "--config", write("nb.yaml", "asn: 65001\nrouter_id: 192.0.2.1\nneighbors:\n  - {address: 10.0.0.1}\n")}, 1, []string{"neighbors[0].asn"}},
+		{"not yaml", []string{"ce", "--check", "--config", write("junk.yaml", "asn: [\n")}, 1, []string{"junk.yaml"}},
+		{"missing file", []string{"ce", "--check", "--config", filepath.Join(dir, "nope.yaml")}, 1, []string{"nope.yaml", "no such file"}},
+		{"fe bad mode", []string{"fe", "--check", "--config", write("fe.yaml", "ports: [eth0]\nxdp_mode: turbo\n")}, 1, []string{"xdp_mode", "turbo"}},
+		{"fe no ports", []string{"fe", "--check", "--config", write("fe0.yaml", "id: 2\n")}, 1, []string{"ports"}},
+		{"fe unknown interface", []string{"fe", "--config", write("fe1.yaml", "ports: [nosuchif0]\nce_address: 127.0.0.1:1\n")}, 1, []string{`ports[0] "nosuchif0"`, "no such interface"}},
+		{"peer bad next hop", []string{"peer", "--router-id", "192.0.2.2", "--neighbor", "192.0.2.1", "--next-hop", "x"}, 2, []string{"--next-hop", `"x"`}},
+		{"lab status of no lab", []string{"lab", "status", "--name", "nolab", "--dir", filepath.Join(dir, "nolab")}, 1, []string{"nolab", "is it up"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.Command(bin, tc.args...).CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output does not mention %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
