@@ -12,7 +12,7 @@ RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps
 # What regenerating the BPF object needs (checked by `make test`).
 GEN_DEPS := clang llvm libbpf-dev
 
-.PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet fuzz clean
+.PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz clean
 
 all: build
 
@@ -45,7 +45,7 @@ down: build
 
 # Everything: formatting, vet, generated code is current, unit tests, and the
 # privileged integration tests (netns, XDP, real daemons) when root.
-test: deps gen-deps fmt-check vet check-generated build
+test: deps gen-deps fmt-check vet lint check-generated build
 	$(GO) test -count=1 -timeout 25m ./...
 
 unit:
@@ -57,6 +57,9 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+lint:
+	$(GO) tool staticcheck ./...
 
 # Regenerate committed generated code (bpf2go output).
 generate: gen-deps

@@ -21,8 +21,7 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-func u32p(v uint32) *uint32 { return &v }
-func u8p(v uint8) *uint8    { return &v }
+func u8p(v uint8) *uint8 { return &v }
 
 var (
 	testFE = FEID(1) // 0x00000001

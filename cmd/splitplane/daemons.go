@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -14,19 +15,23 @@ import (
 	"github.com/splitplane/splitplane/integration/peer"
 )
 
-func ceCmd() *cobra.Command {
+// daemon is a configured CE or FE, ready to run.
+type daemon interface {
+	Run(ctx context.Context) error
+}
+
+// daemonCmd is the command of a daemon configured by a YAML file: it loads and
+// validates the file, and runs the daemon until SIGINT or SIGTERM unless
+// --check asks only for validation.
+func daemonCmd(name, short string, load func(path string) (daemon, error)) *cobra.Command {
 	var path string
 	var check bool
 	cmd := &cobra.Command{
-		Use:   "ce --config FILE",
-		Short: "Run the control element: BGP, the FIB, and ForCES towards the FEs",
+		Use:   name + " --config FILE",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg ce.Config
-			if err := loadYAML(path, &cfg); err != nil {
-				return err
-			}
-			c, err := ce.New(cfg, newLogger())
+			d, err := load(path)
 			if err != nil {
 				return err
 			}
@@ -36,7 +41,7 @@ func ceCmd() *cobra.Command {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			return c.Run(ctx)
+			return d.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (YAML)")
@@ -45,35 +50,24 @@ func ceCmd() *cobra.Command {
 	return cmd
 }
 
+func ceCmd() *cobra.Command {
+	return daemonCmd("ce", "Run the control element: BGP, the FIB, and ForCES towards the FEs", func(path string) (daemon, error) {
+		var cfg ce.Config
+		if err := loadYAML(path, &cfg); err != nil {
+			return nil, err
+		}
+		return ce.New(cfg, newLogger())
+	})
+}
+
 func feCmd() *cobra.Command {
-	var path string
-	var check bool
-	cmd := &cobra.Command{
-		Use:   "fe --config FILE",
-		Short: "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg fe.Config
-			if err := loadYAML(path, &cfg); err != nil {
-				return err
-			}
-			a, err := fe.New(cfg, newLogger())
-			if err != nil {
-				return err
-			}
-			if check {
-				fmt.Println("config ok")
-				return nil
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			return a.Run(ctx)
-		},
-	}
-	cmd.Flags().StringVar(&path, "config", "", "configuration file (YAML)")
-	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration and exit")
-	cmd.MarkFlagRequired("config")
-	return cmd
+	return daemonCmd("fe", "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES", func(path string) (daemon, error) {
+		var cfg fe.Config
+		if err := loadYAML(path, &cfg); err != nil {
+			return nil, err
+		}
+		return fe.New(cfg, newLogger())
+	})
 }
 
 func peerCmd() *cobra.Command {
