@@ -42,13 +42,15 @@ type Status struct {
 
 // FEStatus describes one associated FE.
 type FEStatus struct {
-	ID            string    `json:"id"`
-	Remote        string    `json:"remote"`
-	AssociatedAt  time.Time `json:"associated_at"`
-	Pending       int       `json:"pending_changes"`
-	Acked         uint64    `json:"acked_changes"`
-	Failed        uint64    `json:"failed_changes"`
-	LastHeartbeat time.Time `json:"last_heartbeat"`
+	ID            string     `json:"id"`
+	Remote        string     `json:"remote"`
+	AssociatedAt  time.Time  `json:"associated_at"`
+	Synced        bool       `json:"synced"`
+	Pending       int        `json:"pending_changes"`
+	Acked         uint64     `json:"acked_changes"`
+	Failed        uint64     `json:"failed_changes"`
+	LastHeartbeat time.Time  `json:"last_heartbeat"`
+	HeartbeatRTT  RTTSummary `json:"heartbeat_rtt"`
 }
 
 // New validates cfg and prepares a CE; Run starts it.

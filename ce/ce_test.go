@@ -77,6 +77,9 @@ func (f *fakeFE) next(want forces.MessageType) *forces.Message {
 		if m.Header.Type != forces.MsgHeartbeat {
 			f.t.Fatalf("got %s, want %s", m.Header.Type, want)
 		}
+		if m.Header.Flags.ACK == forces.AlwaysACK {
+			f.conn.WriteMessage(forces.NewHeartbeat(f.id, m.Header.Src, m.Header.Correlator, forces.NoACK))
+		}
 	}
 }
 
@@ -103,6 +106,42 @@ func (f *fakeFE) rows(n int) []forces.Item {
 	return items
 }
 
+// fullSync plays the FE's side of the CE's full-sync transaction: staged
+// Config messages up to a COMMIT, answered with success, then TRCOMP. It
+// returns the staged rows.
+func (f *fakeFE) fullSync() []forces.Item {
+	f.t.Helper()
+	var items []forces.Item
+	for {
+		m := f.next(forces.MsgConfig)
+		if !m.Header.Flags.Atomic {
+			f.t.Fatalf("full sync message without the atomic flag: %+v", m.Header)
+		}
+		if len(m.LFBs) == 1 && len(m.LFBs[0].Ops) == 1 && m.LFBs[0].Ops[0].Type == forces.OpCommit {
+			resp, err := forces.NewCommitResponse(m, forces.ResultSuccess)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if err := f.conn.WriteMessage(resp); err != nil {
+				f.t.Fatal(err)
+			}
+			tr := f.next(forces.MsgConfig)
+			if len(tr.LFBs) != 1 || tr.LFBs[0].Ops[0].Type != forces.OpTRComp {
+				f.t.Fatalf("after COMMIT: %+v, want TRCOMP", tr)
+			}
+			return items
+		}
+		want := forces.PhaseMOT
+		if len(items) == 0 {
+			want = forces.PhaseSOT
+		}
+		if m.Header.Flags.TP != want {
+			f.t.Fatalf("transaction phase %s, want %s", m.Header.Flags.TP, want)
+		}
+		items = append(items, forces.Items(m)...)
+	}
+}
+
 func routeUpdates(n int, nh netip.Addr) []bgp.Update {
 	u := make([]bgp.Update, n)
 	for i := range u {
@@ -122,7 +161,13 @@ func TestFullSyncAndDiffs(t *testing.T) {
 	if resp.ASResult == nil || forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
 		t.Fatalf("setup result %v", resp.ASResult)
 	}
-	items := fe.rows(10001)
+	items := fe.fullSync()
+	// The sync first clears both tables, so the FE drops what the CE no
+	// longer has, then fills them.
+	if len(items) != 10003 || items[0].Op != forces.OpDel || len(items[0].Path) != 1 || items[1].Op != forces.OpDel || len(items[1].Path) != 1 {
+		t.Fatalf("%d rows, starting %+v %+v; want two table DELs and 10001 rows", len(items), items[0], items[1])
+	}
+	items = items[2:]
 	if items[0].ClassID != forces.ClassIPv4NextHop || items[0].Op != forces.OpSet {
 		t.Fatalf("first row %+v, want the nexthop", items[0])
 	}
@@ -167,7 +212,16 @@ func TestFullSyncAndDiffs(t *testing.T) {
 func TestHeartbeatLoss(t *testing.T) {
 	c := startCE(t, 30*time.Millisecond)
 	fe, _ := dialFE(t, c, 2)
-	td := fe.next(forces.MsgAssociationTeardown)
+	var td *forces.Message
+	for td == nil { // ignore the full sync: this FE is dead
+		m, err := fe.conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Type == forces.MsgAssociationTeardown {
+			td = m
+		}
+	}
 	if td.ASTReason == nil || forces.TeardownReason(*td.ASTReason) != forces.TeardownLossOfHeartbeats {
 		t.Fatalf("teardown reason %v", td.ASTReason)
 	}

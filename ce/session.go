@@ -40,6 +40,11 @@ type session struct {
 	acked    atomic.Uint64
 	failed   atomic.Uint64
 	lastSeen atomic.Int64 // unix nanoseconds of the last message from the FE
+
+	snapshot []Change               // the full sync, sent as one transaction
+	commits  chan forces.ResultCode // COMMIT-RESPONSE results, from the reader
+	synced   atomic.Bool            // the full sync has been committed
+	hb       heartbeats             // round trips of the CE's heartbeats
 }
 
 func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
@@ -61,7 +66,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 
 	s := &session{
 		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
-		decided: make(chan error, 1), wake: make(chan struct{}, 1),
+		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1),
 	}
 	s.lastSeen.Store(time.Now().UnixNano())
 	select {
@@ -88,8 +93,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 
 // accept and reject are called by the CE loop.
 func (s *session) accept(snapshot []Change) {
-	s.pending = snapshot
-	s.wake <- struct{}{}
+	s.snapshot = snapshot
 	s.decided <- nil
 }
 
@@ -125,8 +129,9 @@ func (s *session) status() FEStatus {
 	pending := len(s.pending)
 	s.mu.Unlock()
 	return FEStatus{
-		ID: s.fe.String(), Remote: s.remote, AssociatedAt: s.since, Pending: pending,
+		ID: s.fe.String(), Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
 		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: time.Unix(0, s.lastSeen.Load()),
+		HeartbeatRTT: s.hb.summary(),
 	}
 }
 
@@ -139,36 +144,56 @@ func (s *session) run(ctx context.Context) {
 		s.end(s.read())
 		cancel()
 	}()
+	go func() {
+		s.end(s.heartbeat(ctx))
+		cancel()
+	}()
+	defer func() {
+		if s.reason() == nil {
+			s.end(errors.New("CE shutting down"))
+			_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownNormal)))
+		}
+		s.conn.Close()
+	}()
 
+	if err := s.fullSync(ctx); err != nil {
+		s.end(err)
+		return
+	}
+	s.ce.log.Info("forces: full sync committed", "fe", s.fe, "changes", len(s.snapshot))
+	s.snapshot = nil
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+			if err := s.flush(); err != nil {
+				s.end(err)
+				return
+			}
+		}
+	}
+}
+
+// heartbeat sends the CE's heartbeats and tears the association down when
+// nothing has come from the FE for missedHeartbeats intervals. It runs apart
+// from the config writer so a long full sync never delays it.
+func (s *session) heartbeat(ctx context.Context) error {
 	interval := s.ce.cfg.HeartbeatInterval
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
+		if since := time.Since(time.Unix(0, s.lastSeen.Load())); since > missedHeartbeats*interval {
+			_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownLossOfHeartbeats)))
+			return fmt.Errorf("loss of heartbeats: nothing from the FE for %s", since.Round(time.Millisecond))
+		}
+		if err := s.sendHeartbeat(); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			if s.reason() == nil {
-				s.end(errors.New("CE shutting down"))
-				_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownNormal)))
-			}
-			s.conn.Close()
-			return
+			return nil
 		case <-tick.C:
-			if since := time.Since(time.Unix(0, s.lastSeen.Load())); since > missedHeartbeats*interval {
-				s.end(fmt.Errorf("loss of heartbeats: nothing from the FE for %s", since.Round(time.Millisecond)))
-				_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownLossOfHeartbeats)))
-				s.conn.Close()
-				return
-			}
-			if err := s.conn.WriteMessage(forces.NewHeartbeat(s.ce.id, s.fe, s.corr.Add(1), forces.NoACK)); err != nil {
-				s.end(fmt.Errorf("send heartbeat: %w", err))
-				return
-			}
-		case <-s.wake:
-			if err := s.flush(); err != nil {
-				s.end(err)
-				s.conn.Close()
-				return
-			}
 		}
 	}
 }
@@ -182,18 +207,109 @@ func (s *session) flush() error {
 	if len(batch) == 0 {
 		return nil
 	}
+	msgs, err := s.configs(toTableOps(batch))
+	if err != nil {
+		return err
+	}
+	return s.send(msgs)
+}
+
+// configs packs row operations into Config messages.
+func (s *session) configs(ops []forces.TableOp) ([]*forces.Message, error) {
 	hdr := forces.Header{
 		Type: forces.MsgConfig, Src: s.ce.id, Dst: s.fe,
 		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure},
 	}
-	msgs, err := forces.BuildConfig(hdr, func() uint64 { return s.corr.Add(1) }, toTableOps(batch))
+	msgs, err := forces.BuildConfig(hdr, func() uint64 { return s.corr.Add(1) }, ops)
 	if err != nil {
-		return fmt.Errorf("build config: %w", err)
+		return nil, fmt.Errorf("build config: %w", err)
 	}
+	return msgs, nil
+}
+
+func (s *session) send(msgs []*forces.Message) error {
 	for _, m := range msgs {
 		if err := s.conn.WriteMessage(m); err != nil {
-			return fmt.Errorf("send config: %w", err)
+			return fmt.Errorf("send %s: %w", m.Header.Type, err)
 		}
+	}
+	return nil
+}
+
+// commitTimeout bounds the wait for an FE's answer to a COMMIT.
+const commitTimeout = 60 * time.Second
+
+// fullSync replaces whatever the FE holds with the CE's FIB in one atomic
+// transaction (RFC 5810 §4.3.1.2.2): both tables are cleared and refilled in
+// staged messages (SOT, MOT...), then COMMIT makes them live at once and
+// TRCOMP completes the transaction. The FE programs only what differs, so an
+// FE that kept forwarding through a CE restart sees no gap.
+func (s *session) fullSync(ctx context.Context) error {
+	ops := append([]forces.TableOp{
+		{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1, Path: []uint32{forces.CompIPv4PrefixTable}},
+		{Op: forces.OpDel, ClassID: forces.ClassIPv4NextHop, InstanceID: 1, Path: []uint32{forces.CompIPv4NextHopTable}},
+	}, toTableOps(s.snapshot)...)
+	msgs, err := s.configs(ops)
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		m.Header.Flags.Atomic = true
+		m.Header.Flags.ExecMode = forces.ExecAllOrNone
+		m.Header.Flags.ACK = forces.FailureACK
+		m.Header.Flags.TP = forces.PhaseMOT
+		if i == 0 {
+			m.Header.Flags.TP = forces.PhaseSOT
+		}
+	}
+	msgs = append(msgs, forces.NewCommit(s.ce.id, s.fe, s.corr.Add(1)))
+	if err := s.send(msgs); err != nil {
+		return err
+	}
+	select {
+	case code := <-s.commits:
+		if code != forces.ResultSuccess {
+			_ = s.send([]*forces.Message{s.abortMessage()})
+			return fmt.Errorf("FE refused to commit the full sync: %s", code)
+		}
+	case <-time.After(commitTimeout):
+		_ = s.send([]*forces.Message{s.abortMessage()})
+		return fmt.Errorf("no answer to the full sync's COMMIT within %s", commitTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := s.send([]*forces.Message{forces.NewTRComp(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
+		return err
+	}
+	s.acked.Add(uint64(len(s.snapshot)))
+	s.synced.Store(true)
+	return nil
+}
+
+// abortMessage aborts the open transaction (TP=ABT).
+func (s *session) abortMessage() *forces.Message {
+	return &forces.Message{Header: forces.Header{
+		Type: forces.MsgConfig, Src: s.ce.id, Dst: s.fe, Correlator: s.corr.Add(1),
+		Flags: forces.Flags{ACK: forces.NoACK, Atomic: true, TP: forces.PhaseABT, ExecMode: forces.ExecAllOrNone},
+	}}
+}
+
+func isCommitResponse(m *forces.Message) bool {
+	for _, l := range m.LFBs {
+		for _, o := range l.Ops {
+			if o.Type == forces.OpCommitResponse {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *session) sendHeartbeat() error {
+	c := s.corr.Add(1)
+	s.hb.sent(c)
+	if err := s.conn.WriteMessage(forces.NewHeartbeat(s.ce.id, s.fe, c, forces.AlwaysACK)); err != nil {
+		return fmt.Errorf("send heartbeat: %w", err)
 	}
 	return nil
 }
@@ -210,8 +326,21 @@ func (s *session) read() error {
 		case forces.MsgHeartbeat:
 			if m.Header.Flags.ACK == forces.AlwaysACK {
 				_ = s.conn.WriteMessage(forces.NewHeartbeat(s.ce.id, s.fe, m.Header.Correlator, forces.NoACK))
+			} else {
+				s.hb.answered(m.Header.Correlator)
 			}
 		case forces.MsgConfigResponse:
+			if isCommitResponse(m) {
+				code, err := forces.CommitResult(m)
+				if err != nil {
+					code = forces.ResultUnspecifiedError
+				}
+				select {
+				case s.commits <- code:
+				default:
+				}
+				continue
+			}
 			results, err := forces.ConfigResults(m)
 			if err != nil {
 				return fmt.Errorf("bad config response from FE: %w", err)

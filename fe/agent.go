@@ -50,13 +50,16 @@ type Agent struct {
 	dp   Datapath
 	kick chan struct{} // wakes the resolver when a next hop arrives
 
+	// egressPort returns the port a gateway is reached through (0: none of
+	// ours); the kernel's routing table by default, replaced in tests.
+	egressPort func(gw netip.Addr) int
+
 	mu         sync.Mutex
 	associated bool
 	ports      map[int]*port           // by ifindex
-	nexthops   map[uint32]netip.Addr   // CE nexthop ID -> gateway
-	resolved   map[uint32]int          // CE nexthop ID -> egress ifindex, for resolved ones
-	rows       map[uint32]netip.Prefix // CE prefix-table row -> prefix
-	ceRoutes   map[netip.Prefix]uint32 // prefix -> CE nexthop ID
+	table      *table                  // the rows the CE programmed
+	txn        *txn                    // an open transaction, if any
+	prog       *programmed             // what the datapath holds for them
 	connected  map[netip.Prefix]uint32 // prefix -> local nexthop ID
 	neighbors  map[neighKey]net.HardwareAddr
 }
@@ -77,15 +80,22 @@ type neighKey struct {
 
 // Status is a snapshot of the FE for operators.
 type Status struct {
-	ID         string            `json:"id"`
-	Associated bool              `json:"associated"`
-	CE         string            `json:"ce"`
-	Ports      []port            `json:"ports"`
-	Routes     int               `json:"routes"`
-	Nexthops   int               `json:"nexthops"`
-	Resolved   int               `json:"nexthops_resolved"`
-	Neighbors  int               `json:"neighbors"`
-	Counters   datapath.Counters `json:"counters"`
+	ID         string `json:"id"`
+	Associated bool   `json:"associated"`
+	CE         string `json:"ce"`
+	Ports      []port `json:"ports"`
+	// Routes and Nexthops count the CE's rows; Programmed the routes in the
+	// datapath (a route whose nexthop row is missing, or that a connected
+	// route shadows, is not); Gateways the distinct next hops and Resolved
+	// those whose egress port is known.
+	Routes         int               `json:"routes"`
+	Nexthops       int               `json:"nexthops"`
+	Programmed     int               `json:"programmed_routes"`
+	Gateways       int               `json:"gateways"`
+	Resolved       int               `json:"gateways_resolved"`
+	Neighbors      int               `json:"neighbors"`
+	DatapathErrors uint64            `json:"datapath_errors"`
+	Counters       datapath.Counters `json:"counters"`
 }
 
 // New validates cfg and prepares an agent; Run starts it.
@@ -96,14 +106,15 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
 		load:  func() (Datapath, error) { return datapath.Load() },
 		kick:  make(chan struct{}, 1),
-		ports: map[int]*port{}, nexthops: map[uint32]netip.Addr{}, resolved: map[uint32]int{},
-		rows: map[uint32]netip.Prefix{}, ceRoutes: map[netip.Prefix]uint32{}, connected: map[netip.Prefix]uint32{},
+		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[netip.Prefix]uint32{},
 		neighbors: map[neighKey]net.HardwareAddr{},
-	}, nil
+	}
+	a.egressPort = a.kernelEgressPort
+	return a, nil
 }
 
 // Run attaches the datapath, associates with the CE (reconnecting with backoff)
@@ -163,8 +174,14 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	st := Status{
-		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: len(a.ceRoutes),
-		Nexthops: len(a.nexthops), Resolved: len(a.resolved), Neighbors: len(a.neighbors),
+		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: len(a.table.routes),
+		Nexthops: len(a.table.nexthops), Gateways: len(a.prog.slots), Neighbors: len(a.neighbors),
+		Programmed: len(a.prog.routes), DatapathErrors: a.prog.errors,
+	}
+	for _, s := range a.prog.slots {
+		if s.ifindex != 0 {
+			st.Resolved++
+		}
 	}
 	for _, name := range a.cfg.Ports {
 		for _, p := range a.ports {
@@ -276,8 +293,9 @@ func (a *Agent) associate(ctx context.Context) error {
 		return fmt.Errorf("CE refused the association: %s", forces.SetupResult(*resp.ASResult))
 	}
 	ce := resp.Header.Src
+	// The FIB of an earlier association stays in place (non-stop
+	// forwarding); the CE's full sync replaces it in one transaction.
 	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress)
-	a.resetCEState()
 	a.mu.Lock()
 	a.associated = true
 	a.mu.Unlock()

@@ -22,6 +22,7 @@ type fakeDatapath struct {
 	mu       sync.Mutex
 	routes   map[netip.Prefix]uint32
 	nexthops map[uint32]datapath.Nexthop
+	writes   int // route and nexthop updates and deletes
 }
 
 func newFake() *fakeDatapath {
@@ -33,6 +34,7 @@ func (f *fakeDatapath) SetRoute(p netip.Prefix, nh uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.routes[p] = nh
+	f.writes++
 	return nil
 }
 func (f *fakeDatapath) DeleteRoute(p netip.Prefix) error {
@@ -42,18 +44,21 @@ func (f *fakeDatapath) DeleteRoute(p netip.Prefix) error {
 		return datapath.ErrNotFound
 	}
 	delete(f.routes, p)
+	f.writes++
 	return nil
 }
 func (f *fakeDatapath) SetNexthop(id uint32, nh datapath.Nexthop) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nexthops[id] = nh
+	f.writes++
 	return nil
 }
 func (f *fakeDatapath) DeleteNexthop(id uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.nexthops, id)
+	f.writes++
 	return nil
 }
 func (f *fakeDatapath) SetNeighbor(int, netip.Addr, net.HardwareAddr) error { return nil }
@@ -69,6 +74,27 @@ func (f *fakeDatapath) route(p string) (uint32, bool) {
 	return nh, ok
 }
 
+// gateway returns the gateway the datapath forwards p to ("" if none).
+func (f *fakeDatapath) gateway(p string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.routes[netip.MustParsePrefix(p)]
+	if !ok {
+		return ""
+	}
+	nh, ok := f.nexthops[id]
+	if !ok {
+		return "slot-without-nexthop"
+	}
+	return nh.Gateway.String()
+}
+
+func (f *fakeDatapath) writeCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes
+}
+
 func testAgent(t *testing.T, cfg Config) (*Agent, *fakeDatapath) {
 	t.Helper()
 	if cfg.Ports == nil {
@@ -80,6 +106,9 @@ func testAgent(t *testing.T, cfg Config) (*Agent, *fakeDatapath) {
 	}
 	dp := newFake()
 	a.dp = dp
+	// Every gateway is reached through a port with ifindex 7.
+	a.ports[7] = &port{Name: "p7", Ifindex: 7, mac: net.HardwareAddr{2, 0, 0, 0, 0, 7}}
+	a.egressPort = func(netip.Addr) int { return 7 }
 	return a, dp
 }
 
@@ -146,8 +175,8 @@ func TestApplyConfig(t *testing.T) {
 			t.Fatalf("results %v, want all success", results(t, resp))
 		}
 	}
-	if nh, ok := dp.route("198.51.100.0/24"); !ok || nh != 3 {
-		t.Fatalf("route 198.51.100.0/24 -> %d (%v), want nexthop 3", nh, ok)
+	if gw := dp.gateway("198.51.100.0/24"); gw != "192.0.2.1" {
+		t.Fatalf("route 198.51.100.0/24 -> %q in the datapath, want gateway 192.0.2.1", gw)
 	}
 
 	// A row rewritten with another prefix replaces the old prefix; deletes
@@ -178,8 +207,8 @@ func TestApplyConfig(t *testing.T) {
 	if _, ok := dp.route("192.0.2.0/24"); ok {
 		t.Error("a route to a missing nexthop was installed")
 	}
-	if st := a.Status(); st.Routes != 1 || st.Nexthops != 1 {
-		t.Errorf("status routes %d nexthops %d, want 1 and 1", st.Routes, st.Nexthops)
+	if st := a.Status(); st.Routes != 1 || st.Nexthops != 1 || st.Programmed != 1 || st.Gateways != 1 || st.Resolved != 1 {
+		t.Errorf("status %+v, want 1 route, 1 nexthop, 1 programmed, 1 gateway resolved", st)
 	}
 }
 
@@ -329,5 +358,119 @@ func TestConfigValidate(t *testing.T) {
 	good := Config{Ports: []string{"eth0"}}
 	if err := good.Validate(); err != nil || good.CEAddress == "" || good.HeartbeatInterval == 0 {
 		t.Errorf("Validate of a minimal config: %v, defaults %+v", err, good)
+	}
+}
+
+func configWith(t *testing.T, flags forces.Flags, ops ...forces.TableOp) *forces.Message {
+	t.Helper()
+	m := configMsg(t, ops...)
+	flags.ACK = forces.AlwaysACK
+	m.Header.Flags = flags
+	return m
+}
+
+func opMsg(op forces.OpType, flags forces.Flags) *forces.Message {
+	return &forces.Message{
+		Header: forces.Header{Type: forces.MsgConfig, Src: ceID, Dst: forces.FEID(1), Flags: flags},
+		LFBs:   []forces.LFBSelect{{ClassID: forces.ClassFEObject, InstanceID: 1, Ops: []forces.Operation{{Type: op}}}},
+	}
+}
+
+func TestExecutionModes(t *testing.T) {
+	bad := setRoute(9, "192.0.2.0/24", 77) // no nexthop 77
+	t.Run("all-or-none", func(t *testing.T) {
+		a, dp := testAgent(t, Config{})
+		resp, failed := a.applyConfig(configWith(t, forces.Flags{ExecMode: forces.ExecAllOrNone},
+			setNH(1, "192.0.2.1"), setRoute(1, "198.51.100.0/24", 1), bad, setRoute(2, "203.0.113.0/24", 1)))
+		if !failed {
+			t.Fatal("not failed")
+		}
+		for _, r := range results(t, resp) {
+			if r != forces.ResultNotFound {
+				t.Fatalf("results %v, want NOT_FOUND for every row", results(t, resp))
+			}
+		}
+		if st := a.Status(); st.Routes != 0 || st.Nexthops != 0 || dp.writeCount() != 0 {
+			t.Fatalf("all-or-none left %d routes, %d nexthops, %d datapath writes", st.Routes, st.Nexthops, dp.writeCount())
+		}
+	})
+	t.Run("until-failure", func(t *testing.T) {
+		a, dp := testAgent(t, Config{})
+		resp, _ := a.applyConfig(configWith(t, forces.Flags{ExecMode: forces.ExecUntilFailure},
+			setNH(1, "192.0.2.1"), setRoute(1, "198.51.100.0/24", 1), bad, setRoute(2, "203.0.113.0/24", 1)))
+		want := fmt.Sprint([]forces.ResultCode{forces.ResultSuccess, forces.ResultSuccess, forces.ResultNotFound, forces.ResultUnspecifiedError})
+		if got := fmt.Sprint(results(t, resp)); got != want {
+			t.Fatalf("results %s, want %s", got, want)
+		}
+		if dp.gateway("198.51.100.0/24") != "192.0.2.1" || dp.gateway("203.0.113.0/24") != "" {
+			t.Fatal("until-failure did not stop at the failing row")
+		}
+	})
+	t.Run("continue-on-failure", func(t *testing.T) {
+		a, dp := testAgent(t, Config{})
+		a.applyConfig(configWith(t, forces.Flags{ExecMode: forces.ExecContinueOnFailure},
+			setNH(1, "192.0.2.1"), bad, setRoute(2, "203.0.113.0/24", 1)))
+		if dp.gateway("203.0.113.0/24") != "192.0.2.1" {
+			t.Fatal("continue-on-failure skipped the rows after the failing one")
+		}
+	})
+}
+
+// A transaction is staged, then made live at COMMIT with only the differences
+// written to the datapath; a CE that renumbers rows and nexthops (as a
+// restarted CE does) causes no datapath writes for unchanged routes.
+func TestTransactionCommitAndAbort(t *testing.T) {
+	a, dp := testAgent(t, Config{})
+	a.applyConfig(configMsg(t, setNH(1, "192.0.2.1"), setNH(2, "192.0.2.2"),
+		setRoute(1, "198.51.100.0/24", 1), setRoute(2, "203.0.113.0/24", 2), setRoute(3, "192.0.2.128/25", 2)))
+	writes := dp.writeCount()
+
+	at := func(tp forces.TransactionPhase) forces.Flags { return forces.Flags{Atomic: true, TP: tp} }
+	// Full resync, renumbered: 198.51.100.0/24 unchanged (other row and
+	// nexthop IDs, same gateway), 203.0.113.0/24 moves to 192.0.2.1,
+	// 192.0.2.128/25 disappears.
+	if _, failed := a.applyConfig(configWith(t, at(forces.PhaseSOT),
+		forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1, Path: []uint32{1}},
+		forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv4NextHop, InstanceID: 1, Path: []uint32{1}},
+		setNH(5, "192.0.2.1"))); failed {
+		t.Fatal("SOT failed")
+	}
+	if _, failed := a.applyConfig(configWith(t, at(forces.PhaseEOT),
+		setRoute(10, "198.51.100.0/24", 5), setRoute(11, "203.0.113.0/24", 5))); failed {
+		t.Fatal("EOT failed")
+	}
+	if dp.writeCount() != writes || dp.gateway("192.0.2.128/25") == "" {
+		t.Fatal("staged rows reached the datapath before COMMIT")
+	}
+	if _, failed := a.applyConfig(forces.NewCommit(ceID, forces.FEID(1), 9)); failed {
+		t.Fatal("COMMIT failed")
+	}
+	if dp.gateway("198.51.100.0/24") != "192.0.2.1" || dp.gateway("203.0.113.0/24") != "192.0.2.1" || dp.gateway("192.0.2.128/25") != "" {
+		t.Fatalf("after COMMIT: %q %q %q", dp.gateway("198.51.100.0/24"), dp.gateway("203.0.113.0/24"), dp.gateway("192.0.2.128/25"))
+	}
+	// 203.0.113.0/24 rewritten, 192.0.2.128/25 deleted, gateway 192.0.2.2's
+	// slot freed: three writes, none for the unchanged route.
+	if got := dp.writeCount() - writes; got != 3 {
+		t.Errorf("COMMIT made %d datapath writes, want 3", got)
+	}
+
+	// Abort after COMMIT (before TRCOMP) rolls back.
+	a.applyConfig(&forces.Message{Header: forces.Header{Type: forces.MsgConfig, Src: ceID, Dst: forces.FEID(1), Flags: at(forces.PhaseABT)}})
+	if dp.gateway("192.0.2.128/25") != "192.0.2.2" || dp.gateway("203.0.113.0/24") != "192.0.2.2" {
+		t.Fatal("ABT after COMMIT did not restore the previous table")
+	}
+
+	// A transaction with a bad row cannot be committed, and changes nothing.
+	a.applyConfig(configWith(t, at(forces.PhaseSOT), setRoute(20, "100.64.0.0/10", 99)))
+	if _, failed := a.applyConfig(forces.NewCommit(ceID, forces.FEID(1), 9)); !failed {
+		t.Fatal("COMMIT of a failed transaction succeeded")
+	}
+	// Messages of a transaction that never started are refused.
+	a.txn = nil
+	if _, failed := a.applyConfig(configWith(t, at(forces.PhaseMOT), setNH(7, "192.0.2.7"))); !failed {
+		t.Fatal("MOT without SOT accepted")
+	}
+	if a.Status().Nexthops != 2 {
+		t.Fatalf("nexthops %d after refused transactions, want 2", a.Status().Nexthops)
 	}
 }

@@ -3,9 +3,7 @@ package fe
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 
-	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 )
 
@@ -21,149 +19,168 @@ func reject(code forces.ResultCode, format string, args ...any) error {
 	return &errResult{code: code, err: fmt.Errorf(format, args...)}
 }
 
-// applyConfig applies a Config message row by row, in order, and builds the
-// Config Response: one RESULT per PATH-DATA, echoing its path. failed reports
-// whether any row was rejected.
+var errSlotsFull = errors.New("datapath nexthop table full")
+
+func resultOf(err error) forces.ResultCode {
+	var r *errResult
+	if errors.As(err, &r) {
+		return r.code
+	}
+	return forces.ResultInternalError
+}
+
+// txn is an open atomic transaction (RFC 5810 §4.3.1.2.2): rows are applied
+// to a staged copy of the table, which replaces the live one at COMMIT. Until
+// TRCOMP, an abort restores the table from before the commit.
+type txn struct {
+	staged    *table
+	failed    bool
+	committed *table // the table before COMMIT, kept until TRCOMP
+}
+
+// applyConfig applies a Config message and builds its Config Response (one
+// RESULT per PATH-DATA, echoing the path). failed reports whether anything
+// was rejected. It honours the execution mode and the transaction flags.
 func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed bool) {
 	items := forces.Items(m)
 	results := make([]forces.ResultCode, len(items))
 	a.mu.Lock()
-	for i, it := range items {
-		if err := a.applyRow(it); err != nil {
-			failed = true
-			results[i] = forces.ResultInternalError
-			var r *errResult
-			if errors.As(err, &r) {
-				results[i] = r.code
-			}
-			a.log.Warn("forces: config row rejected", "lfb", forces.ClassName(it.ClassID), "op", it.Op, "path", it.Path, "err", err)
-		}
+	switch {
+	case hasOp(m, forces.OpCommit):
+		failed = a.commit(results)
+		a.mu.Unlock()
+		return a.commitResponse(m, failed), failed
+	case hasOp(m, forces.OpTRComp):
+		a.txn = nil // the transaction is complete; nothing left to undo
+	case m.Header.Flags.Atomic && m.Header.Flags.TP == forces.PhaseABT:
+		a.abort()
+	case m.Header.Flags.Atomic:
+		failed = a.stage(m, items, results)
+	default:
+		failed = a.applyNow(m.Header.Flags.ExecMode, items, results)
 	}
 	a.mu.Unlock()
 	resp, err := forces.NewConfigResponse(m, results...)
 	if err != nil {
-		// Cannot happen for a message that parsed; answer with a bare header.
 		a.log.Error("forces: build config response", "err", err)
 		resp = &forces.Message{Header: forces.Header{Type: forces.MsgConfigResponse, Src: m.Header.Dst, Dst: m.Header.Src, Correlator: m.Header.Correlator}}
 	}
 	return resp, failed
 }
 
-func (a *Agent) applyRow(it forces.Item) error {
-	if it.InstanceID != 1 {
-		return reject(forces.ResultLFBInstanceIDNotFound, "%s instance %d does not exist", forces.ClassName(it.ClassID), it.InstanceID)
+// commitResponse answers a COMMIT with a COMMIT-RESPONSE carrying its RESULT.
+func (a *Agent) commitResponse(m *forces.Message, failed bool) *forces.Message {
+	code := forces.ResultSuccess
+	if failed {
+		code = forces.ResultUnspecifiedError
 	}
-	if len(it.Path) != 2 || it.Path[0] != 1 {
-		return reject(forces.ResultInvalidPath, "path %v: want [1 row]", it.Path)
+	resp, err := forces.NewCommitResponse(m, code)
+	if err != nil { // cannot happen: m holds a COMMIT
+		a.log.Error("forces: build commit response", "err", err)
 	}
-	row := it.Path[1]
-	if it.Op == forces.OpSet && !it.HasFullData {
-		return reject(forces.ResultInvalidParameters, "SET of row %d without FULLDATA", row)
-	}
-	switch {
-	case it.ClassID == forces.ClassIPv4UcastLPM && it.Op == forces.OpSet:
-		info, err := forces.ParseIPv4PrefixInfo(it.FullData)
-		if err != nil {
-			return reject(forces.ResultInvalidParameters, "row %d: %v", row, err)
-		}
-		return a.setRoute(row, info.Prefix, info.HopSelector)
-	case it.ClassID == forces.ClassIPv4UcastLPM && it.Op == forces.OpDel:
-		return a.deleteRoute(row)
-	case it.ClassID == forces.ClassIPv4NextHop && it.Op == forces.OpSet:
-		info, err := forces.ParseIPv4NextHopInfo(it.FullData)
-		if err != nil {
-			return reject(forces.ResultInvalidParameters, "row %d: %v", row, err)
-		}
-		return a.setNexthop(row, info.NextHop)
-	case it.ClassID == forces.ClassIPv4NextHop && it.Op == forces.OpDel:
-		return a.deleteNexthop(row)
-	}
-	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
+	return resp
 }
 
-func (a *Agent) setRoute(row uint32, p netip.Prefix, nh uint32) error {
-	if !p.Addr().Is4() {
-		return reject(forces.ResultInvalidParameters, "row %d: prefix %s is not IPv4", row, p)
-	}
-	if _, ok := a.nexthops[nh]; !ok {
-		return reject(forces.ResultNotFound, "row %d: prefix %s: HopSelector %d: no such nexthop", row, p, nh)
-	}
-	p = p.Masked()
-	if old, ok := a.rows[row]; ok && old != p {
-		if err := a.deleteRoute(row); err != nil {
-			return err
+func hasOp(m *forces.Message, op forces.OpType) bool {
+	for _, s := range m.LFBs {
+		for _, o := range s.Ops {
+			if o.Type == op {
+				return true
+			}
 		}
 	}
-	if _, shadowed := a.connected[p]; !shadowed {
-		if err := a.dp.SetRoute(p, nh); err != nil {
-			return reject(forces.ResultMemoryError, "row %d: prefix %s: %v", row, p, err)
+	return false
+}
+
+// applyNow applies rows to the live table and programs the datapath.
+//   - execute-all-or-none: a rejected row undoes the rows before it; every row
+//     reports the rejection's code.
+//   - execute-until-failure: rows after the rejected one are not executed and
+//     report E_UNSPECIFIED_ERROR.
+//   - continue-execute-on-failure (and the reserved value): every row is tried.
+func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forces.ResultCode) (failed bool) {
+	d := newDirty()
+	var undo []func()
+	for i, it := range items {
+		err := a.table.apply(it, d, &undo)
+		if err == nil {
+			continue
+		}
+		failed = true
+		results[i] = resultOf(err)
+		a.log.Warn("forces: config row rejected", "lfb", forces.ClassName(it.ClassID), "op", it.Op, "path", it.Path, "err", err)
+		switch em {
+		case forces.ExecAllOrNone:
+			for j := len(undo) - 1; j >= 0; j-- {
+				undo[j]()
+			}
+			for j := range results {
+				results[j] = results[i]
+			}
+			return true
+		case forces.ExecUntilFailure:
+			for j := i + 1; j < len(results); j++ {
+				results[j] = forces.ResultUnspecifiedError
+			}
+			a.program(d)
+			return true
 		}
 	}
-	a.rows[row] = p
-	a.ceRoutes[p] = nh
-	return nil
+	a.program(d)
+	return failed
 }
 
-func (a *Agent) deleteRoute(row uint32) error {
-	p, ok := a.rows[row]
-	if !ok {
-		return reject(forces.ResultNotFound, "prefix table row %d does not exist", row)
+// stage applies the rows of a transaction message to the staged table.
+func (a *Agent) stage(m *forces.Message, items []forces.Item, results []forces.ResultCode) (failed bool) {
+	if m.Header.Flags.TP == forces.PhaseSOT {
+		if a.txn != nil && a.txn.committed == nil {
+			a.log.Warn("forces: new transaction replaces one that was never committed")
+		}
+		a.txn = &txn{staged: a.table.clone()}
 	}
-	delete(a.rows, row)
-	delete(a.ceRoutes, p)
-	if _, shadowed := a.connected[p]; shadowed {
-		return nil
+	if a.txn == nil || a.txn.staged == nil {
+		for i := range results {
+			results[i] = forces.ResultInvalidFlags
+		}
+		a.log.Warn("forces: transaction message without a start (SOT)", "phase", m.Header.Flags.TP)
+		return true
 	}
-	if err := a.dp.DeleteRoute(p); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-		return reject(forces.ResultInternalError, "row %d: prefix %s: %v", row, p, err)
-	}
-	return nil
-}
-
-func (a *Agent) setNexthop(id uint32, gw netip.Addr) error {
-	if id == 0 || id > MaxCENexthopID {
-		return reject(forces.ResultValueOutOfRange, "nexthop row %d: outside 1..%d", id, MaxCENexthopID)
-	}
-	if !gw.Is4() {
-		return reject(forces.ResultInvalidParameters, "nexthop row %d: NextHopIPAddr %s is not IPv4", id, gw)
-	}
-	a.nexthops[id] = gw
-	delete(a.resolved, id)
-	a.resolveLocked(id)
-	select {
-	case a.kick <- struct{}{}: // solicit its MAC now, not at the next tick
-	default:
-	}
-	return nil
-}
-
-func (a *Agent) deleteNexthop(id uint32) error {
-	if _, ok := a.nexthops[id]; !ok {
-		return reject(forces.ResultNotFound, "nexthop row %d does not exist", id)
-	}
-	delete(a.nexthops, id)
-	delete(a.resolved, id)
-	if err := a.dp.DeleteNexthop(id); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-		return reject(forces.ResultInternalError, "nexthop row %d: %v", id, err)
-	}
-	return nil
-}
-
-// resetCEState forgets everything a previous CE association installed; the
-// new association's full sync rebuilds it.
-func (a *Agent) resetCEState() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for p := range a.ceRoutes {
-		if _, shadowed := a.connected[p]; !shadowed {
-			_ = a.dp.DeleteRoute(p)
+	d := newDirty()
+	var undo []func()
+	for i, it := range items {
+		if err := a.txn.staged.apply(it, d, &undo); err != nil {
+			results[i] = resultOf(err)
+			a.txn.failed, failed = true, true
 		}
 	}
-	for id := range a.nexthops {
-		_ = a.dp.DeleteNexthop(id)
+	return failed
+}
+
+// commit makes the staged table live and programs the difference, so routes
+// that did not change are never touched in the datapath.
+func (a *Agent) commit(results []forces.ResultCode) (failed bool) {
+	if a.txn == nil || a.txn.staged == nil || a.txn.failed {
+		a.log.Warn("forces: COMMIT without a valid staged transaction")
+		return true
 	}
-	clear(a.ceRoutes)
-	clear(a.rows)
-	clear(a.nexthops)
-	clear(a.resolved)
+	prev := a.table
+	a.table = a.txn.staged
+	a.txn = &txn{committed: prev}
+	d := newDirty()
+	diff(prev, a.table, d)
+	a.program(d)
+	return false
+}
+
+// abort drops a staged transaction, or rolls back one committed but not yet
+// completed.
+func (a *Agent) abort() {
+	if a.txn != nil && a.txn.committed != nil {
+		cur := a.table
+		a.table = a.txn.committed
+		d := newDirty()
+		diff(cur, a.table, d)
+		a.program(d)
+	}
+	a.txn = nil
 }

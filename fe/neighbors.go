@@ -8,35 +8,26 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/splitplane/splitplane/fe/datapath"
 )
 
 // resolveInterval is how often unresolved next hops are retried and their
 // neighbours solicited.
 const resolveInterval = time.Second
 
-// resolveLocked finds the egress port of a CE next hop through the kernel's
-// routing table (the port's connected route) and programs it. An unresolved
-// next hop stays out of the datapath, so its packets go to the kernel.
-func (a *Agent) resolveLocked(id uint32) {
-	gw := a.nexthops[id]
+// kernelEgressPort asks the kernel's routing table which interface reaches
+// gw, and returns it if it is one of the FE's ports.
+func (a *Agent) kernelEgressPort(gw netip.Addr) int {
 	routes, err := netlink.RouteGet(gw.AsSlice())
 	if err != nil || len(routes) == 0 {
-		return
+		return 0
 	}
-	p, ok := a.ports[routes[0].LinkIndex]
-	if !ok {
-		return // reachable only through an interface this FE does not forward on
+	if _, ok := a.ports[routes[0].LinkIndex]; !ok {
+		return 0 // reachable only through an interface this FE does not forward on
 	}
-	if err := a.dp.SetNexthop(id, datapath.Nexthop{Ifindex: p.Ifindex, Gateway: gw, SrcMAC: p.mac}); err != nil {
-		a.log.Error("fe: program nexthop", "id", id, "gateway", gw, "err", err)
-		return
-	}
-	a.resolved[id] = p.Ifindex
+	return routes[0].LinkIndex
 }
 
-// resolveLoop retries unresolved next hops and, for resolved ones whose MAC is
+// resolveLoop retries unresolved gateways and, for resolved ones whose MAC is
 // not known yet, makes the kernel resolve it by sending it a datagram (the
 // kernel ARPs for it; the datagram itself goes to the discard port).
 func (a *Agent) resolveLoop(ctx context.Context) {
@@ -45,12 +36,10 @@ func (a *Agent) resolveLoop(ctx context.Context) {
 	for {
 		var solicit []netip.Addr
 		a.mu.Lock()
-		for id, gw := range a.nexthops {
-			if _, ok := a.resolved[id]; !ok {
-				a.resolveLocked(id)
-			}
-			if ifindex, ok := a.resolved[id]; ok {
-				if _, known := a.neighbors[neighKey{ifindex, gw}]; !known {
+		for gw, s := range a.prog.slots {
+			a.resolve(gw, s)
+			if s.ifindex != 0 {
+				if _, known := a.neighbors[neighKey{s.ifindex, gw}]; !known {
 					solicit = append(solicit, gw)
 				}
 			}

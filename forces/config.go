@@ -231,7 +231,8 @@ func appendItems(out []Item, s *LFBSelect, op OpType, prefix []uint32, key *KeyI
 // -> DEL-RESPONSE), and each PATH-DATA is echoed with its flags, IDs and key,
 // with a RESULT-TLV in place of its data. results gives the code of each leaf
 // in Items order; no results means all succeeded, and a single result applies
-// to every leaf.
+// to every leaf. A COMMIT is answered by a COMMIT-RESPONSE carrying the single
+// result (or success), and a TRCOMP is not answered.
 func NewConfigResponse(req *Message, results ...ResultCode) (*Message, error) {
 	if req.Header.Type != MsgConfig {
 		return nil, fmt.Errorf("%w: cannot answer a %v with a Config Response", ErrInvalid, req.Header.Type)
@@ -261,11 +262,22 @@ func NewConfigResponse(req *Message, results ...ResultCode) (*Message, error) {
 		}
 	}
 	resp := &Message{Header: responseHeader(req, MsgConfigResponse)}
-	resp.LFBs = make([]LFBSelect, len(req.LFBs))
+	resp.LFBs = make([]LFBSelect, 0, len(req.LFBs))
 	next := 0
-	for si, s := range req.LFBs {
-		rs := LFBSelect{ClassID: s.ClassID, InstanceID: s.InstanceID, Ops: make([]Operation, len(s.Ops))}
-		for oi, op := range s.Ops {
+	for _, s := range req.LFBs {
+		rs := LFBSelect{ClassID: s.ClassID, InstanceID: s.InstanceID, Ops: make([]Operation, 0, len(s.Ops))}
+		for _, op := range s.Ops {
+			switch op.Type {
+			case OpTRComp:
+				continue // TRCOMP is not answered
+			case OpCommit:
+				c := ResultSuccess
+				if len(results) == 1 {
+					c = results[0]
+				}
+				rs.Ops = append(rs.Ops, Operation{Type: OpCommitResponse, Result: &c})
+				continue
+			}
 			ro := Operation{Type: op.Type.Response()}
 			if len(op.Paths) > 0 {
 				ro.Paths = make([]PathData, len(op.Paths))
@@ -273,9 +285,14 @@ func NewConfigResponse(req *Message, results ...ResultCode) (*Message, error) {
 			for pi := range op.Paths {
 				ro.Paths[pi] = echoPath(&op.Paths[pi], codes, &next)
 			}
-			rs.Ops[oi] = ro
+			rs.Ops = append(rs.Ops, ro)
 		}
-		resp.LFBs[si] = rs
+		if len(rs.Ops) > 0 {
+			resp.LFBs = append(resp.LFBs, rs)
+		}
+	}
+	if len(resp.LFBs) == 0 && len(req.LFBs) > 0 {
+		return nil, fmt.Errorf("%w: Config holds nothing to answer (only TRCOMP)", ErrInvalid)
 	}
 	return resp, nil
 }

@@ -2,6 +2,7 @@ package forces
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -88,9 +89,15 @@ type PathData struct {
 const PathFlagSelectKey uint16 = 0x0001
 
 // Operation is an operation TLV (SET, DEL, GET, ...) holding PATH-DATA-TLVs.
+//
+// Three operations of the two-phase commit (RFC 5810 §4.3.1.2.2, §7.1.6)
+// differ: COMMIT and TRCOMP are empty TLVs (a 4-byte header and no value),
+// and COMMIT-RESPONSE carries a single RESULT-TLV directly, in Result,
+// instead of PATH-DATA. Parse and MarshalBinary enforce these shapes.
 type Operation struct {
-	Type  OpType
-	Paths []PathData
+	Type   OpType
+	Paths  []PathData
+	Result *ResultCode // COMMIT-RESPONSE only
 }
 
 // LFBSelect is an LFBselect-TLV: the target LFB class and instance and one or
@@ -104,6 +111,7 @@ type LFBSelect struct {
 type Message struct {
 	Header    Header
 	LFBs      []LFBSelect // Config, ConfigResponse, Query, QueryResponse, EventNotification, AssociationSetup
+	Redirects []Redirect  // PacketRedirect: one per REDIRECT-TLV
 	ASResult  *uint32     // AssociationSetupResponse
 	ASTReason *uint32     // AssociationTeardown
 	Extra     []TLV       // any other top-level TLV, preserved in order after the typed ones
@@ -150,6 +158,11 @@ func appendMessage(b []byte, m *Message) ([]byte, error) {
 			return b[:start], err
 		}
 	}
+	for i := range m.Redirects {
+		if b, err = appendRedirect(b, &m.Redirects[i]); err != nil {
+			return b[:start], err
+		}
+	}
 	if m.ASResult != nil {
 		b = appendU32TLV(b, TLVASResult, *m.ASResult)
 	}
@@ -160,6 +173,10 @@ func appendMessage(b []byte, m *Message) ([]byte, error) {
 		switch t.Type {
 		case TLVLFBSelect, TLVASResult, TLVASTReason:
 			return b[:start], fmt.Errorf("%w: Extra holds typed TLV %#04x", ErrInvalid, t.Type)
+		case TLVRedirect:
+			if h.Type == MsgPacketRedirect {
+				return b[:start], fmt.Errorf("%w: Extra holds a REDIRECT-TLV of a PacketRedirect", ErrInvalid)
+			}
 		}
 		if b, err = appendBytesTLV(b, t.Type, t.Value); err != nil {
 			return b[:start], err
@@ -218,8 +235,14 @@ func appendLFBSelect(b []byte, s *LFBSelect) ([]byte, error) {
 		if op.Type == 0 {
 			return b, fmt.Errorf("%w: operation type 0 is reserved", ErrInvalid)
 		}
+		if err := checkOpShape(op.Type, len(op.Paths), op.Result != nil); err != nil {
+			return b, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 		var opAt int
 		b, opAt = beginTLV(b, uint16(op.Type))
+		if op.Result != nil {
+			b = append(b, byte(TLVResult>>8), byte(TLVResult&0xFF), 0, 8, byte(*op.Result), 0, 0, 0)
+		}
 		for j := range op.Paths {
 			if b, err = appendPathData(b, &op.Paths[j], 1); err != nil {
 				return b, err
@@ -286,4 +309,28 @@ func appendPathData(b []byte, p *PathData, depth int) ([]byte, error) {
 		return b, err
 	}
 	return endTLV(b, at)
+}
+
+// errOpShape is wrapped with ErrInvalid or ErrMalformed by the caller.
+var errOpShape = errors.New("operation content does not fit its type")
+
+// checkOpShape applies the RFC 5810 content rules of operation t: COMMIT and
+// TRCOMP are empty, COMMIT-RESPONSE holds exactly one RESULT-TLV, and every
+// other operation holds only PATH-DATA.
+func checkOpShape(t OpType, paths int, hasResult bool) error {
+	switch t {
+	case OpCommit, OpTRComp:
+		if paths > 0 || hasResult {
+			return fmt.Errorf("%w: %v must be empty", errOpShape, t)
+		}
+	case OpCommitResponse:
+		if paths > 0 || !hasResult {
+			return fmt.Errorf("%w: %v must hold exactly one RESULT-TLV", errOpShape, t)
+		}
+	default:
+		if hasResult {
+			return fmt.Errorf("%w: RESULT-TLV directly inside %v", errOpShape, t)
+		}
+	}
+	return nil
 }

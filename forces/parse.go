@@ -68,6 +68,16 @@ func parseOwned(b []byte) (*Message, error) {
 				return nil, err
 			}
 			m.LFBs = append(m.LFBs, s)
+		case TLVRedirect:
+			if m.Header.Type != MsgPacketRedirect {
+				m.Extra = append(m.Extra, TLV{Type: typ, Value: bytesOrNil(val)})
+				continue
+			}
+			r, err := parseRedirect(val)
+			if err != nil {
+				return nil, err
+			}
+			m.Redirects = append(m.Redirects, r)
 		case TLVASResult:
 			if m.ASResult != nil {
 				return nil, fmt.Errorf("%w: duplicate ASResult-TLV", ErrMalformed)
@@ -179,6 +189,14 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 				return LFBSelect{}, err
 			}
 			opVal = pnext
+			if ptyp == TLVResult && op.Type == OpCommitResponse && op.Result == nil && len(op.Paths) == 0 {
+				if len(pval) != 4 {
+					return LFBSelect{}, fmt.Errorf("%w: RESULT value is %d bytes, want 4", ErrMalformed, len(pval))
+				}
+				r := ResultCode(pval[0])
+				op.Result = &r
+				continue
+			}
 			if ptyp != TLVPathData {
 				return LFBSelect{}, fmt.Errorf("%w: TLV %#04x inside operation %v, want PATH-DATA", ErrMalformed, ptyp, op.Type)
 			}
@@ -187,6 +205,12 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 				return LFBSelect{}, err
 			}
 			op.Paths = append(op.Paths, pd)
+		}
+		if err := checkOpShape(op.Type, len(op.Paths), op.Result != nil); err != nil {
+			return LFBSelect{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		if len(op.Paths) == 0 {
+			op.Paths = nil
 		}
 		s.Ops = append(s.Ops, op)
 	}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,24 +23,127 @@ type Conn struct {
 	r   *bufio.Reader
 	hdr [HeaderLen]byte
 
+	tap atomic.Pointer[func(raw []byte, sent bool)]
+
+	// Read side, owned by the single reader except for the deadline, which
+	// SetReadDeadline may change from another goroutine.
+	msgTimeout atomic.Int64 // nanoseconds; 0 disables
+	maxMsg     atomic.Int64 // bytes
+	dmu        sync.Mutex
+	readDL     time.Time // the caller's read deadline
+
 	wmu  sync.Mutex
 	wbuf []byte
+	woff []int // message boundaries in wbuf, for the tap
 }
+
+// DefaultMessageTimeout is the time a Conn allows for the rest of a message
+// to arrive once its first byte has (see SetMessageTimeout).
+const DefaultMessageTimeout = 30 * time.Second
+
+// ErrMessageTimeout reports a peer that started a message and did not finish
+// it within the message timeout.
+var ErrMessageTimeout = errors.New("forces: message not completed within the message timeout")
 
 // NewConn wraps c.
 func NewConn(c net.Conn) *Conn {
-	return &Conn{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+	cn := &Conn{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+	cn.msgTimeout.Store(int64(DefaultMessageTimeout))
+	cn.maxMsg.Store(MaxMessageLen)
+	return cn
 }
 
+// SetTap installs fn to be called with the exact bytes of every message read
+// (sent false, before it is parsed, so malformed ones are seen too) and
+// written (sent true, after the write succeeded), in stream order per
+// direction. raw is only valid during the call and must not be modified. fn
+// runs on the reading or writing goroutine, so it should be quick. A nil fn
+// removes the tap; with none set, the cost is one atomic load per message.
+func (c *Conn) SetTap(fn func(raw []byte, sent bool)) {
+	if fn == nil {
+		c.tap.Store(nil)
+		return
+	}
+	c.tap.Store(&fn)
+}
+
+// SetMessageTimeout bounds how long ReadMessage waits for the rest of a
+// message once its first byte has arrived, so that a peer sending a header
+// and then trickling (or stopping) cannot hold the reader forever; the wait
+// for the first byte is governed by the read deadline alone. d <= 0 disables
+// the bound. The default is DefaultMessageTimeout.
+func (c *Conn) SetMessageTimeout(d time.Duration) { c.msgTimeout.Store(int64(max(d, 0))) }
+
+// SetMaxMessageSize caps the size of a message ReadMessage accepts, and so
+// the bytes it buffers for one message; a header announcing more is rejected
+// with ErrTooLarge before its body is read. n is clamped to
+// [HeaderLen, MaxMessageLen]; the default is MaxMessageLen.
+func (c *Conn) SetMaxMessageSize(n int) { c.maxMsg.Store(int64(min(max(n, HeaderLen), MaxMessageLen))) }
+
 // ReadMessage reads exactly one message. It validates the header (version,
-// Length between 6 and 0xFFFF words) before reading the body, so a peer can
-// make it allocate at most MaxMessageLen bytes. It returns io.EOF when the
-// stream ends cleanly between messages and an error wrapping
-// io.ErrUnexpectedEOF when it ends inside one.
+// Length between 6 words and the maximum message size) before reading the
+// body, so a peer can make it allocate at most that many bytes, and once the
+// first byte of a message has arrived the rest must follow within the message
+// timeout, or ReadMessage fails with an error wrapping ErrMessageTimeout. It
+// returns io.EOF when the stream ends cleanly between messages and an error
+// wrapping io.ErrUnexpectedEOF when it ends inside one.
 func (c *Conn) ReadMessage() (*Message, error) {
-	if _, err := io.ReadFull(c.r, c.hdr[:]); err != nil {
+	// Wait for the first byte under the caller's deadline only.
+	if _, err := c.r.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("forces: reading header: %w", err)
+	}
+	armed, err := c.armMessageDeadline()
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.readRest()
+	if armed {
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", ErrMessageTimeout, err)
+		}
+		c.dmu.Lock()
+		derr := c.c.SetReadDeadline(c.readDL)
+		c.dmu.Unlock()
+		if err == nil && derr != nil {
+			err = fmt.Errorf("forces: restoring read deadline: %w", derr)
+		}
+	}
+	return m, err
+}
+
+// armMessageDeadline sets the read deadline to the message timeout from now,
+// unless the whole message is already buffered or the caller's own deadline
+// comes first. It reports whether it changed the deadline.
+func (c *Conn) armMessageDeadline() (bool, error) {
+	d := time.Duration(c.msgTimeout.Load())
+	if d <= 0 {
+		return false, nil
+	}
+	if n := c.r.Buffered(); n >= HeaderLen {
+		h, _ := c.r.Peek(HeaderLen)
+		if n >= int(binary.BigEndian.Uint16(h[2:]))*4 {
+			return false, nil
+		}
+	}
+	dl := time.Now().Add(d)
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if !c.readDL.IsZero() && c.readDL.Before(dl) {
+		return false, nil
+	}
+	if err := c.c.SetReadDeadline(dl); err != nil {
+		return false, fmt.Errorf("forces: setting message deadline: %w", err)
+	}
+	return true, nil
+}
+
+func (c *Conn) readRest() (*Message, error) {
+	if _, err := io.ReadFull(c.r, c.hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
 		}
 		return nil, fmt.Errorf("forces: reading header: %w", err)
 	}
@@ -49,6 +154,9 @@ func (c *Conn) ReadMessage() (*Message, error) {
 	if n < HeaderLen {
 		return nil, fmt.Errorf("%w: header Length %d words is less than the header", ErrLength, n/4)
 	}
+	if limit := int(c.maxMsg.Load()); n > limit {
+		return nil, fmt.Errorf("%w: %v of %d bytes exceeds the %d-byte limit", ErrTooLarge, MessageType(c.hdr[1]), n, limit)
+	}
 	buf := make([]byte, n)
 	copy(buf, c.hdr[:])
 	if _, err := io.ReadFull(c.r, buf[HeaderLen:]); err != nil {
@@ -56,6 +164,9 @@ func (c *Conn) ReadMessage() (*Message, error) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, fmt.Errorf("forces: reading %d-byte %v body: %w", n, MessageType(c.hdr[1]), err)
+	}
+	if tap := c.tap.Load(); tap != nil {
+		(*tap)(buf, false)
 	}
 	return parseOwned(buf)
 }
@@ -72,16 +183,29 @@ func (c *Conn) WriteMessages(ms ...*Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	b := c.wbuf[:0]
+	tap := c.tap.Load()
+	offs := c.woff[:0]
 	var err error
 	for _, m := range ms {
 		if b, err = appendMessage(b, m); err != nil {
 			return err
 		}
+		if tap != nil {
+			offs = append(offs, len(b))
+		}
 	}
 	_, err = c.c.Write(b)
+	if err == nil && tap != nil {
+		start := 0
+		for _, end := range offs {
+			(*tap)(b[start:end:end], true)
+			start = end
+		}
+	}
 	if cap(b) <= 1<<20 {
 		c.wbuf = b
 	}
+	c.woff = offs
 	if err != nil {
 		return fmt.Errorf("forces: write: %w", err)
 	}
@@ -91,14 +215,26 @@ func (c *Conn) WriteMessages(ms ...*Message) error {
 // Close closes the underlying connection.
 func (c *Conn) Close() error { return c.c.Close() }
 
-// SetReadDeadline sets the deadline for ReadMessage.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.c.SetReadDeadline(t) }
+// SetReadDeadline sets the deadline for ReadMessage. Set it here rather than
+// on the wrapped connection: ReadMessage moves the connection's deadline
+// while a message is arriving (see SetMessageTimeout) and restores this one.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.readDL = t
+	return c.c.SetReadDeadline(t)
+}
 
 // SetWriteDeadline sets the deadline for WriteMessage and WriteMessages.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.c.SetWriteDeadline(t) }
 
 // SetDeadline sets both deadlines.
-func (c *Conn) SetDeadline(t time.Time) error { return c.c.SetDeadline(t) }
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.c.SetWriteDeadline(t)
+}
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.c.RemoteAddr() }
