@@ -43,6 +43,9 @@ type Status struct {
 // FEStatus describes one associated FE.
 type FEStatus struct {
 	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	LFBs          []string   `json:"lfbs"`
+	Ports         []FEPort   `json:"ports"`
 	Remote        string     `json:"remote"`
 	AssociatedAt  time.Time  `json:"associated_at"`
 	Synced        bool       `json:"synced"`
@@ -51,6 +54,14 @@ type FEStatus struct {
 	Failed        uint64     `json:"failed_changes"`
 	LastHeartbeat time.Time  `json:"last_heartbeat"`
 	HeartbeatRTT  RTTSummary `json:"heartbeat_rtt"`
+}
+
+// FEPort is a port an FE reported.
+type FEPort struct {
+	ID   uint32 `json:"id"`
+	Name string `json:"name"`
+	MAC  string `json:"mac"`
+	Up   bool   `json:"up"`
 }
 
 // New validates cfg and prepares a CE; Run starts it.

@@ -47,6 +47,12 @@ type fakeFE struct {
 	t    *testing.T
 	conn *forces.Conn
 	id   forces.ID
+	lfbs []forces.SupportedLFB // what it answers discovery with
+}
+
+var routingLFBs = []forces.SupportedLFB{
+	{Name: "IPv4UcastLPM", ClassID: forces.ClassIPv4UcastLPM, Version: "1.0"},
+	{Name: "IPv4NextHop", ClassID: forces.ClassIPv4NextHop, Version: "1.0"},
 }
 
 func dialFE(t *testing.T, c *CE, n uint32) (*fakeFE, *forces.Message) {
@@ -55,7 +61,7 @@ func dialFE(t *testing.T, c *CE, n uint32) (*fakeFE, *forces.Message) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeFE{t: t, conn: forces.NewConn(nc), id: forces.FEID(n)}
+	f := &fakeFE{t: t, conn: forces.NewConn(nc), id: forces.FEID(n), lfbs: routingLFBs}
 	t.Cleanup(func() { f.conn.Close() })
 	if err := f.conn.WriteMessage(forces.NewAssociationSetup(f.id, forces.CEID(0), 1)); err != nil {
 		t.Fatal(err)
@@ -71,8 +77,15 @@ func (f *fakeFE) next(want forces.MessageType) *forces.Message {
 		if err != nil {
 			f.t.Fatalf("waiting for %s: %v", want, err)
 		}
+		if m.Header.Type == forces.MsgConfig && len(m.LFBs) > 0 && m.LFBs[0].ClassID == forces.ClassFEProtocol {
+			continue // the heartbeat policy
+		}
 		if m.Header.Type == want {
 			return m
+		}
+		if m.Header.Type == forces.MsgQuery {
+			f.answer(m)
+			continue
 		}
 		if m.Header.Type != forces.MsgHeartbeat {
 			f.t.Fatalf("got %s, want %s", m.Header.Type, want)
@@ -81,6 +94,28 @@ func (f *fakeFE) next(want forces.MessageType) *forces.Message {
 			f.conn.WriteMessage(forces.NewHeartbeat(f.id, m.Header.Src, m.Header.Correlator, forces.NoACK))
 		}
 	}
+}
+
+// answer answers the CE's discovery query.
+func (f *fakeFE) answer(q *forces.Message) {
+	resp, err := forces.NewQueryResponse(q, func(it forces.Item) ([]byte, forces.ResultCode) {
+		if it.ClassID == forces.ClassFEObject && it.Path[0] == forces.FEObjectSupportedLFBs {
+			b, err := forces.MarshalSupportedLFBs(f.lfbs)
+			if err != nil {
+				f.t.Error(err)
+			}
+			return b, forces.ResultSuccess
+		}
+		if it.ClassID == forces.ClassFEObject && it.Path[0] == forces.FEObjectFEName {
+			return []byte("fake"), forces.ResultSuccess
+		}
+		return nil, forces.ResultComponentDoesNotExist
+	})
+	if err != nil {
+		f.t.Error(err)
+		return
+	}
+	f.conn.WriteMessage(resp)
 }
 
 // rows reads Config messages, answers each with success, and returns the rows
@@ -206,6 +241,24 @@ func TestFullSyncAndDiffs(t *testing.T) {
 	if st := c.Status(context.Background()); len(st.FEs) != 1 {
 		t.Fatalf("%d FEs after a refused duplicate", len(st.FEs))
 	}
+}
+
+// An FE that cannot hold routes (discovered by Query) is refused.
+func TestDiscoveryRefusesFEWithoutRouting(t *testing.T) {
+	c := startCE(t, time.Second)
+	nc, err := net.Dial("tcp", c.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeFE{t: t, conn: forces.NewConn(nc), id: forces.FEID(4), lfbs: routingLFBs[1:]}
+	defer f.conn.Close()
+	f.conn.WriteMessage(forces.NewAssociationSetup(f.id, forces.CEID(0), 1))
+	f.next(forces.MsgAssociationSetupResponse)
+	td := f.next(forces.MsgAssociationTeardown)
+	if td.ASTReason == nil {
+		t.Fatal("teardown without a reason")
+	}
+	waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
 }
 
 // An FE that stops talking is torn down with reason "loss of heartbeats".

@@ -29,6 +29,9 @@ type Config struct {
 	ForCESListen string `yaml:"forces_listen"`
 	// HeartbeatInterval is how often CE and FE exchange ForCES heartbeats.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// HeartbeatMissLimit is how many silent intervals end an association
+	// (3 by default), on both sides: the CE sets it in each FE's FE Protocol LFB.
+	HeartbeatMissLimit int `yaml:"heartbeat_miss_limit"`
 	// StatusSocket, if set, is a unix socket serving the CE's status as JSON.
 	StatusSocket string `yaml:"status_socket"`
 }
@@ -61,6 +64,12 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.HeartbeatMissLimit == 0 {
+		c.HeartbeatMissLimit = 3
+	}
+	if c.HeartbeatMissLimit < 2 || c.HeartbeatMissLimit > 100 {
+		return fmt.Errorf("%w: heartbeat_miss_limit %d: must be 2 to 100", ErrConfig, c.HeartbeatMissLimit)
 	}
 	if c.HeartbeatInterval < 10*time.Millisecond {
 		return fmt.Errorf("%w: heartbeat_interval %s: must be at least 10ms", ErrConfig, c.HeartbeatInterval)

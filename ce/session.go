@@ -16,10 +16,6 @@ import (
 // Association Setup.
 const setupTimeout = 5 * time.Second
 
-// missedHeartbeats is how many heartbeat intervals may pass without any message
-// from the FE before the CE tears the association down.
-const missedHeartbeats = 3
-
 // session is the CE's side of one FE association. The CE loop enqueues changes;
 // the session's writer turns them into batched Config messages.
 type session struct {
@@ -42,6 +38,8 @@ type session struct {
 	lastSeen atomic.Int64 // unix nanoseconds of the last message from the FE
 
 	snapshot []Change               // the full sync, sent as one transaction
+	queries  chan *forces.Message   // Query Responses, from the reader
+	info     feInfo                 // what discovery learned
 	commits  chan forces.ResultCode // COMMIT-RESPONSE results, from the reader
 	synced   atomic.Bool            // the full sync has been committed
 	hb       heartbeats             // round trips of the CE's heartbeats
@@ -66,7 +64,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 
 	s := &session{
 		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
-		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1),
+		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), queries: make(chan *forces.Message, 1),
 	}
 	s.lastSeen.Store(time.Now().UnixNano())
 	select {
@@ -127,9 +125,18 @@ func (s *session) reason() error {
 func (s *session) status() FEStatus {
 	s.mu.Lock()
 	pending := len(s.pending)
+	info := s.info
 	s.mu.Unlock()
+	var lfbs []string
+	for _, l := range info.lfbs {
+		lfbs = append(lfbs, l.Name)
+	}
+	var ports []FEPort
+	for _, p := range info.ports {
+		ports = append(ports, FEPort{ID: p.ID, Name: p.Name, MAC: net.HardwareAddr(p.MAC[:]).String(), Up: p.Up})
+	}
 	return FEStatus{
-		ID: s.fe.String(), Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
+		ID: s.fe.String(), Name: info.name, LFBs: lfbs, Ports: ports, Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
 		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: time.Unix(0, s.lastSeen.Load()),
 		HeartbeatRTT: s.hb.summary(),
 	}
@@ -156,6 +163,10 @@ func (s *session) run(ctx context.Context) {
 		s.conn.Close()
 	}()
 
+	if err := s.discover(ctx); err != nil {
+		s.end(err)
+		return
+	}
 	if err := s.fullSync(ctx); err != nil {
 		s.end(err)
 		return
@@ -183,7 +194,7 @@ func (s *session) heartbeat(ctx context.Context) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		if since := time.Since(time.Unix(0, s.lastSeen.Load())); since > missedHeartbeats*interval {
+		if since := time.Since(time.Unix(0, s.lastSeen.Load())); since > time.Duration(s.ce.cfg.HeartbeatMissLimit)*interval {
 			_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownLossOfHeartbeats)))
 			return fmt.Errorf("loss of heartbeats: nothing from the FE for %s", since.Round(time.Millisecond))
 		}
@@ -352,6 +363,12 @@ func (s *session) read() error {
 					s.failed.Add(1)
 					s.ce.log.Warn("forces: FE rejected a change", "fe", s.fe, "result", r)
 				}
+			}
+		case forces.MsgQueryResponse:
+			select {
+			case s.queries <- m:
+			default:
+				s.ce.log.Warn("forces: unexpected query response", "fe", s.fe, "correlator", m.Header.Correlator)
 			}
 		case forces.MsgAssociationTeardown:
 			return fmt.Errorf("FE tore down the association: %s", teardownReason(m))

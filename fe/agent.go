@@ -22,6 +22,10 @@ import (
 	"github.com/splitplane/splitplane/forces"
 )
 
+// missedHeartbeats is how many heartbeat intervals of silence make the FE
+// declare the CE dead, until the CE sets CEHDI itself.
+const missedHeartbeats = 3
+
 // MaxCENexthopID is the highest nexthop ID (HopSelector) the FE accepts from the
 // CE; the IDs above it are the FE's own, for the connected routes of its ports.
 const MaxCENexthopID = 0xFBFF
@@ -62,6 +66,7 @@ type Agent struct {
 	prog       *programmed             // what the datapath holds for them
 	connected  map[netip.Prefix]uint32 // prefix -> local nexthop ID
 	neighbors  map[neighKey]net.HardwareAddr
+	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 }
 
 type port struct {
@@ -70,7 +75,9 @@ type port struct {
 	MAC     string         `json:"mac"`
 	Addrs   []netip.Prefix `json:"addresses"`
 	Mode    string         `json:"xdp_mode"`
+	Up      bool           `json:"up"`
 	mac     net.HardwareAddr
+	up      bool
 }
 
 type neighKey struct {
@@ -114,6 +121,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		neighbors: map[neighKey]net.HardwareAddr{},
 	}
 	a.egressPort = a.kernelEgressPort
+	a.hb = forces.HeartbeatPolicy{
+		CEHBPolicy: forces.CEHBPolicy0, CEHDI: uint32(missedHeartbeats * cfg.HeartbeatInterval / time.Millisecond),
+		FEHBPolicy: forces.FEHBPolicy1, FEHI: uint32(cfg.HeartbeatInterval / time.Millisecond),
+	}
 	return a, nil
 }
 
@@ -230,7 +241,8 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 		if err := a.dp.Attach(attrs.Index, mode); err != nil {
 			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
 		}
-		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: mode.String(), mac: attrs.HardwareAddr}
+		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
+		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: mode.String(), Up: up, up: up, mac: attrs.HardwareAddr}
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
 		if err != nil {
 			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
@@ -311,30 +323,45 @@ func (a *Agent) associate(ctx context.Context) error {
 	write := func(m *forces.Message) error { wmu.Lock(); defer wmu.Unlock(); return conn.WriteMessage(m) }
 	hbCtx, hbStop := context.WithCancel(ctx)
 	defer hbStop()
-	interval := a.cfg.HeartbeatInterval
 	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
 		for {
+			send, _ := a.intervals()
+			if send == 0 {
+				send = time.Second // policy: no heartbeats; look again later
+			}
 			select {
 			case <-hbCtx.Done():
 				return
-			case <-t.C:
-				if write(forces.NewHeartbeat(a.id, ce, next(), forces.NoACK)) != nil {
-					return
-				}
+			case <-time.After(send):
+			}
+			if s, _ := a.intervals(); s == 0 {
+				continue
+			}
+			if write(forces.NewHeartbeat(a.id, ce, next(), forces.NoACK)) != nil {
+				return
 			}
 		}
 	}()
 
+	// The reader answers heartbeats at once and hands configs and queries to
+	// the applier through a short queue: when the applier falls behind, the
+	// reader stops reading and TCP pushes back on the CE.
+	work := make(chan *forces.Message, 8)
+	applied := make(chan error, 1)
+	go func() { applied <- a.applier(work, write) }()
+	defer func() {
+		close(work)
+		<-applied
+	}()
 	for {
-		nc.SetReadDeadline(time.Now().Add(3 * interval))
+		_, dead := a.intervals()
+		nc.SetReadDeadline(time.Now().Add(dead))
 		m, err := conn.ReadMessage()
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownLossOfHeartbeats)))
-				return fmt.Errorf("loss of heartbeats: nothing from the CE for %s", 3*interval)
+				return fmt.Errorf("loss of heartbeats: nothing from the CE for %s", dead)
 			}
 			return err
 		}
@@ -345,12 +372,13 @@ func (a *Agent) associate(ctx context.Context) error {
 					return err
 				}
 			}
-		case forces.MsgConfig:
-			resp, failed := a.applyConfig(m)
-			if ack := m.Header.Flags.ACK; ack == forces.AlwaysACK || ack == forces.SuccessACK && !failed || ack == forces.FailureACK && failed {
-				if err := write(resp); err != nil {
-					return err
-				}
+		case forces.MsgConfig, forces.MsgQuery:
+			select {
+			case work <- m:
+			case err := <-applied:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		case forces.MsgAssociationTeardown:
 			reason := forces.TeardownUnspecified
@@ -362,4 +390,28 @@ func (a *Agent) associate(ctx context.Context) error {
 			a.log.Warn("forces: unexpected message from CE", "type", m.Header.Type)
 		}
 	}
+}
+
+// applier applies Configs and answers Queries, in order, until work is closed.
+func (a *Agent) applier(work <-chan *forces.Message, write func(*forces.Message) error) error {
+	var werr error
+	for m := range work {
+		if werr != nil {
+			continue // drain, so the reader never blocks on a dead applier
+		}
+		var resp *forces.Message
+		switch m.Header.Type {
+		case forces.MsgConfig:
+			r, failed := a.applyConfig(m)
+			if ack := m.Header.Flags.ACK; ack == forces.AlwaysACK || ack == forces.SuccessACK && !failed || ack == forces.FailureACK && failed {
+				resp = r
+			}
+		case forces.MsgQuery:
+			resp = a.answerQuery(m)
+		}
+		if resp != nil {
+			werr = write(resp)
+		}
+	}
+	return werr
 }

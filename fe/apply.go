@@ -102,7 +102,12 @@ func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forc
 	d := newDirty()
 	var undo []func()
 	for i, it := range items {
-		err := a.table.apply(it, d, &undo)
+		var err error
+		if it.ClassID == forces.ClassFEProtocol {
+			err = a.setProtocol(it)
+		} else {
+			err = a.table.apply(it, d, &undo)
+		}
 		if err == nil {
 			continue
 		}

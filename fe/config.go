@@ -15,6 +15,8 @@ var ErrConfig = errors.New("fe config")
 type Config struct {
 	// ID is this FE's number, 1 (the default) to 0x3FFFFFFF; its ForCES ID is forces.FEID(ID).
 	ID uint32 `yaml:"id"`
+	// Name is the FE's name as its FE Object LFB reports it (default: its ForCES ID).
+	Name string `yaml:"name"`
 	// CEAddress is the CE's ForCES TCP address.
 	CEAddress string `yaml:"ce_address"`
 	// Ports are the interfaces this FE forwards between; the XDP program is attached to each.

@@ -137,6 +137,15 @@ func FuzzParse(f *testing.F) {
 	for _, v := range vectors {
 		f.Add(unhex(f, v.hex))
 	}
+	// One message of every kind splitplane sends: Packet Redirects, COMMITs,
+	// Query Responses and the rest.
+	for _, s := range samples(f) {
+		raw, err := s.msg.MarshalBinary()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
 	f.Add(unhex(f, "10030006 00000000 00000000 00000000 00000000 00000000"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := Parse(in)

@@ -1,0 +1,154 @@
+package fe
+
+import (
+	"sort"
+	"time"
+
+	"github.com/splitplane/splitplane/forces"
+)
+
+// supportedLFBs is what this FE implements, as its FE Object LFB reports it.
+var supportedLFBs = []forces.SupportedLFB{
+	{Name: "FEObject", ClassID: forces.ClassFEObject, Version: "1.0"},
+	{Name: "FEProtocolObject", ClassID: forces.ClassFEProtocol, Version: "1.0"},
+	{Name: "EtherPHYCop", ClassID: forces.ClassEtherPHYCop, Version: "1.0"},
+	{Name: "IPv4UcastLPM", ClassID: forces.ClassIPv4UcastLPM, Version: "1.0"},
+	{Name: "IPv4NextHop", ClassID: forces.ClassIPv4NextHop, Version: "1.0"},
+}
+
+// answerQuery answers a Query from the FE Object LFB, the FE Protocol LFB and
+// the port table; anything else gets a RESULT saying why not.
+func (a *Agent) answerQuery(m *forces.Message) *forces.Message {
+	resp, err := forces.NewQueryResponse(m, a.answer)
+	if err != nil {
+		a.log.Warn("forces: cannot answer query", "err", err)
+		return nil
+	}
+	return resp
+}
+
+func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {
+	if it.InstanceID != 1 {
+		return nil, forces.ResultLFBInstanceIDNotFound
+	}
+	if len(it.Path) != 1 {
+		return nil, forces.ResultInvalidPath
+	}
+	comp := it.Path[0]
+	switch it.ClassID {
+	case forces.ClassFEObject:
+		switch comp {
+		case forces.FEObjectFEName:
+			return []byte(a.name()), forces.ResultSuccess
+		case forces.FEObjectFEID:
+			return forces.Uint32FullData(uint32(a.id)), forces.ResultSuccess
+		case forces.FEObjectFEState:
+			return forces.FEStateOperEnable.MarshalFullData(), forces.ResultSuccess
+		case forces.FEObjectSupportedLFBs:
+			b, err := forces.MarshalSupportedLFBs(supportedLFBs)
+			if err != nil {
+				return nil, forces.ResultInternalError
+			}
+			return b, forces.ResultSuccess
+		}
+	case forces.ClassFEProtocol:
+		p := a.policy()
+		switch comp {
+		case forces.FEProtoFEID:
+			return forces.Uint32FullData(uint32(a.id)), forces.ResultSuccess
+		case forces.FEProtoCEHBPolicy:
+			return forces.UcharFullData(uint8(p.CEHBPolicy)), forces.ResultSuccess
+		case forces.FEProtoCEHDI:
+			return forces.Uint32FullData(p.CEHDI), forces.ResultSuccess
+		case forces.FEProtoFEHBPolicy:
+			return forces.UcharFullData(uint8(p.FEHBPolicy)), forces.ResultSuccess
+		case forces.FEProtoFEHI:
+			return forces.Uint32FullData(p.FEHI), forces.ResultSuccess
+		}
+	case forces.PortTableClass:
+		if comp == forces.PortTableComponent {
+			b, err := forces.MarshalPortInfos(a.portInfos())
+			if err != nil {
+				return nil, forces.ResultInternalError
+			}
+			return b, forces.ResultSuccess
+		}
+	default:
+		return nil, forces.ResultLFBNotFound
+	}
+	return nil, forces.ResultComponentDoesNotExist
+}
+
+func (a *Agent) name() string {
+	if a.cfg.Name != "" {
+		return a.cfg.Name
+	}
+	return a.id.String()
+}
+
+// portInfos lists the ports in configuration order; their PHYPortID is the ifindex.
+func (a *Agent) portInfos() []forces.PortInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]forces.PortInfo, 0, len(a.ports))
+	for _, p := range a.ports {
+		pi := forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: p.up}
+		copy(pi.MAC[:], p.mac)
+		out = append(out, pi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// policy is the FE Protocol LFB's heartbeat settings: the CE sets them after
+// association; until then they come from the FE's configuration.
+func (a *Agent) policy() forces.HeartbeatPolicy {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.hb
+}
+
+// setProtocol applies a SET on the FE Protocol LFB.
+func (a *Agent) setProtocol(it forces.Item) error {
+	if it.Op != forces.OpSet || it.InstanceID != 1 || len(it.Path) != 1 || !it.HasFullData {
+		return reject(forces.ResultInvalidPath, "FE Protocol LFB: only SET of a top-level component is supported")
+	}
+	p := a.hb
+	var err error
+	switch it.Path[0] {
+	case forces.FEProtoCEHBPolicy:
+		p.CEHBPolicy, err = forces.ParseCEHBPolicy(it.FullData)
+	case forces.FEProtoFEHBPolicy:
+		p.FEHBPolicy, err = forces.ParseFEHBPolicy(it.FullData)
+	case forces.FEProtoCEHDI:
+		p.CEHDI, err = forces.ParseUint32FullData(it.FullData)
+		if err == nil && p.CEHDI < 10 {
+			return reject(forces.ResultValueOutOfRange, "CEHDI %d ms: below 10 ms", p.CEHDI)
+		}
+	case forces.FEProtoFEHI:
+		p.FEHI, err = forces.ParseUint32FullData(it.FullData)
+		if err == nil && p.FEHI < 10 {
+			return reject(forces.ResultValueOutOfRange, "FEHI %d ms: below 10 ms", p.FEHI)
+		}
+	case forces.FEProtoCurrentRunningVersion, forces.FEProtoFEID:
+		return reject(forces.ResultReadOnly, "FE Protocol component %d is read-only", it.Path[0])
+	default:
+		return reject(forces.ResultNotSupported, "FE Protocol component %d is not supported", it.Path[0])
+	}
+	if err != nil {
+		return reject(forces.ResultInvalidParameters, "FE Protocol component %d: %v", it.Path[0], err)
+	}
+	a.hb = p
+	return nil
+}
+
+// intervals returns how often the FE sends heartbeats (0: it does not, by
+// policy) and how long the CE may stay silent before the FE declares it dead.
+func (a *Agent) intervals() (send, dead time.Duration) {
+	p := a.policy()
+	if p.FEHBPolicy == forces.FEHBPolicy1 {
+		send = time.Duration(p.FEHI) * time.Millisecond
+	}
+	dead = time.Duration(p.CEHDI) * time.Millisecond
+	return send, dead
+}
