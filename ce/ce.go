@@ -4,10 +4,14 @@ package ce
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,8 +32,13 @@ type CE struct {
 	leaves  chan *session
 	queries chan chan Status
 
-	speaker  *bgp.Speaker
-	listener net.Listener
+	lookups chan lookup
+
+	speaker     *bgp.Speaker
+	listener    net.Listener
+	lowListener net.Listener
+
+	redirects chan Redirected // packets FEs redirected to the CE; nil: count only
 }
 
 // Status is a snapshot of the CE for operators.
@@ -54,6 +63,10 @@ type FEStatus struct {
 	Failed        uint64     `json:"failed_changes"`
 	LastHeartbeat time.Time  `json:"last_heartbeat"`
 	HeartbeatRTT  RTTSummary `json:"heartbeat_rtt"`
+	LowChannel    bool       `json:"low_channel"`
+	Redirected    uint64     `json:"redirected_packets"`
+	Injected      uint64     `json:"injected_packets"`
+	Events        uint64     `json:"events"`
 }
 
 // FEPort is a port an FE reported.
@@ -78,6 +91,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		joins:   make(chan *session),
 		leaves:  make(chan *session),
 		queries: make(chan chan Status),
+		lookups: make(chan lookup),
 	}, nil
 }
 
@@ -110,7 +124,8 @@ func (c *CE) Run(ctx context.Context) error {
 	c.log.Info("bgp: started", "asn", c.cfg.ASN, "router_id", c.cfg.RouterID, "neighbors", len(c.cfg.Neighbors))
 
 	if c.cfg.StatusSocket != "" {
-		stop, err := status.Serve(c.cfg.StatusSocket, func() any { return c.Status(ctx) }, nil)
+		stop, err := status.Serve(c.cfg.StatusSocket, func() any { return c.Status(ctx) },
+			status.Handlers{"POST /inject": c.serveInject(ctx)})
 		if err != nil {
 			return err
 		}
@@ -119,12 +134,63 @@ func (c *CE) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(1)
+	low, err := net.Listen("tcp", c.cfg.ForCESListenLow)
+	if err != nil {
+		return fmt.Errorf("forces_listen_low %s: %w", c.cfg.ForCESListenLow, err)
+	}
+	c.lowListener = low
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		c.accept(ctx, &wg)
+		c.accept(ctx, l, &wg, c.serveFE)
+	}()
+	go func() {
+		defer wg.Done()
+		c.accept(ctx, low, &wg, c.serveLow)
 	}()
 	return c.loop(ctx)
+}
+
+// serveInject handles POST /inject?fe=N&port=ID with the frame as the body:
+// the status socket's way to send a packet out of an FE port.
+func (c *CE) serveInject(ctx context.Context) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		fe, err1 := strconv.ParseUint(r.URL.Query().Get("fe"), 10, 30)
+		port, err2 := strconv.ParseUint(r.URL.Query().Get("port"), 10, 32)
+		if err1 != nil || err2 != nil {
+			http.Error(w, fmt.Sprintf("fe %q and port %q: want numbers (FE number, port ID)", r.URL.Query().Get("fe"), r.URL.Query().Get("port")), http.StatusBadRequest)
+			return
+		}
+		frame, err := io.ReadAll(io.LimitReader(r.Body, 65536))
+		if err != nil || len(frame) < 14 {
+			http.Error(w, fmt.Sprintf("frame of %d bytes: want a whole Ethernet frame", len(frame)), http.StatusBadRequest)
+			return
+		}
+		if err := c.Inject(ctx, forces.FEID(uint32(fe)), uint32(port), frame); err != nil {
+			code := http.StatusInternalServerError
+			if errors.Is(err, ErrNoFE) {
+				code = http.StatusServiceUnavailable
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		status.WriteJSON(w, http.StatusOK, map[string]int{"injected_bytes": len(frame)})
+	}
+}
+
+// RouteUpdate is a change of the best route for a prefix, as the BGP speaker
+// produces them: a new next hop, or a withdrawal.
+type RouteUpdate = bgp.Update
+
+// Update feeds route changes to the CE as if BGP had produced them. It is how
+// benchmarks and tests drive the FIB; it blocks while the CE is busy.
+func (c *CE) Update(ctx context.Context, us []RouteUpdate) error {
+	select {
+	case c.updates <- us:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Status returns a snapshot of the CE, or an empty one when the CE has stopped.
@@ -150,23 +216,24 @@ func (c *CE) Addr() net.Addr {
 	return c.listener.Addr()
 }
 
-func (c *CE) accept(ctx context.Context, wg *sync.WaitGroup) {
+// accept serves every connection on l with serve until ctx is done.
+func (c *CE) accept(ctx context.Context, l net.Listener, wg *sync.WaitGroup, serve func(context.Context, net.Conn)) {
 	go func() {
 		<-ctx.Done()
-		c.listener.Close()
+		l.Close()
 	}()
 	for {
-		conn, err := c.listener.Accept()
+		conn, err := l.Accept()
 		if err != nil {
 			if ctx.Err() == nil {
-				c.log.Error("forces: accept", "err", err)
+				c.log.Error("forces: accept", "address", l.Addr().String(), "err", err)
 			}
 			return
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.serveFE(ctx, conn)
+			serve(ctx, conn)
 		}()
 	}
 }
@@ -209,6 +276,8 @@ func (c *CE) loop(ctx context.Context) error {
 				delete(fes, s.fe)
 				c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", s.reason())
 			}
+		case l := <-c.lookups:
+			l.reply <- fes[l.fe]
 		case q := <-c.queries:
 			st := Status{ID: c.id.String(), Routes: fib.Len(), Neighbors: c.speaker.Neighbors()}
 			for _, s := range fes {

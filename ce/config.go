@@ -3,7 +3,9 @@ package ce
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/splitplane/splitplane/ce/bgp"
@@ -27,6 +29,10 @@ type Config struct {
 	Neighbors []NeighborConfig `yaml:"neighbors"`
 	// ForCESListen is the TCP address FEs associate to (ForCES TML over TCP).
 	ForCESListen string `yaml:"forces_listen"`
+	// ForCESListenLow is the TCP address of the low-priority channel
+	// (packet redirects and events); by default the port after next of
+	// forces_listen's (6702 beside 6700).
+	ForCESListenLow string `yaml:"forces_listen_low"`
 	// HeartbeatInterval is how often CE and FE exchange ForCES heartbeats.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// HeartbeatMissLimit is how many silent intervals end an association
@@ -62,6 +68,13 @@ func (c *Config) Validate() error {
 	if c.ForCESListen == "" {
 		c.ForCESListen = DefaultForCESListen
 	}
+	if c.ForCESListenLow == "" {
+		low, err := LowPriorityAddress(c.ForCESListen)
+		if err != nil {
+			return fmt.Errorf("%w: forces_listen %q: %v", ErrConfig, c.ForCESListen, err)
+		}
+		c.ForCESListenLow = low
+	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
@@ -76,6 +89,24 @@ func (c *Config) Validate() error {
 	}
 	_, err := c.bgpConfig()
 	return err
+}
+
+// LowPriorityAddress derives the low-priority channel's address from the
+// high-priority one: same host, port + 2 (6700 -> 6702, as the ForCES TML
+// ports). Port 0 (any) stays 0.
+func LowPriorityAddress(high string) (string, error) {
+	host, port, err := net.SplitHostPort(high)
+	if err != nil {
+		return "", err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p > 65533 {
+		return "", fmt.Errorf("port %q: want 0 to 65533", port)
+	}
+	if p != 0 {
+		p += 2
+	}
+	return net.JoinHostPort(host, strconv.FormatUint(p, 10)), nil
 }
 
 func (c *Config) bgpConfig() (bgp.Config, error) {

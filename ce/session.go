@@ -43,14 +43,20 @@ type session struct {
 	commits  chan forces.ResultCode // COMMIT-RESPONSE results, from the reader
 	synced   atomic.Bool            // the full sync has been committed
 	hb       heartbeats             // round trips of the CE's heartbeats
+	low      atomic.Pointer[lowChannel]
+}
+
+// newConn wraps a TCP connection in the ForCES TML.
+func (c *CE) newConn(nc net.Conn) *forces.Conn {
+	return forces.NewConn(nc)
 }
 
 func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
-	conn := forces.NewConn(nc)
+	conn := c.newConn(nc)
 	defer conn.Close()
 	log := c.log.With("remote", nc.RemoteAddr().String())
 
-	nc.SetReadDeadline(time.Now().Add(setupTimeout))
+	conn.SetReadDeadline(time.Now().Add(setupTimeout))
 	m, err := conn.ReadMessage()
 	if err != nil {
 		log.Warn("forces: no association setup", "err", err)
@@ -60,7 +66,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 		log.Warn("forces: expected an Association Setup from an FE ID", "type", m.Header.Type, "src", m.Header.Src)
 		return
 	}
-	nc.SetReadDeadline(time.Time{})
+	conn.SetReadDeadline(time.Time{})
 
 	s := &session{
 		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
@@ -135,11 +141,16 @@ func (s *session) status() FEStatus {
 	for _, p := range info.ports {
 		ports = append(ports, FEPort{ID: p.ID, Name: p.Name, MAC: net.HardwareAddr(p.MAC[:]).String(), Up: p.Up})
 	}
-	return FEStatus{
+	st := FEStatus{
 		ID: s.fe.String(), Name: info.name, LFBs: lfbs, Ports: ports, Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
 		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: time.Unix(0, s.lastSeen.Load()),
 		HeartbeatRTT: s.hb.summary(),
 	}
+	if low := s.low.Load(); low != nil {
+		st.LowChannel = true
+		st.Redirected, st.Injected, st.Events = low.redirected.Load(), low.injected.Load(), low.events.Load()
+	}
+	return st
 }
 
 // run serves the association until it ends: a reader for the FE's messages,
@@ -161,6 +172,9 @@ func (s *session) run(ctx context.Context) {
 			_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownNormal)))
 		}
 		s.conn.Close()
+		if low := s.low.Load(); low != nil {
+			low.conn.Close()
+		}
 	}()
 
 	if err := s.discover(ctx); err != nil {

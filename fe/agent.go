@@ -47,12 +47,13 @@ type Datapath interface {
 
 // Agent is a running FE.
 type Agent struct {
-	cfg  Config
-	log  *slog.Logger
-	id   forces.ID
-	load func() (Datapath, error)
-	dp   Datapath
-	kick chan struct{} // wakes the resolver when a next hop arrives
+	cfg     Config
+	log     *slog.Logger
+	id      forces.ID
+	load    func() (Datapath, error)
+	dp      Datapath
+	noPorts bool          // WithDatapath: no real interfaces
+	kick    chan struct{} // wakes the resolver when a next hop arrives
 
 	// egressPort returns the port a gateway is reached through (0: none of
 	// ours); the kernel's routing table by default, replaced in tests.
@@ -67,6 +68,13 @@ type Agent struct {
 	connected  map[netip.Prefix]uint32 // prefix -> local nexthop ID
 	neighbors  map[neighKey]net.HardwareAddr
 	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
+
+	corr       atomic.Uint64                        // correlators of the FE's own messages
+	ceID       atomic.Value                         // forces.ID of the associated CE
+	lowq       atomic.Pointer[chan *forces.Message] // the low-priority channel's queue, when up
+	low        lowStats
+	redirector *Redirector
+	dial       func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
 }
 
 type port struct {
@@ -77,7 +85,6 @@ type port struct {
 	Mode    string         `json:"xdp_mode"`
 	Up      bool           `json:"up"`
 	mac     net.HardwareAddr
-	up      bool
 }
 
 type neighKey struct {
@@ -102,11 +109,28 @@ type Status struct {
 	Resolved       int               `json:"gateways_resolved"`
 	Neighbors      int               `json:"neighbors"`
 	DatapathErrors uint64            `json:"datapath_errors"`
+	Low            LowStatus         `json:"low_channel"`
 	Counters       datapath.Counters `json:"counters"`
 }
 
+// Option changes how New builds an agent.
+type Option func(*Agent)
+
+// WithDatapath makes the agent program dp instead of loading the XDP
+// datapath, and take gateways as reached through egress (an ifindex, 0 for
+// none) instead of asking the kernel. Ports are then not looked up or
+// attached: this is for tests and benchmarks of everything above the
+// datapath.
+func WithDatapath(dp Datapath, egress func(gw netip.Addr) int) Option {
+	return func(a *Agent) {
+		a.load = func() (Datapath, error) { return dp, nil }
+		a.egressPort = egress
+		a.noPorts = true
+	}
+}
+
 // New validates cfg and prepares an agent; Run starts it.
-func New(cfg Config, log *slog.Logger) (*Agent, error) {
+func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -121,6 +145,12 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		neighbors: map[neighKey]net.HardwareAddr{},
 	}
 	a.egressPort = a.kernelEgressPort
+	a.dial = func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	for _, o := range opts {
+		o(a)
+	}
 	a.hb = forces.HeartbeatPolicy{
 		CEHBPolicy: forces.CEHBPolicy0, CEHDI: uint32(missedHeartbeats * cfg.HeartbeatInterval / time.Millisecond),
 		FEHBPolicy: forces.FEHBPolicy1, FEHI: uint32(cfg.HeartbeatInterval / time.Millisecond),
@@ -131,9 +161,12 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 // Run attaches the datapath, associates with the CE (reconnecting with backoff)
 // and serves until ctx is cancelled; then it detaches everything.
 func (a *Agent) Run(ctx context.Context) error {
-	links, err := a.lookupPorts()
-	if err != nil {
-		return err
+	var links []netlink.Link
+	if !a.noPorts {
+		var err error
+		if links, err = a.lookupPorts(); err != nil {
+			return err
+		}
 	}
 	dp, err := a.load()
 	if err != nil {
@@ -144,12 +177,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.setupPorts(links); err != nil {
 		return err
 	}
+	if !a.noPorts {
+		ifindexes := make([]int, len(links))
+		for i, l := range links {
+			ifindexes[i] = l.Attrs().Index
+		}
+		r, err := OpenRedirector(ifindexes, a.cfg.RedirectEtherTypes, a.punt)
+		if err != nil {
+			return fmt.Errorf("packet redirection: %w", err)
+		}
+		a.redirector = r
+		defer r.Close()
+	}
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); a.watchLinks(ctx) }()
 	go func() { defer wg.Done(); a.watchNeighbors(ctx) }()
 	go func() { defer wg.Done(); a.resolveLoop(ctx) }()
 
@@ -194,6 +240,8 @@ func (a *Agent) Status() Status {
 			st.Resolved++
 		}
 	}
+	st.Low = LowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
+		Injected: a.low.injected.Load(), Events: a.low.events.Load()}
 	for _, name := range a.cfg.Ports {
 		for _, p := range a.ports {
 			if p.Name == name {
@@ -206,6 +254,11 @@ func (a *Agent) Status() Status {
 		st.Counters, _ = a.dp.Counters()
 	}
 	return st
+}
+
+// newConn wraps a connection to the CE in the ForCES TML.
+func (a *Agent) newConn(nc net.Conn) *forces.Conn {
+	return forces.NewConn(nc)
 }
 
 // lookupPorts finds every configured port, before anything is loaded, so a
@@ -242,7 +295,7 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
 		}
 		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
-		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: mode.String(), Up: up, up: up, mac: attrs.HardwareAddr}
+		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: mode.String(), Up: up, mac: attrs.HardwareAddr}
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
 		if err != nil {
 			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
@@ -274,12 +327,12 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 func (a *Agent) associate(ctx context.Context) error {
 	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	nc, err := d.DialContext(dctx, "tcp", a.cfg.CEAddress)
+	nc, err := a.dial(dctx, d, a.cfg.CEAddress)
 	cancel()
 	if err != nil {
 		return err
 	}
-	conn := forces.NewConn(nc)
+	conn := a.newConn(nc)
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() {
 		_ = conn.WriteMessage(forces.NewAssociationTeardown(a.id, forces.CEID(0), uint32(forces.TeardownNormal)))
@@ -287,17 +340,16 @@ func (a *Agent) associate(ctx context.Context) error {
 	})
 	defer stop()
 
-	var corr atomic.Uint64
-	next := func() uint64 { return corr.Add(1) }
+	next := func() uint64 { return a.corr.Add(1) }
 	if err := conn.WriteMessage(forces.NewAssociationSetup(a.id, forces.CEID(0), next())); err != nil {
 		return err
 	}
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := conn.ReadMessage()
 	if err != nil {
 		return fmt.Errorf("waiting for association setup response: %w", err)
 	}
-	nc.SetReadDeadline(time.Time{})
+	conn.SetReadDeadline(time.Time{})
 	if resp.Header.Type != forces.MsgAssociationSetupResponse || resp.ASResult == nil {
 		return fmt.Errorf("expected an Association Setup Response, got %s", resp.Header.Type)
 	}
@@ -311,10 +363,21 @@ func (a *Agent) associate(ctx context.Context) error {
 	a.mu.Lock()
 	a.associated = true
 	a.mu.Unlock()
+	a.ceID.Store(ce)
 	defer func() {
 		a.mu.Lock()
 		a.associated = false
 		a.mu.Unlock()
+	}()
+
+	lowCtx, lowStop := context.WithCancel(ctx)
+	lowDone := make(chan struct{})
+	defer func() { lowStop(); <-lowDone }()
+	go func() {
+		defer close(lowDone)
+		if err := a.lowChannel(lowCtx, ce, next); err != nil && lowCtx.Err() == nil {
+			a.log.Warn("forces: low-priority channel down; redirects and events are dropped until the next association", "err", err)
+		}
 	}()
 
 	// Heartbeats go out from their own goroutine; incoming messages, or their
@@ -355,7 +418,7 @@ func (a *Agent) associate(ctx context.Context) error {
 	}()
 	for {
 		_, dead := a.intervals()
-		nc.SetReadDeadline(time.Now().Add(dead))
+		conn.SetReadDeadline(time.Now().Add(dead))
 		m, err := conn.ReadMessage()
 		if err != nil {
 			var ne net.Error

@@ -3,6 +3,8 @@ package fe
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -19,6 +21,12 @@ type Config struct {
 	Name string `yaml:"name"`
 	// CEAddress is the CE's ForCES TCP address.
 	CEAddress string `yaml:"ce_address"`
+	// CEAddressLow is the CE's low-priority channel (packet redirects,
+	// events); by default the port after next of ce_address's (6702 beside 6700).
+	CEAddressLow string `yaml:"ce_address_low"`
+	// RedirectEtherTypes are the EtherTypes of frames received on the ports
+	// that the FE redirects to the CE (e.g. 0x88cc for LLDP); none by default.
+	RedirectEtherTypes []uint16 `yaml:"redirect_ethertypes"`
 	// Ports are the interfaces this FE forwards between; the XDP program is attached to each.
 	Ports []string `yaml:"ports"`
 	// XDPMode is "native" (default) or "generic".
@@ -39,6 +47,19 @@ func (c *Config) Validate() error {
 	}
 	if c.CEAddress == "" {
 		c.CEAddress = "127.0.0.1:6700"
+	}
+	if c.CEAddressLow == "" {
+		host, port, err := net.SplitHostPort(c.CEAddress)
+		p, perr := strconv.ParseUint(port, 10, 16)
+		if err != nil || perr != nil || p == 0 || p > 65533 {
+			return fmt.Errorf("%w: ce_address %q: want host:port with a port of 1 to 65533", ErrConfig, c.CEAddress)
+		}
+		c.CEAddressLow = net.JoinHostPort(host, strconv.FormatUint(p+2, 10))
+	}
+	for i, et := range c.RedirectEtherTypes {
+		if et < 0x0600 {
+			return fmt.Errorf("%w: redirect_ethertypes[%d] %#04x: not an EtherType (below 0x0600)", ErrConfig, i, et)
+		}
 	}
 	if len(c.Ports) == 0 {
 		return fmt.Errorf("%w: ports: at least one interface is needed", ErrConfig)

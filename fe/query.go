@@ -92,7 +92,7 @@ func (a *Agent) portInfos() []forces.PortInfo {
 	defer a.mu.Unlock()
 	out := make([]forces.PortInfo, 0, len(a.ports))
 	for _, p := range a.ports {
-		pi := forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: p.up}
+		pi := forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: p.Up}
 		copy(pi.MAC[:], p.mac)
 		out = append(out, pi)
 	}

@@ -39,9 +39,10 @@ const (
 // 262140) does not fit one datagram. It is recorded truncated, with snaplen
 // semantics: the record's captured length covers the first PcapMaxMessage
 // bytes while its original length is the full 28+len(raw); the IPv4 and UDP
-// length fields say 65535 and 65515, the most they can. Dissectors see a
-// ForCES header whose Length exceeds the datagram and report it
-// (tshark: "Bogus: ForCES Header length ... is wrong").
+// length fields say 65535 and 65515, the most they can. tshark shows such a
+// frame as "N bytes on wire, 65535 bytes captured" and warns that the ForCES
+// header Length exceeds the datagram ("Bogus: ForCES Header length (N bytes)
+// is wrong), should be (65507 bytes)").
 type PcapWriter struct {
 	mu   sync.Mutex
 	w    io.Writer

@@ -2,8 +2,8 @@ package forces
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -203,7 +203,6 @@ func writeSamplePcap(t *testing.T, ss []sample, wiresharkCompat bool) string {
 	return path
 }
 
-
 // TestTsharkInterop has Wireshark's ForCES dissector decode one message of
 // every kind splitplane sends.
 //
@@ -351,26 +350,6 @@ func tsharkFields(t *testing.T, path string, fields ...string) [][]string {
 		rows = append(rows, strings.Split(line, "|"))
 	}
 	return rows
-}
-
-// topTLVTypes lists the top-level TLV types of raw as tshark prints them.
-func topTLVTypes(raw []byte) string {
-	var ts []string
-	for b := raw[HeaderLen:]; len(b) >= 4; {
-		ts = append(ts, strconv.Itoa(int(binary.BigEndian.Uint16(b))))
-		b = b[(int(binary.BigEndian.Uint16(b[2:]))+3)&^3:]
-	}
-	return strings.Join(ts, ",")
-}
-
-func opTypes(m *Message) string {
-	var ts []string
-	for _, s := range m.LFBs {
-		for _, op := range s.Ops {
-			ts = append(ts, strconv.Itoa(int(op.Type)))
-		}
-	}
-	return strings.Join(ts, ",")
 }
 
 // oneOpPerMessage returns ss with every message of several LFBselect-TLVs or

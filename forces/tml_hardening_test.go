@@ -167,4 +167,3 @@ func mustMarshal(t *testing.T, m *Message) []byte {
 	}
 	return b
 }
-

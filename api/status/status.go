@@ -4,6 +4,7 @@
 package status
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,7 +81,12 @@ func Get(socket, path string, v any) error {
 
 // Post sends a POST with query parameters to path on the daemon at socket.
 func Post(socket, path string, query url.Values) error {
-	resp, err := client(socket).Post("http://unix"+path+"?"+query.Encode(), "", nil)
+	return PostBody(socket, path, query, nil)
+}
+
+// PostBody is Post with a request body.
+func PostBody(socket, path string, query url.Values, body []byte) error {
+	resp, err := client(socket).Post("http://unix"+path+"?"+query.Encode(), "application/octet-stream", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

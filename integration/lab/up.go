@@ -222,6 +222,7 @@ neighbors:
 id: 1
 ce_address: 127.0.0.1:6700
 ports: [to-a, to-b, to-peer]
+redirect_ethertypes: [0x88cc]   # LLDP frames go to the CE
 xdp_mode: %s
 heartbeat_interval: 1s
 status_socket: %s

@@ -1,0 +1,152 @@
+package ce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitplane/splitplane/forces"
+)
+
+// The low-priority channel (RFC 5811's split, on TCP): a second connection
+// per FE for packet redirects and events, so a flood of redirected packets
+// never queues in front of a heartbeat or a config on the high-priority one.
+
+type lookup struct {
+	fe    forces.ID
+	reply chan *session
+}
+
+// session returns the associated session of an FE, or nil.
+func (c *CE) session(ctx context.Context, fe forces.ID) *session {
+	l := lookup{fe: fe, reply: make(chan *session, 1)}
+	select {
+	case c.lookups <- l:
+		return <-l.reply
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// Redirected is a packet an FE redirected to the CE.
+type Redirected struct {
+	FE   forces.ID
+	Port uint32 // the ingress port's PHYPortID (0 if the FE did not say)
+	Data []byte
+}
+
+// lowChannel is the CE's end of an FE's low-priority connection.
+type lowChannel struct {
+	conn       *forces.Conn
+	redirected atomic.Uint64
+	injected   atomic.Uint64
+	events     atomic.Uint64
+}
+
+func (c *CE) serveLow(ctx context.Context, nc net.Conn) {
+	conn := c.newConn(nc)
+	defer conn.Close()
+	log := c.log.With("remote", nc.RemoteAddr().String(), "channel", "low")
+	conn.SetReadDeadline(time.Now().Add(setupTimeout))
+	m, err := conn.ReadMessage()
+	if err != nil || m.Header.Type != forces.MsgAssociationSetup {
+		log.Warn("forces: low-priority channel without an association setup", "err", err)
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	s := c.session(ctx, m.Header.Src)
+	if s == nil || !s.attachLow(conn) {
+		log.Warn("forces: low-priority channel of an FE that is not associated (or has one already)", "fe", m.Header.Src)
+		_ = conn.WriteMessage(forces.NewAssociationSetupResponse(m, uint32(forces.SetupFEIDInvalid)))
+		return
+	}
+	if err := conn.WriteMessage(forces.NewAssociationSetupResponse(m, uint32(forces.SetupSuccess))); err != nil {
+		return
+	}
+	log.Info("forces: low-priority channel up", "fe", s.fe)
+	for {
+		m, err := conn.ReadMessage()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				log.Warn("forces: low-priority channel ended", "fe", s.fe, "err", err)
+			}
+			return
+		}
+		switch m.Header.Type {
+		case forces.MsgPacketRedirect:
+			for _, r := range m.Redirects {
+				s.low.Load().redirected.Add(1)
+				port, _ := r.Port()
+				if c.redirects != nil {
+					select {
+					case c.redirects <- Redirected{FE: s.fe, Port: port, Data: r.Data}:
+					default: // a slow consumer loses packets, the channel does not stall
+					}
+				}
+			}
+		case forces.MsgEventNotification:
+			s.low.Load().events.Add(1)
+			s.event(m)
+		default:
+			log.Warn("forces: unexpected message on the low-priority channel", "fe", s.fe, "type", m.Header.Type)
+		}
+	}
+}
+
+// attachLow gives the session its low-priority channel, once.
+func (s *session) attachLow(conn *forces.Conn) bool {
+	return s.low.CompareAndSwap(nil, &lowChannel{conn: conn})
+}
+
+// event applies an Event Notification: a port that changed state.
+func (s *session) event(m *forces.Message) {
+	for _, it := range forces.Items(m) {
+		if it.ClassID != forces.PortTableClass || len(it.Path) != 2 || it.Path[0] != forces.PortTableComponent || !it.HasFullData {
+			continue
+		}
+		p, err := forces.ParsePortInfo(it.FullData)
+		if err != nil {
+			s.ce.log.Warn("forces: bad port event", "fe", s.fe, "err", err)
+			continue
+		}
+		s.mu.Lock()
+		found := false
+		for i := range s.info.ports {
+			if s.info.ports[i].ID == p.ID {
+				s.info.ports[i], found = p, true
+			}
+		}
+		if !found {
+			s.info.ports = append(s.info.ports, p)
+		}
+		s.mu.Unlock()
+		s.ce.log.Info("forces: FE port changed", "fe", s.fe, "port", p.Name, "up", p.Up)
+	}
+}
+
+// ErrNoFE is returned for an FE that is not associated.
+var ErrNoFE = errors.New("FE not associated")
+
+// Inject sends a frame out of an FE's port (its PHYPortID) through a Packet
+// Redirect on the low-priority channel.
+func (c *CE) Inject(ctx context.Context, fe forces.ID, port uint32, frame []byte) error {
+	s := c.session(ctx, fe)
+	if s == nil {
+		return fmt.Errorf("%w: %s", ErrNoFE, fe)
+	}
+	low := s.low.Load()
+	if low == nil {
+		return fmt.Errorf("%w: %s has no low-priority channel", ErrNoFE, fe)
+	}
+	m := forces.NewPacketRedirect(c.id, fe, s.corr.Add(1), forces.Redirect{
+		Metadata: []forces.Metadata{forces.PortMetadata(port)}, Data: frame,
+	})
+	if err := low.conn.WriteMessage(m); err != nil {
+		return fmt.Errorf("inject to %s: %w", fe, err)
+	}
+	low.injected.Add(1)
+	return nil
+}

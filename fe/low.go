@@ -1,0 +1,208 @@
+package fe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/splitplane/splitplane/forces"
+)
+
+// lowQueue bounds the redirects and events waiting for the low-priority
+// channel; beyond it they are dropped and counted, never queued without end.
+const lowQueue = 1024
+
+// lowStats counts the low-priority channel's traffic.
+type lowStats struct {
+	redirected atomic.Uint64 // frames sent to the CE
+	dropped    atomic.Uint64 // frames dropped: queue full or no association
+	injected   atomic.Uint64 // frames the CE sent out of a port
+	events     atomic.Uint64 // event notifications sent
+}
+
+// LowStatus is the low-priority channel in the FE's status.
+type LowStatus struct {
+	Up         bool   `json:"up"`
+	Redirected uint64 `json:"redirected_packets"`
+	Dropped    uint64 `json:"dropped_redirects"`
+	Injected   uint64 `json:"injected_packets"`
+	Events     uint64 `json:"events"`
+}
+
+// sendLow queues a message for the low-priority channel without blocking.
+func (a *Agent) sendLow(m *forces.Message) bool {
+	q := a.lowq.Load()
+	if q == nil {
+		return false
+	}
+	select {
+	case *q <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// lowChannel runs the low-priority connection of an association until ctx
+// ends or the connection fails: a writer draining the queue, and a reader
+// for the CE's packet injections.
+func (a *Agent) lowChannel(ctx context.Context, ce forces.ID, next func() uint64) error {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	nc, err := a.dial(dctx, d, a.cfg.CEAddressLow)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("low-priority channel %s: %w", a.cfg.CEAddressLow, err)
+	}
+	conn := a.newConn(nc)
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if err := conn.WriteMessage(forces.NewAssociationSetup(a.id, ce, next())); err != nil {
+		return err
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := conn.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("low-priority channel setup: %w", err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	if resp.ASResult == nil || forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
+		return fmt.Errorf("CE refused the low-priority channel")
+	}
+	q := make(chan *forces.Message, lowQueue)
+	a.lowq.Store(&q)
+	defer a.lowq.Store(nil)
+	a.log.Info("forces: low-priority channel up", "address", a.cfg.CEAddressLow)
+
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case m := <-q:
+				if err := conn.WriteMessage(m); err != nil {
+					errs <- err
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		for {
+			m, err := conn.ReadMessage()
+			if err != nil {
+				errs <- err
+				return
+			}
+			if m.Header.Type != forces.MsgPacketRedirect {
+				a.log.Warn("forces: unexpected message on the low-priority channel", "type", m.Header.Type)
+				continue
+			}
+			for _, r := range m.Redirects {
+				a.inject(r)
+			}
+		}
+	}()
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// inject sends a frame the CE redirected out of the port its metadata names.
+func (a *Agent) inject(r forces.Redirect) {
+	port, ok := r.Port()
+	if !ok || a.redirector == nil {
+		a.log.Warn("forces: packet redirect without a usable output port", "has_port", ok)
+		return
+	}
+	if err := a.redirector.Inject(int(port), r.Data); err != nil {
+		a.log.Warn("forces: inject", "port", port, "err", err)
+		return
+	}
+	a.low.injected.Add(1)
+}
+
+// punt is the redirector's callback: a frame of a redirected EtherType
+// arrived on a port, and goes to the CE with its ingress port.
+func (a *Agent) punt(ifindex int, frame []byte) {
+	ce, ok := a.ceID.Load().(forces.ID)
+	if !ok {
+		a.low.dropped.Add(1)
+		return
+	}
+	m := forces.NewPacketRedirect(a.id, ce, a.corr.Add(1), forces.Redirect{
+		Metadata: []forces.Metadata{forces.PortMetadata(uint32(ifindex))}, Data: frame,
+	})
+	if a.sendLow(m) {
+		a.low.redirected.Add(1)
+	} else {
+		a.low.dropped.Add(1)
+	}
+}
+
+// watchLinks reports port state changes to the CE as Event Notifications.
+func (a *Agent) watchLinks(ctx context.Context) {
+	ch := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	defer close(done)
+	if err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) { a.log.Warn("fe: link watch", "err", err) },
+	}); err != nil {
+		a.log.Error("fe: subscribe to link changes; port events will not be sent", "err", err)
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-ch:
+			if !ok {
+				return
+			}
+			a.linkUpdate(u)
+		}
+	}
+}
+
+func (a *Agent) linkUpdate(u netlink.LinkUpdate) {
+	attrs := u.Link.Attrs()
+	up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
+	a.mu.Lock()
+	p, ours := a.ports[attrs.Index]
+	changed := ours && p.Up != up
+	if changed {
+		p.Up = up
+	}
+	var pi forces.PortInfo
+	if changed {
+		pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up}
+		copy(pi.MAC[:], p.mac)
+	}
+	a.mu.Unlock()
+	if !changed {
+		return
+	}
+	a.log.Info("fe: port changed", "port", pi.Name, "up", up)
+	ce, ok := a.ceID.Load().(forces.ID)
+	if !ok {
+		return
+	}
+	data, err := pi.AppendFullData(nil)
+	if err != nil {
+		return
+	}
+	m := forces.NewEventNotification(a.id, ce, a.corr.Add(1), forces.PortTableClass, forces.PortTableInstance,
+		[]uint32{forces.PortTableComponent, pi.ID}, data)
+	if a.sendLow(m) {
+		a.low.events.Add(1)
+	}
+}
