@@ -4,12 +4,14 @@ package ce
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -33,12 +35,47 @@ type CE struct {
 	queries chan chan Status
 
 	lookups chan lookup
+	ready   chan struct{} // closed once the listeners and the speaker are up
 
 	speaker     *bgp.Speaker
 	listener    net.Listener
 	lowListener net.Listener
 
 	redirects chan Redirected // packets FEs redirected to the CE; nil: count only
+	pcap      *forces.PcapWriter
+}
+
+// listen opens a ForCES listener, with mutual TLS when configured.
+func (c *CE) listen(field, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", field, addr, err)
+	}
+	if c.cfg.TLS != nil {
+		tc, err := c.cfg.TLS.ServerTLS()
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		l = tls.NewListener(l, tc)
+	}
+	return l, nil
+}
+
+// openPcap starts recording every ForCES message into the configured file.
+func (c *CE) openPcap() (stop func(), err error) {
+	f, err := os.Create(c.cfg.ForCESPcap)
+	if err != nil {
+		return nil, fmt.Errorf("forces_pcap: %w", err)
+	}
+	w, err := forces.NewPcapWriter(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("forces_pcap %s: %w", c.cfg.ForCESPcap, err)
+	}
+	c.pcap = w
+	c.log.Info("forces: recording messages", "pcap", c.cfg.ForCESPcap, "decode", "tshark -d udp.port==6700,forces")
+	return func() { f.Close() }, nil
 }
 
 // Status is a snapshot of the CE for operators.
@@ -92,6 +129,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		leaves:  make(chan *session),
 		queries: make(chan chan Status),
 		lookups: make(chan lookup),
+		ready:   make(chan struct{}),
 	}, nil
 }
 
@@ -100,9 +138,16 @@ func (c *CE) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	l, err := net.Listen("tcp", c.cfg.ForCESListen)
+	if c.cfg.ForCESPcap != "" {
+		stop, err := c.openPcap()
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	l, err := c.listen("forces_listen", c.cfg.ForCESListen)
 	if err != nil {
-		return fmt.Errorf("forces_listen %s: %w", c.cfg.ForCESListen, err)
+		return err
 	}
 	c.listener = l
 	defer l.Close()
@@ -134,11 +179,12 @@ func (c *CE) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	low, err := net.Listen("tcp", c.cfg.ForCESListenLow)
+	low, err := c.listen("forces_listen_low", c.cfg.ForCESListenLow)
 	if err != nil {
-		return fmt.Errorf("forces_listen_low %s: %w", c.cfg.ForCESListenLow, err)
+		return err
 	}
 	c.lowListener = low
+	close(c.ready)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -208,12 +254,25 @@ func (c *CE) Status(ctx context.Context) Status {
 	return Status{}
 }
 
-// Addr is the ForCES listening address (valid once Run has started listening).
-func (c *CE) Addr() net.Addr {
-	if c.listener == nil {
+// LowAddr is the low-priority channel's listening address (valid once Run has
+// started listening).
+func (c *CE) LowAddr() net.Addr {
+	select {
+	case <-c.ready:
+		return c.lowListener.Addr()
+	default:
 		return nil
 	}
-	return c.listener.Addr()
+}
+
+// Addr is the ForCES listening address (valid once Run has started listening).
+func (c *CE) Addr() net.Addr {
+	select {
+	case <-c.ready:
+		return c.listener.Addr()
+	default:
+		return nil
+	}
 }
 
 // accept serves every connection on l with serve until ctx is done.

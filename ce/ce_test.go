@@ -33,7 +33,7 @@ func startCE(t *testing.T, hb time.Duration) *CE {
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Addr() == nil || c.speaker == nil {
+	for c.Addr() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("CE did not start")
 		}

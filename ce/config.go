@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/ce/bgp"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -38,6 +39,12 @@ type Config struct {
 	// HeartbeatMissLimit is how many silent intervals end an association
 	// (3 by default), on both sides: the CE sets it in each FE's FE Protocol LFB.
 	HeartbeatMissLimit int `yaml:"heartbeat_miss_limit"`
+	// TLS, if set, requires mutual TLS on both ForCES channels: this CE's
+	// certificate and key, and the CA that FE certificates must chain to.
+	TLS *forces.TLSConfig `yaml:"tls"`
+	// ForCESPcap, if set, records every ForCES message sent and received in
+	// this pcap file (decode with: tshark -d udp.port==6700,forces).
+	ForCESPcap string `yaml:"forces_pcap"`
 	// StatusSocket, if set, is a unix socket serving the CE's status as JSON.
 	StatusSocket string `yaml:"status_socket"`
 }
@@ -86,6 +93,11 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval < 10*time.Millisecond {
 		return fmt.Errorf("%w: heartbeat_interval %s: must be at least 10ms", ErrConfig, c.HeartbeatInterval)
+	}
+	if c.TLS != nil {
+		if _, err := c.TLS.ServerTLS(); err != nil {
+			return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+		}
 	}
 	_, err := c.bgpConfig()
 	return err

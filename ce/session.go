@@ -48,7 +48,11 @@ type session struct {
 
 // newConn wraps a TCP connection in the ForCES TML.
 func (c *CE) newConn(nc net.Conn) *forces.Conn {
-	return forces.NewConn(nc)
+	conn := forces.NewConn(nc)
+	if c.pcap != nil {
+		conn.SetTap(c.pcap.Tap(true))
+	}
+	return conn
 }
 
 func (c *CE) serveFE(ctx context.Context, nc net.Conn) {

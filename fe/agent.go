@@ -6,11 +6,13 @@ package fe
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +76,7 @@ type Agent struct {
 	lowq       atomic.Pointer[chan *forces.Message] // the low-priority channel's queue, when up
 	low        lowStats
 	redirector *Redirector
+	pcap       *forces.PcapWriter
 	dial       func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
 }
 
@@ -146,7 +149,15 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 	}
 	a.egressPort = a.kernelEgressPort
 	a.dial = func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
-		return d.DialContext(ctx, "tcp", addr)
+		if cfg.TLS == nil {
+			return d.DialContext(ctx, "tcp", addr)
+		}
+		tc, err := cfg.TLS.ClientTLS(cfg.TLSServerName)
+		if err != nil {
+			return nil, err
+		}
+		td := tls.Dialer{NetDialer: &d, Config: tc}
+		return td.DialContext(ctx, "tcp", addr)
 	}
 	for _, o := range opts {
 		o(a)
@@ -161,6 +172,16 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 // Run attaches the datapath, associates with the CE (reconnecting with backoff)
 // and serves until ctx is cancelled; then it detaches everything.
 func (a *Agent) Run(ctx context.Context) error {
+	if a.cfg.ForCESPcap != "" {
+		f, err := os.Create(a.cfg.ForCESPcap)
+		if err != nil {
+			return fmt.Errorf("forces_pcap: %w", err)
+		}
+		defer f.Close()
+		if a.pcap, err = forces.NewPcapWriter(f); err != nil {
+			return fmt.Errorf("forces_pcap %s: %w", a.cfg.ForCESPcap, err)
+		}
+	}
 	var links []netlink.Link
 	if !a.noPorts {
 		var err error
@@ -258,7 +279,11 @@ func (a *Agent) Status() Status {
 
 // newConn wraps a connection to the CE in the ForCES TML.
 func (a *Agent) newConn(nc net.Conn) *forces.Conn {
-	return forces.NewConn(nc)
+	conn := forces.NewConn(nc)
+	if a.pcap != nil {
+		conn.SetTap(a.pcap.Tap(false))
+	}
+	return conn
 }
 
 // lookupPorts finds every configured port, before anything is loaded, so a

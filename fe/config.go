@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -33,6 +34,15 @@ type Config struct {
 	XDPMode string `yaml:"xdp_mode"`
 	// HeartbeatInterval is how often the FE sends ForCES heartbeats.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// TLS, if set, makes the FE connect to the CE with mutual TLS: this FE's
+	// certificate and key, and the CA that the CE's certificate must chain to.
+	TLS *forces.TLSConfig `yaml:"tls"`
+	// TLSServerName is the name the CE's certificate must carry (default: the
+	// host of ce_address).
+	TLSServerName string `yaml:"tls_server_name"`
+	// ForCESPcap, if set, records every ForCES message sent and received in
+	// this pcap file (decode with: tshark -d udp.port==6700,forces).
+	ForCESPcap string `yaml:"forces_pcap"`
 	// StatusSocket, if set, is a unix socket serving the FE's status as JSON.
 	StatusSocket string `yaml:"status_socket"`
 }
@@ -55,6 +65,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: ce_address %q: want host:port with a port of 1 to 65533", ErrConfig, c.CEAddress)
 		}
 		c.CEAddressLow = net.JoinHostPort(host, strconv.FormatUint(p+2, 10))
+	}
+	if c.TLS != nil {
+		if c.TLSServerName == "" {
+			c.TLSServerName, _, _ = net.SplitHostPort(c.CEAddress)
+		}
+		if _, err := c.TLS.ClientTLS(c.TLSServerName); err != nil {
+			return fmt.Errorf("%w: tls: %w", ErrConfig, err)
+		}
 	}
 	for i, et := range c.RedirectEtherTypes {
 		if et < 0x0600 {

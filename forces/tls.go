@@ -16,7 +16,9 @@ var ErrTLSConfig = errors.New("forces: bad TLS configuration")
 // confidentiality): this end's certificate chain and key, and the CA bundle
 // that the peer's certificate must chain to.
 type TLSConfig struct {
-	Cert, Key, CA string
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	CA   string `yaml:"ca"`
 }
 
 // ServerTLS returns the listener-side configuration: TLS 1.3 or later, this

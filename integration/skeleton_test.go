@@ -140,6 +140,9 @@ func TestSkeletonEndToEnd(t *testing.T) {
 		t.Fatalf("XDP forwarded %d packets for a successful 3-packet ping, want >= 6 (counters %v)", got, st.Counters)
 	}
 
+	checkRedirection(t, o)
+	checkPortEvents(t, o)
+
 	// The peer withdraws the route: it leaves the FE and the traffic stops.
 	if out, err := splitplane(t, bin, args("lab", "peer", "withdraw", lab.HostBNet.String())...); err != nil {
 		t.Fatalf("withdraw: %v\n%s", err, out)

@@ -23,15 +23,15 @@ type daemon interface {
 // daemonCmd is the command of a daemon configured by a YAML file: it loads and
 // validates the file, and runs the daemon until SIGINT or SIGTERM unless
 // --check asks only for validation.
-func daemonCmd(name, short string, load func(path string) (daemon, error)) *cobra.Command {
-	var path string
+func daemonCmd(name, short string, load func(path, pcap string) (daemon, error)) *cobra.Command {
+	var path, pcap string
 	var check bool
 	cmd := &cobra.Command{
 		Use:   name + " --config FILE",
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := load(path)
+			d, err := load(path, pcap)
 			if err != nil {
 				return err
 			}
@@ -46,25 +46,32 @@ func daemonCmd(name, short string, load func(path string) (daemon, error)) *cobr
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (YAML)")
 	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration and exit")
+	cmd.Flags().StringVar(&pcap, "forces-pcap", "", "record every ForCES message in this pcap file (tshark -d udp.port==6700,forces)")
 	cmd.MarkFlagRequired("config")
 	return cmd
 }
 
 func ceCmd() *cobra.Command {
-	return daemonCmd("ce", "Run the control element: BGP, the FIB, and ForCES towards the FEs", func(path string) (daemon, error) {
+	return daemonCmd("ce", "Run the control element: BGP, the FIB, and ForCES towards the FEs", func(path, pcap string) (daemon, error) {
 		var cfg ce.Config
 		if err := loadYAML(path, &cfg); err != nil {
 			return nil, err
+		}
+		if pcap != "" {
+			cfg.ForCESPcap = pcap
 		}
 		return ce.New(cfg, newLogger())
 	})
 }
 
 func feCmd() *cobra.Command {
-	return daemonCmd("fe", "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES", func(path string) (daemon, error) {
+	return daemonCmd("fe", "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES", func(path, pcap string) (daemon, error) {
 		var cfg fe.Config
 		if err := loadYAML(path, &cfg); err != nil {
 			return nil, err
+		}
+		if pcap != "" {
+			cfg.ForCESPcap = pcap
 		}
 		return fe.New(cfg, newLogger())
 	})

@@ -23,7 +23,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(ceCmd(), feCmd(), peerCmd(), labCmd())
+	root.AddCommand(ceCmd(), feCmd(), peerCmd(), labCmd(), benchCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "splitplane:", err)
 		os.Exit(exitCode(err))

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/splitplane/splitplane/integration/bench"
+)
+
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench NAME",
+		Short: "Run a benchmark and print its figures (a table, or JSON lines with --json)",
+	}
+	cmd.AddCommand(benchForcesCmd())
+	return cmd
+}
+
+func benchForcesCmd() *cobra.Command {
+	var (
+		o      bench.ForcesOptions
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "forces",
+		Short: "ForCES codec cost, CE to FE transfer rate over loopback TCP, and heartbeat delay under load",
+		Long: `Runs a CE and an FE in this process, connected over loopback TCP, with an
+in-memory datapath in the FE, and measures (median over --rounds):
+  forces_codec_ns_per_entry           encode + decode of a route SET, against copying the encoded bytes
+  forces_transfer_entries_per_s       full sync of --routes routes until the FE holds them all
+  forces_update_entries_per_s         a tenth of the routes moved to new next hops, until acknowledged
+  forces_heartbeat_p99_ms_under_load  heartbeat round-trip p99 during the full sync, against an idle association`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Routes < 10 {
+				return fmt.Errorf("%w: --routes %d: need at least 10", errUsage, o.Routes)
+			}
+			if o.Rounds < 1 {
+				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			o.Progress = os.Stderr
+			results, err := bench.Forces(ctx, o)
+			if err != nil {
+				return err
+			}
+			return printResults(os.Stdout, results, asJSON)
+		},
+	}
+	cmd.Flags().IntVar(&o.Routes, "routes", 1_000_000, "routes in the table")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 3, "rounds; each figure is the median")
+	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the route generator")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
+	return cmd
+}
+
+// printResults prints benchmark figures as a table, or with asJSON as one JSON
+// object per line (DESIGN.md, benchmark output convention).
+func printResults(w io.Writer, results []bench.Result, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "METRIC\tVALUE\tUNIT\tBASELINE\tBASELINE VALUE")
+	for _, r := range results {
+		base, bval := "", ""
+		if r.Baseline != "" {
+			base, bval = r.Baseline, formatFigure(r.BaselineValue)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Metric, formatFigure(r.Value), r.Unit, base, bval)
+	}
+	return tw.Flush()
+}
+
+// formatFigure rounds for reading: whole numbers from 1000 up (rates), more
+// decimals below; --json gives the full value.
+func formatFigure(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}

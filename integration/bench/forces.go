@@ -1,0 +1,611 @@
+// Package bench holds the router's benchmarks, as the `splitplane bench NAME`
+// commands run them. Each returns its figures as Results, the shape DESIGN.md's
+// benchmark output convention prints.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/netip"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/splitplane/splitplane/ce"
+	"github.com/splitplane/splitplane/fe"
+	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/integration/routegen"
+)
+
+// Result is one figure of a benchmark. Baseline names a reference measured in
+// the same run, in the same unit, and BaselineValue is its value; both are
+// empty when the figure has none.
+type Result struct {
+	Metric        string  `json:"metric"`
+	Value         float64 `json:"value"`
+	Unit          string  `json:"unit"`
+	Baseline      string  `json:"baseline,omitempty"`
+	BaselineValue float64 `json:"baseline_value,omitempty"`
+}
+
+// ErrIncomplete is wrapped by the error a benchmark returns when the system
+// under test did not do all the work it was given (an FE missing routes, a
+// change never acknowledged), so that no figure is printed for it.
+var ErrIncomplete = errors.New("bench: work not completed")
+
+// ForcesOptions configures Forces. Zero values take the defaults.
+type ForcesOptions struct {
+	// Routes is the size of the routing table (default 1,000,000).
+	Routes int
+	// Rounds is how many times every figure is measured; the median is
+	// reported (default 3).
+	Rounds int
+	// Seed seeds the route generator (default 1).
+	Seed int64
+	// HeartbeatInterval is the CE's and FE's heartbeat interval while
+	// measuring (default 20ms, the minimum allowed is 10ms). It is short so a
+	// transfer of a second or two holds enough round trips.
+	HeartbeatInterval time.Duration
+	// HeartbeatMissLimit is how many silent intervals end an association
+	// (default 50, one second at 20ms). The CE's default of 3 would measure
+	// whether a 60ms silence occurs, not how long heartbeats are delayed.
+	HeartbeatMissLimit int
+	// IdleSamples is how many heartbeat round trips the idle baseline waits
+	// for (default 50, about as many as a full-table transfer holds).
+	IdleSamples int
+	// Timeout bounds each wait for the CE or the FE (default 2 minutes); a
+	// wait that runs out is an error wrapping ErrIncomplete.
+	Timeout time.Duration
+	// Progress, if set, receives a line per round.
+	Progress io.Writer
+
+	// setRouteErr, if set, makes the FE's datapath fail a route write (tests).
+	setRouteErr func(netip.Prefix) error
+}
+
+func (o *ForcesOptions) defaults() error {
+	if o.Routes == 0 {
+		o.Routes = 1_000_000
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 3
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = 20 * time.Millisecond
+	}
+	if o.HeartbeatMissLimit == 0 {
+		o.HeartbeatMissLimit = 50
+	}
+	if o.IdleSamples == 0 {
+		o.IdleSamples = 50
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	switch {
+	case o.Routes < 10:
+		return fmt.Errorf("bench forces: routes %d: need at least 10", o.Routes)
+	case o.Rounds < 1:
+		return fmt.Errorf("bench forces: rounds %d: need at least 1", o.Rounds)
+	case o.IdleSamples < 1 || o.IdleSamples > 256:
+		return fmt.Errorf("bench forces: idle samples %d: must be 1 to 256 (the CE keeps the last 256)", o.IdleSamples)
+	}
+	return nil
+}
+
+// Metric names of the ForCES benchmark; fixed, so runs can be compared.
+const (
+	MetricForcesCodec         = "forces_codec_ns_per_entry"
+	MetricForcesTransfer      = "forces_transfer_entries_per_s"
+	MetricForcesUpdate        = "forces_update_entries_per_s"
+	MetricForcesHeartbeatLoad = "forces_heartbeat_p99_ms_under_load"
+	MetricForcesHeartbeatIdle = "forces_heartbeat_p99_ms_idle"
+)
+
+// Forces measures the ForCES path from CE to FE, each figure the median over
+// the rounds:
+//   - forces_codec_ns_per_entry: encoding a route SET (FULLDATA, BuildConfig,
+//     MarshalBinary) and decoding it (Parse, Items, ParseIPv4PrefixInfo), per
+//     route, against copying the encoded bytes (bytes.Clone per message);
+//   - forces_transfer_entries_per_s: routes per second of a full sync from an
+//     in-process CE to an in-process FE over loopback TCP, from the FE's start
+//     until the CE has the commit acknowledged and the FE holds every route;
+//   - forces_update_entries_per_s: route changes per second after the sync
+//     (a tenth of the routes moved to new next hops), from the first change
+//     fed to the CE until the FE has acknowledged every row they cause;
+//   - forces_heartbeat_p99_ms_under_load: p99 of the CE's heartbeat round
+//     trips during the full sync, against the same on an idle association.
+//
+// The FE programs an in-memory datapath: this measures the protocol and the
+// agents, not BPF map updates. Forces fails with ErrIncomplete rather than
+// report a figure for work that was not all done.
+func Forces(ctx context.Context, opts ForcesOptions) ([]Result, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	prefixes := routegen.Generate(opts.Routes, opts.Seed)
+	if len(prefixes) != opts.Routes {
+		return nil, fmt.Errorf("bench forces: route generator returned %d of %d prefixes", len(prefixes), opts.Routes)
+	}
+	routes, changes := workload(prefixes)
+	wantRows := changedRows(routes, changes)
+
+	var codec, memcopy, transfer, update, hbLoad, hbIdle []float64
+	for r := range opts.Rounds {
+		runtime.GC()
+		c, cp, err := codecRound(prefixes)
+		if err != nil {
+			return nil, err
+		}
+		runtime.GC()
+		tr, err := transferRound(ctx, opts, routes, changes, wantRows)
+		if err != nil {
+			return nil, err
+		}
+		runtime.GC()
+		idle, err := idleRound(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		codec, memcopy = append(codec, c), append(memcopy, cp)
+		transfer, update = append(transfer, tr.transfer), append(update, tr.update)
+		hbLoad, hbIdle = append(hbLoad, tr.heartbeatP99), append(hbIdle, idle)
+		if opts.Progress != nil {
+			fmt.Fprintf(opts.Progress, "round %d/%d: codec %.1f ns/entry (copy %.1f); full sync %.0f entries/s in %s; updates %.0f entries/s; heartbeat p99 %.2f ms under load (%d samples), %.2f ms idle\n",
+				r+1, opts.Rounds, c, cp, tr.transfer, tr.syncTime.Round(time.Millisecond), tr.update, tr.heartbeatP99, tr.heartbeatSamples, idle)
+		}
+	}
+	return []Result{
+		{Metric: MetricForcesCodec, Value: median(codec), Unit: "ns", Baseline: "copy of the encoded bytes", BaselineValue: median(memcopy)},
+		{Metric: MetricForcesTransfer, Value: median(transfer), Unit: "entries/s"},
+		{Metric: MetricForcesUpdate, Value: median(update), Unit: "entries/s"},
+		{Metric: MetricForcesHeartbeatLoad, Value: median(hbLoad), Unit: "ms", Baseline: "idle", BaselineValue: median(hbIdle)},
+	}, nil
+}
+
+// workload returns the table (prefixes spread over 64 gateways) and the
+// changes of the update phase: every tenth route moved to one of 64 other
+// gateways.
+func workload(prefixes []netip.Prefix) (routes, changes []ce.RouteUpdate) {
+	gw := func(net, i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(net), 0, byte(1 + i%64)}) }
+	routes = make([]ce.RouteUpdate, len(prefixes))
+	for i, p := range prefixes {
+		routes[i] = ce.RouteUpdate{Prefix: p, NextHop: gw(1, i)}
+	}
+	changes = make([]ce.RouteUpdate, 0, len(prefixes)/10)
+	for i := 0; i+9 < len(prefixes); i += 10 {
+		changes = append(changes, ce.RouteUpdate{Prefix: prefixes[i], NextHop: gw(2, i/10)})
+	}
+	return routes, changes
+}
+
+// changedRows returns how many rows the CE sends for changes after routes
+// (route rows plus new nexthop rows), from a FIB like the CE's: the count of
+// acknowledgements to wait for.
+func changedRows(routes, changes []ce.RouteUpdate) (n int) {
+	fib := ce.NewFIB()
+	var out []ce.Change
+	for _, u := range routes {
+		out, _ = fib.Set(u.Prefix, u.NextHop, out[:0])
+	}
+	for _, u := range changes {
+		out, _ = fib.Set(u.Prefix, u.NextHop, out[:0])
+		n += len(out)
+	}
+	return n
+}
+
+// codecRound returns the encode+decode cost and the copy cost, in ns per route.
+func codecRound(prefixes []netip.Prefix) (codec, memcopy float64, err error) {
+	n := len(prefixes)
+	hdr := forces.Header{
+		Src: forces.CEID(0), Dst: forces.FEID(1),
+		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure},
+	}
+	start := time.Now()
+	ops := make([]forces.TableOp, n)
+	for i, p := range prefixes {
+		ops[i] = forces.TableOp{
+			Op: forces.OpSet, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1,
+			Path:     []uint32{forces.CompIPv4PrefixTable, uint32(i + 1)},
+			FullData: forces.IPv4PrefixInfo{Prefix: p, HopSelector: uint32(1 + i%64)}.MarshalFullData(),
+		}
+	}
+	msgs, err := forces.BuildConfig(hdr, nil, ops)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench forces: build config: %w", err)
+	}
+	wire := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		if wire[i], err = m.MarshalBinary(); err != nil {
+			return 0, 0, fmt.Errorf("bench forces: marshal: %w", err)
+		}
+	}
+	var rows int
+	var hops uint64
+	for _, b := range wire {
+		m, err := forces.Parse(b)
+		if err != nil {
+			return 0, 0, fmt.Errorf("bench forces: parse: %w", err)
+		}
+		for _, it := range forces.Items(m) {
+			info, err := forces.ParseIPv4PrefixInfo(it.FullData)
+			if err != nil {
+				return 0, 0, fmt.Errorf("bench forces: row %v: %w", it.Path, err)
+			}
+			rows++
+			hops += uint64(info.HopSelector)
+		}
+	}
+	elapsed := time.Since(start)
+	if rows != n || hops != hopSum(n) {
+		return 0, 0, fmt.Errorf("%w: codec decoded %d of %d rows (HopSelector sum %d, want %d)", ErrIncomplete, rows, n, hops, hopSum(n))
+	}
+
+	clones := make([][]byte, len(wire))
+	runtime.GC()
+	start = time.Now()
+	for i, b := range wire {
+		clones[i] = bytes.Clone(b)
+	}
+	copied := time.Since(start)
+	runtime.KeepAlive(clones)
+	return float64(elapsed.Nanoseconds()) / float64(n), float64(copied.Nanoseconds()) / float64(n), nil
+}
+
+func hopSum(n int) (s uint64) {
+	for i := range n {
+		s += uint64(1 + i%64)
+	}
+	return s
+}
+
+type transferFigures struct {
+	transfer, update float64 // entries per second
+	syncTime         time.Duration
+	heartbeatP99     float64 // ms
+	heartbeatSamples int
+}
+
+// transferRound runs one CE and one FE: the full sync of routes, then the
+// changes.
+func transferRound(ctx context.Context, opts ForcesOptions, routes, changes []ce.RouteUpdate, wantRows int) (transferFigures, error) {
+	var f transferFigures
+	n := len(routes)
+	h, err := startCE(ctx, opts)
+	if err != nil {
+		return f, err
+	}
+	defer h.stop()
+	if err := h.feed(ctx, routes); err != nil {
+		return f, err
+	}
+	if err := h.waitCE(ctx, opts.Timeout, "the CE to hold every route", func(st ce.Status) bool { return st.Routes == n }); err != nil {
+		return f, err
+	}
+
+	start := time.Now()
+	if err := h.startFE(ctx); err != nil {
+		return f, err
+	}
+	var synced ce.FEStatus
+	err = h.wait(ctx, opts.Timeout, "the full sync", func() bool {
+		st := h.ce.Status(ctx)
+		if len(st.FEs) != 1 || !st.FEs[0].Synced {
+			return false
+		}
+		synced = st.FEs[0]
+		return h.fe.Status().Routes == n
+	})
+	if err != nil {
+		return f, err
+	}
+	f.syncTime = time.Since(start)
+	f.transfer = float64(n) / f.syncTime.Seconds()
+	if synced.Failed != 0 || synced.Acked < uint64(n) {
+		return f, fmt.Errorf("%w: full sync: CE counts %d rows acknowledged and %d failed, for %d routes", ErrIncomplete, synced.Acked, synced.Failed, n)
+	}
+	if got := h.dp.routeCount(); got != n {
+		return f, fmt.Errorf("%w: full sync: the FE's datapath holds %d of %d routes", ErrIncomplete, got, n)
+	}
+	// The heartbeats answered during the sync; if none has come back yet, the
+	// first (sent at association) is still in flight behind the sync.
+	rtt := synced.HeartbeatRTT
+	if rtt.Samples == 0 {
+		err := h.waitCE(ctx, opts.Timeout, "a heartbeat answer", func(st ce.Status) bool {
+			if len(st.FEs) == 1 && st.FEs[0].HeartbeatRTT.Samples > 0 {
+				rtt = st.FEs[0].HeartbeatRTT
+				return true
+			}
+			return false
+		})
+		if err != nil {
+			return f, err
+		}
+	}
+	f.heartbeatP99, f.heartbeatSamples = rtt.P99, rtt.Samples
+
+	base := synced.Acked
+	writes := h.dp.routeWrites()
+	start = time.Now()
+	if err := h.feed(ctx, changes); err != nil {
+		return f, err
+	}
+	var last ce.FEStatus
+	err = h.waitCE(ctx, opts.Timeout, fmt.Sprintf("%d acknowledged rows for %d route changes", wantRows, len(changes)), func(st ce.Status) bool {
+		if len(st.FEs) != 1 {
+			return false
+		}
+		last = st.FEs[0]
+		return last.Acked+last.Failed >= base+uint64(wantRows)
+	})
+	if err != nil {
+		return f, err
+	}
+	elapsed := time.Since(start)
+	if last.Failed != 0 || last.Acked != base+uint64(wantRows) {
+		return f, fmt.Errorf("%w: updates: %d rows acknowledged and %d failed, want %d acknowledged", ErrIncomplete, last.Acked-base, last.Failed, wantRows)
+	}
+	if got := h.dp.routeWrites() - writes; got != len(changes) {
+		return f, fmt.Errorf("%w: updates: the FE's datapath took %d route writes for %d changed routes", ErrIncomplete, got, len(changes))
+	}
+	f.update = float64(len(changes)) / elapsed.Seconds()
+	return f, h.stop()
+}
+
+// idleRound returns the heartbeat p99 of an association with nothing to do.
+func idleRound(ctx context.Context, opts ForcesOptions) (float64, error) {
+	h, err := startCE(ctx, opts)
+	if err != nil {
+		return 0, err
+	}
+	defer h.stop()
+	if err := h.startFE(ctx); err != nil {
+		return 0, err
+	}
+	var rtt ce.RTTSummary
+	err = h.waitCE(ctx, opts.Timeout, fmt.Sprintf("%d heartbeat answers", opts.IdleSamples), func(st ce.Status) bool {
+		if len(st.FEs) != 1 || !st.FEs[0].Synced {
+			return false
+		}
+		rtt = st.FEs[0].HeartbeatRTT
+		return rtt.Samples >= opts.IdleSamples
+	})
+	if err != nil {
+		return 0, err
+	}
+	return rtt.P99, h.stop()
+}
+
+// harness is an in-process CE and, once started, one FE associated with it.
+type harness struct {
+	opts     ForcesOptions
+	ce       *ce.CE
+	fe       *fe.Agent
+	dp       *memDatapath
+	cancelCE context.CancelFunc
+	ceDone   chan error
+	cancelFE context.CancelFunc
+	feDone   chan error
+	once     sync.Once
+	err      error
+}
+
+// startTimeout bounds the start of a CE, which only has to listen.
+const startTimeout = 10 * time.Second
+
+func startCE(ctx context.Context, opts ForcesOptions) (*harness, error) {
+	log := slog.New(slog.DiscardHandler)
+	c, err := ce.New(ce.Config{
+		ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0",
+		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatMissLimit: opts.HeartbeatMissLimit,
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	h := &harness{opts: opts, ce: c, ceDone: make(chan error, 1)}
+	cctx, cancel := context.WithCancel(ctx)
+	h.cancelCE = cancel
+	go func() { h.ceDone <- c.Run(cctx) }()
+	// The CE answers Status from its loop, which starts after it listens:
+	// once Status returns, Addr is set.
+	ready := make(chan struct{})
+	go func() { c.Status(cctx); close(ready) }()
+	var runErr error
+	select {
+	case <-ready:
+		if cctx.Err() == nil {
+			return h, nil
+		}
+	case runErr = <-h.ceDone:
+		h.ceDone <- runErr
+	case <-time.After(startTimeout):
+		runErr = fmt.Errorf("not serving after %s", startTimeout)
+	}
+	h.stop()
+	if runErr == nil {
+		runErr = ctx.Err()
+	}
+	return nil, fmt.Errorf("bench forces: CE did not start: %w", runErr)
+}
+
+func (h *harness) startFE(ctx context.Context) error {
+	h.dp = newMemDatapath()
+	h.dp.setRouteErr = h.opts.setRouteErr
+	a, err := fe.New(fe.Config{
+		ID: 1, CEAddress: h.ce.Addr().String(), Ports: []string{"bench0"}, HeartbeatInterval: h.opts.HeartbeatInterval,
+	}, slog.New(slog.DiscardHandler), fe.WithDatapath(h.dp, func(netip.Addr) int { return 0 }))
+	if err != nil {
+		return err
+	}
+	h.fe = a
+	ctx, cancel := context.WithCancel(ctx)
+	h.cancelFE, h.feDone = cancel, make(chan error, 1)
+	go func() { h.feDone <- a.Run(ctx) }()
+	return nil
+}
+
+// feed gives the CE routes in batches of the size a BGP speaker produces.
+func (h *harness) feed(ctx context.Context, us []ce.RouteUpdate) error {
+	for chunk := range slices.Chunk(us, 10_000) {
+		if err := h.ce.Update(ctx, chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait polls done every millisecond until it holds, failing after timeout
+// or when the CE or FE stops.
+func (h *harness) wait(ctx context.Context, timeout time.Duration, what string, done func() bool) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !done() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-h.ceDone:
+			h.ceDone <- err
+			return fmt.Errorf("%w: waiting for %s: the CE stopped: %v", ErrIncomplete, what, err)
+		case err := <-h.feDone:
+			h.feDone <- err
+			return fmt.Errorf("%w: waiting for %s: the FE stopped: %v", ErrIncomplete, what, err)
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: waiting for %s: nothing after %s; %s", ErrIncomplete, what, timeout, h.describe(ctx))
+		}
+	}
+	return nil
+}
+
+func (h *harness) waitCE(ctx context.Context, timeout time.Duration, what string, done func(ce.Status) bool) error {
+	return h.wait(ctx, timeout, what, func() bool { return done(h.ce.Status(ctx)) })
+}
+
+// describe says where things stand, for a timeout's error.
+func (h *harness) describe(ctx context.Context) string {
+	st := h.ce.Status(ctx)
+	s := fmt.Sprintf("CE holds %d routes", st.Routes)
+	for _, f := range st.FEs {
+		s += fmt.Sprintf(", FE %s synced=%t acked=%d failed=%d pending=%d", f.ID, f.Synced, f.Acked, f.Failed, f.Pending)
+	}
+	if h.fe != nil {
+		fs := h.fe.Status()
+		s += fmt.Sprintf("; FE associated=%t holds %d routes, %d programmed", fs.Associated, fs.Routes, fs.Programmed)
+	}
+	return s
+}
+
+// stop stops the FE, then the CE, and waits for both; it returns the first
+// error either Run returned.
+func (h *harness) stop() error {
+	h.once.Do(func() {
+		if h.cancelFE != nil {
+			h.cancelFE()
+			h.err = <-h.feDone
+		}
+		h.cancelCE()
+		if err := <-h.ceDone; h.err == nil {
+			h.err = err
+		}
+	})
+	return h.err
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// memDatapath is an in-memory fe.Datapath: maps in place of the BPF maps, so
+// the benchmark measures the protocol and the agent, not the kernel.
+type memDatapath struct {
+	mu       sync.Mutex
+	routes   map[netip.Prefix]uint32
+	nexthops map[uint32]datapath.Nexthop
+	rwrites  int // route sets and deletes
+
+	setRouteErr func(netip.Prefix) error
+}
+
+func newMemDatapath() *memDatapath {
+	return &memDatapath{routes: map[netip.Prefix]uint32{}, nexthops: map[uint32]datapath.Nexthop{}}
+}
+
+func (d *memDatapath) Attach(int, datapath.Mode) error { return nil }
+
+func (d *memDatapath) SetRoute(p netip.Prefix, id uint32) error {
+	if d.setRouteErr != nil {
+		if err := d.setRouteErr(p); err != nil {
+			return err
+		}
+	}
+	d.mu.Lock()
+	d.routes[p] = id
+	d.rwrites++
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *memDatapath) DeleteRoute(p netip.Prefix) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.routes[p]; !ok {
+		return datapath.ErrNotFound
+	}
+	delete(d.routes, p)
+	d.rwrites++
+	return nil
+}
+
+func (d *memDatapath) SetNexthop(id uint32, nh datapath.Nexthop) error {
+	d.mu.Lock()
+	d.nexthops[id] = nh
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *memDatapath) DeleteNexthop(id uint32) error {
+	d.mu.Lock()
+	delete(d.nexthops, id)
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *memDatapath) SetNeighbor(int, netip.Addr, net.HardwareAddr) error { return nil }
+func (d *memDatapath) DeleteNeighbor(int, netip.Addr) error                { return nil }
+func (d *memDatapath) SetLocalAddr(netip.Addr) error                       { return nil }
+func (d *memDatapath) Counters() (datapath.Counters, error)                { return datapath.Counters{}, nil }
+func (d *memDatapath) Close() error                                        { return nil }
+
+func (d *memDatapath) routeCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.routes)
+}
+
+func (d *memDatapath) routeWrites() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rwrites
+}
