@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/splitplane/splitplane/api/status"
@@ -41,8 +42,9 @@ type CE struct {
 	listener    net.Listener
 	lowListener net.Listener
 
-	redirects chan Redirected // packets FEs redirected to the CE; nil: count only
-	pcap      *forces.PcapWriter
+	redirects      chan Redirected // packets FEs redirected to the CE; nil: count only
+	protocolErrors atomic.Uint64   // malformed or misaddressed ForCES messages
+	pcap           *forces.PcapWriter
 }
 
 // listen opens a ForCES listener, with mutual TLS when configured.
@@ -80,10 +82,11 @@ func (c *CE) openPcap() (stop func(), err error) {
 
 // Status is a snapshot of the CE for operators.
 type Status struct {
-	ID        string               `json:"id"`
-	Routes    int                  `json:"routes"`
-	Neighbors []bgp.NeighborStatus `json:"neighbors"`
-	FEs       []FEStatus           `json:"fes"`
+	ID             string               `json:"id"`
+	ProtocolErrors uint64               `json:"protocol_errors"`
+	Routes         int                  `json:"routes"`
+	Neighbors      []bgp.NeighborStatus `json:"neighbors"`
+	FEs            []FEStatus           `json:"fes"`
 }
 
 // FEStatus describes one associated FE.
@@ -338,7 +341,7 @@ func (c *CE) loop(ctx context.Context) error {
 		case l := <-c.lookups:
 			l.reply <- fes[l.fe]
 		case q := <-c.queries:
-			st := Status{ID: c.id.String(), Routes: fib.Len(), Neighbors: c.speaker.Neighbors()}
+			st := Status{ID: c.id.String(), Routes: fib.Len(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
 			for _, s := range fes {
 				st.FEs = append(st.FEs, s.status())
 			}

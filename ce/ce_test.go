@@ -45,6 +45,7 @@ func startCE(t *testing.T, hb time.Duration) *CE {
 // fakeFE associates with the CE over a real TCP connection.
 type fakeFE struct {
 	t    *testing.T
+	nc   net.Conn
 	conn *forces.Conn
 	id   forces.ID
 	lfbs []forces.SupportedLFB // what it answers discovery with
@@ -61,7 +62,7 @@ func dialFE(t *testing.T, c *CE, n uint32) (*fakeFE, *forces.Message) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeFE{t: t, conn: forces.NewConn(nc), id: forces.FEID(n), lfbs: routingLFBs}
+	f := &fakeFE{t: t, nc: nc, conn: forces.NewConn(nc), id: forces.FEID(n), lfbs: routingLFBs}
 	t.Cleanup(func() { f.conn.Close() })
 	if err := f.conn.WriteMessage(forces.NewAssociationSetup(f.id, forces.CEID(0), 1)); err != nil {
 		t.Fatal(err)
@@ -347,4 +348,37 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A malformed message ends the association with a teardown and is counted;
+// a message with the wrong IDs is dropped and counted.
+func TestMalformedFromFE(t *testing.T) {
+	c := startCE(t, time.Second)
+	fe, _ := dialFE(t, c, 5)
+	waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 1 })
+
+	hb := forces.NewHeartbeat(forces.FEID(6), forces.CEID(0), 1, forces.NoACK) // someone else's ID
+	fe.conn.WriteMessage(hb)
+	waitFor(t, func() bool { return c.Status(context.Background()).ProtocolErrors == 1 })
+
+	// Config, 7 words, from FE 5 to CE 0, holding a TLV that claims 16 bytes of 4.
+	bad := []byte{0x10, 0x03, 0x00, 0x07, 0, 0, 0, 5, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x10, 0x00, 0x00, 0x10}
+	if _, err := fe.nc.Write(bad); err != nil {
+		t.Fatal(err)
+	}
+	var td *forces.Message
+	for td == nil {
+		m, err := fe.conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("no teardown before the connection closed: %v", err)
+		}
+		if m.Header.Type == forces.MsgAssociationTeardown {
+			td = m
+		}
+	}
+	waitFor(t, func() bool {
+		st := c.Status(context.Background())
+		return st.ProtocolErrors == 2 && len(st.FEs) == 0
+	})
 }

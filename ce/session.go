@@ -348,7 +348,18 @@ func (s *session) read() error {
 	for {
 		m, err := s.conn.ReadMessage()
 		if err != nil {
+			if forces.IsProtocolError(err) {
+				// The stream cannot be trusted any more: say why and end.
+				s.ce.protocolErrors.Add(1)
+				_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownUnspecified)))
+				return fmt.Errorf("malformed message from FE: %w", err)
+			}
 			return fmt.Errorf("read from FE: %w", err)
+		}
+		if m.Header.Src != s.fe || m.Header.Dst != s.ce.id {
+			s.ce.protocolErrors.Add(1)
+			s.ce.log.Warn("forces: message with wrong IDs dropped", "fe", s.fe, "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
+			continue
 		}
 		s.lastSeen.Store(time.Now().UnixNano())
 		switch m.Header.Type {

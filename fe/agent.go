@@ -77,7 +77,9 @@ type Agent struct {
 	low        lowStats
 	redirector *Redirector
 	pcap       *forces.PcapWriter
-	dial       func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
+
+	protocolErrors atomic.Uint64 // malformed or misaddressed messages from the CE
+	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
 }
 
 type port struct {
@@ -113,6 +115,7 @@ type Status struct {
 	Neighbors      int               `json:"neighbors"`
 	DatapathErrors uint64            `json:"datapath_errors"`
 	Low            LowStatus         `json:"low_channel"`
+	ProtocolErrors uint64            `json:"protocol_errors"`
 	Counters       datapath.Counters `json:"counters"`
 }
 
@@ -261,6 +264,7 @@ func (a *Agent) Status() Status {
 			st.Resolved++
 		}
 	}
+	st.ProtocolErrors = a.protocolErrors.Load()
 	st.Low = LowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
 		Injected: a.low.injected.Load(), Events: a.low.events.Load()}
 	for _, name := range a.cfg.Ports {
@@ -446,12 +450,22 @@ func (a *Agent) associate(ctx context.Context) error {
 		conn.SetReadDeadline(time.Now().Add(dead))
 		m, err := conn.ReadMessage()
 		if err != nil {
+			if forces.IsProtocolError(err) {
+				a.protocolErrors.Add(1)
+				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownUnspecified)))
+				return fmt.Errorf("malformed message from the CE: %w", err)
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownLossOfHeartbeats)))
 				return fmt.Errorf("loss of heartbeats: nothing from the CE for %s", dead)
 			}
 			return err
+		}
+		if m.Header.Dst != a.id || m.Header.Src != ce {
+			a.protocolErrors.Add(1)
+			a.log.Warn("forces: message with wrong IDs dropped", "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
+			continue
 		}
 		switch m.Header.Type {
 		case forces.MsgHeartbeat:

@@ -474,3 +474,36 @@ func TestTransactionCommitAndAbort(t *testing.T) {
 		t.Fatalf("nexthops %d after refused transactions, want 2", a.Status().Nexthops)
 	}
 }
+
+// A malformed message from the CE ends the association with a teardown, and
+// is counted; the FIB stays.
+func TestMalformedFromCE(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, _ := testAgent(t, Config{CEAddress: l.Addr().String()})
+	done := make(chan error, 1)
+	go func() { done <- a.associate(context.Background()) }()
+	nc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := forces.NewConn(nc)
+	setup := readType(t, c, forces.MsgAssociationSetup)
+	c.WriteMessage(forces.NewAssociationSetupResponse(setup, uint32(forces.SetupSuccess)))
+	// Version 2: not ForCES as this FE speaks it.
+	nc.Write([]byte{0x20, 0x0f, 0x00, 0x06, 0, 0, 0, 1, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	td := readType(t, c, forces.MsgAssociationTeardown)
+	if td.ASTReason == nil {
+		t.Fatal("teardown without reason")
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("associate: %v", err)
+	}
+	if a.Status().ProtocolErrors != 1 {
+		t.Fatalf("protocol errors %d, want 1", a.Status().ProtocolErrors)
+	}
+}

@@ -502,9 +502,9 @@ func (h *harness) describe(ctx context.Context) string {
 	for _, f := range st.FEs {
 		s += fmt.Sprintf(", FE %s synced=%t acked=%d failed=%d pending=%d", f.ID, f.Synced, f.Acked, f.Failed, f.Pending)
 	}
-	if h.fe != nil {
-		fs := h.fe.Status()
-		s += fmt.Sprintf("; FE associated=%t holds %d routes, %d programmed", fs.Associated, fs.Routes, fs.Programmed)
+	// Not the agent's Status: it may not be safe before Run has started.
+	if h.dp != nil {
+		s += fmt.Sprintf("; the FE's datapath holds %d routes", h.dp.routeCount())
 	}
 	return s
 }
