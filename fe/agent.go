@@ -320,11 +320,21 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 				return fmt.Errorf("ports[%d] %q: set up: %w", i, name, err)
 			}
 		}
-		if err := a.dp.Attach(attrs.Index, mode); err != nil {
+		portMode := mode
+		err := a.dp.Attach(attrs.Index, mode)
+		if err != nil && mode == datapath.ModeNative {
+			// The driver may lack native XDP: generic mode works everywhere,
+			// about three times slower.
+			if gerr := a.dp.Attach(attrs.Index, datapath.ModeGeneric); gerr == nil {
+				a.log.Warn("fe: native XDP not available, using generic mode (slower)", "port", name, "driver_error", err)
+				portMode, err = datapath.ModeGeneric, nil
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
 		}
 		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
-		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: mode.String(), Up: up, mac: attrs.HardwareAddr}
+		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr}
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
 		if err != nil {
 			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)

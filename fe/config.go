@@ -30,7 +30,8 @@ type Config struct {
 	RedirectEtherTypes []uint16 `yaml:"redirect_ethertypes"`
 	// Ports are the interfaces this FE forwards between; the XDP program is attached to each.
 	Ports []string `yaml:"ports"`
-	// XDPMode is "native" (default) or "generic".
+	// XDPMode is "native" (the default; a port whose driver lacks native XDP
+	// falls back to generic mode with a warning) or "generic".
 	XDPMode string `yaml:"xdp_mode"`
 	// HeartbeatInterval is how often the FE sends ForCES heartbeats.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
