@@ -2,15 +2,15 @@ package lab
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
-	"github.com/splitplane/splitplane/forces"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/splitplane/splitplane/forces"
 )
 
 // link is one veth pair of the lab.
