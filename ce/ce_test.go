@@ -18,7 +18,7 @@ import (
 // only from the test through the same channel GoBGP's watcher uses.
 func startCE(t *testing.T, hb time.Duration) *CE {
 	t.Helper()
-	c, err := New(Config{ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb},
+	c, err := New(Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

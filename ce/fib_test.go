@@ -1,8 +1,10 @@
 package ce
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -73,7 +75,9 @@ func TestFIBSnapshot(t *testing.T) {
 	f := NewFIB()
 	f.Set(pfxA, nh1, nil)
 	f.Set(pfxB, nh2, nil)
-	got := kinds(f.Snapshot())
+	snap := f.Snapshot()
+	slices.SortStableFunc(snap[2:], func(a, b Change) int { return cmp.Compare(a.Row, b.Row) })
+	got := kinds(snap)
 	want := "nh+1=10.10.2.2 nh+2=10.10.3.2 rt+1=198.51.100.0/24>1 rt+2=203.0.113.0/24>2 "
 	if got != want {
 		t.Fatalf("snapshot %q, want %q", got, want)

@@ -60,10 +60,10 @@ func (c *CE) serveLow(ctx context.Context, nc net.Conn) {
 	s := c.session(ctx, m.Header.Src)
 	if s == nil || !s.attachLow(conn) {
 		log.Warn("forces: low-priority channel of an FE that is not associated (or has one already)", "fe", m.Header.Src)
-		_ = conn.WriteMessage(forces.NewAssociationSetupResponse(m, uint32(forces.SetupFEIDInvalid)))
+		_ = conn.WriteMessage(c.setupResponse(m, uint32(forces.SetupFEIDInvalid)))
 		return
 	}
-	if err := conn.WriteMessage(forces.NewAssociationSetupResponse(m, uint32(forces.SetupSuccess))); err != nil {
+	if err := conn.WriteMessage(c.setupResponse(m, uint32(forces.SetupSuccess))); err != nil {
 		return
 	}
 	log.Info("forces: low-priority channel up", "fe", s.fe)

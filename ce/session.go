@@ -2,6 +2,7 @@ package ce
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/splitplane/splitplane/forces"
 )
+
+// socketBuffer bounds the kernel's buffering of a ForCES connection.
+const socketBuffer = 1 << 20
 
 // setupTimeout bounds how long a new TCP connection may take to send its
 // Association Setup.
@@ -46,8 +50,26 @@ type session struct {
 	low      atomic.Pointer[lowChannel]
 }
 
+// setupResponse answers an Association Setup from this CE's own ID: the FE
+// addressed a CE before it knew which one would answer.
+func (c *CE) setupResponse(req *forces.Message, result uint32) *forces.Message {
+	m := forces.NewAssociationSetupResponse(req, result)
+	m.Header.Src = c.id
+	return m
+}
+
 // newConn wraps a TCP connection in the ForCES TML.
 func (c *CE) newConn(nc net.Conn) *forces.Conn {
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		// A full table queued in socket buffers would put heartbeats
+		// seconds behind the configs ahead of them.
+		_ = tc.SetWriteBuffer(socketBuffer)
+		_ = tc.SetReadBuffer(socketBuffer)
+	}
 	conn := forces.NewConn(nc)
 	if c.pcap != nil {
 		conn.SetTap(c.pcap.Tap(true))
@@ -84,11 +106,11 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 	}
 	if err := <-s.decided; err != nil {
 		log.Warn("forces: association refused", "fe", s.fe, "err", err)
-		resp := forces.NewAssociationSetupResponse(m, uint32(forces.SetupPermissionDenied))
+		resp := c.setupResponse(m, uint32(forces.SetupPermissionDenied))
 		_ = conn.WriteMessage(resp)
 		return
 	}
-	if err := conn.WriteMessage(forces.NewAssociationSetupResponse(m, uint32(forces.SetupSuccess))); err != nil {
+	if err := conn.WriteMessage(c.setupResponse(m, uint32(forces.SetupSuccess))); err != nil {
 		s.end(fmt.Errorf("send setup response: %w", err))
 	} else {
 		s.run(ctx)
@@ -265,6 +287,9 @@ func (s *session) send(msgs []*forces.Message) error {
 	return nil
 }
 
+// syncChunk is how many FIB rows the full sync encodes at a time.
+const syncChunk = 32768
+
 // commitTimeout bounds the wait for an FE's answer to a COMMIT.
 const commitTimeout = 60 * time.Second
 
@@ -274,25 +299,38 @@ const commitTimeout = 60 * time.Second
 // TRCOMP completes the transaction. The FE programs only what differs, so an
 // FE that kept forwarding through a CE restart sees no gap.
 func (s *session) fullSync(ctx context.Context) error {
-	ops := append([]forces.TableOp{
+	// Built and sent in chunks, so the first bytes leave at once and a
+	// full table is never held twice in encoded form.
+	ops := []forces.TableOp{
 		{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1, Path: []uint32{forces.CompIPv4PrefixTable}},
 		{Op: forces.OpDel, ClassID: forces.ClassIPv4NextHop, InstanceID: 1, Path: []uint32{forces.CompIPv4NextHopTable}},
-	}, toTableOps(s.snapshot)...)
-	msgs, err := s.configs(ops)
-	if err != nil {
-		return err
 	}
-	for i, m := range msgs {
-		m.Header.Flags.Atomic = true
-		m.Header.Flags.ExecMode = forces.ExecAllOrNone
-		m.Header.Flags.ACK = forces.FailureACK
-		m.Header.Flags.TP = forces.PhaseMOT
-		if i == 0 {
-			m.Header.Flags.TP = forces.PhaseSOT
+	first := true
+	for start := 0; ; start += syncChunk {
+		end := min(start+syncChunk, len(s.snapshot))
+		ops = append(ops, toTableOps(s.snapshot[start:end])...)
+		msgs, err := s.configs(ops)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			m.Header.Flags.Atomic = true
+			m.Header.Flags.ExecMode = forces.ExecAllOrNone
+			m.Header.Flags.ACK = forces.FailureACK
+			m.Header.Flags.TP = forces.PhaseMOT
+			if first {
+				m.Header.Flags.TP, first = forces.PhaseSOT, false
+			}
+		}
+		if err := s.send(msgs); err != nil {
+			return err
+		}
+		ops = ops[:0]
+		if end == len(s.snapshot) {
+			break
 		}
 	}
-	msgs = append(msgs, forces.NewCommit(s.ce.id, s.fe, s.corr.Add(1)))
-	if err := s.send(msgs); err != nil {
+	if err := s.send([]*forces.Message{forces.NewCommit(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
 		return err
 	}
 	select {

@@ -63,13 +63,15 @@ type Agent struct {
 
 	mu         sync.Mutex
 	associated bool
-	ports      map[int]*port           // by ifindex
-	table      *table                  // the rows the CE programmed
-	txn        *txn                    // an open transaction, if any
-	prog       *programmed             // what the datapath holds for them
-	connected  map[netip.Prefix]uint32 // prefix -> local nexthop ID
+	ports      map[int]*port      // by ifindex
+	table      *table             // the rows the CE programmed
+	txn        *txn               // an open transaction, if any
+	prog       *programmed        // what the datapath holds for them
+	connected  map[prefix4]uint32 // prefix -> local nexthop ID
 	neighbors  map[neighKey]net.HardwareAddr
 	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
+	sendEvery  atomic.Int64           // heartbeat interval (ns), 0: send none
+	deadAfter  atomic.Int64           // CE dead interval (ns)
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
@@ -147,28 +149,38 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
 		load:  func() (Datapath, error) { return datapath.Load() },
 		kick:  make(chan struct{}, 1),
-		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[netip.Prefix]uint32{},
+		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{},
 		neighbors: map[neighKey]net.HardwareAddr{},
 	}
 	a.egressPort = a.kernelEgressPort
 	a.dial = func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
-		if cfg.TLS == nil {
-			return d.DialContext(ctx, "tcp", addr)
-		}
-		tc, err := cfg.TLS.ClientTLS(cfg.TLSServerName)
+		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
-		td := tls.Dialer{NetDialer: &d, Config: tc}
-		return td.DialContext(ctx, "tcp", addr)
+		boundBuffers(nc)
+		if cfg.TLS == nil {
+			return nc, nil
+		}
+		tc, err := cfg.TLS.ClientTLS(cfg.TLSServerName)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		c := tls.Client(nc, tc)
+		if err := c.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return c, nil
 	}
 	for _, o := range opts {
 		o(a)
 	}
-	a.hb = forces.HeartbeatPolicy{
+	a.setPolicy(forces.HeartbeatPolicy{
 		CEHBPolicy: forces.CEHBPolicy0, CEHDI: uint32(missedHeartbeats * cfg.HeartbeatInterval / time.Millisecond),
 		FEHBPolicy: forces.FEHBPolicy1, FEHI: uint32(cfg.HeartbeatInterval / time.Millisecond),
-	}
+	})
 	return a, nil
 }
 
@@ -196,7 +208,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load XDP datapath: %w", err)
 	}
+	a.mu.Lock()
 	a.dp = dp
+	a.mu.Unlock()
 	defer dp.Close()
 	if err := a.setupPorts(links); err != nil {
 		return err
@@ -274,11 +288,24 @@ func (a *Agent) Status() Status {
 			}
 		}
 	}
+	dp := a.dp
 	a.mu.Unlock()
-	if a.dp != nil {
-		st.Counters, _ = a.dp.Counters()
+	if dp != nil {
+		st.Counters, _ = dp.Counters()
 	}
 	return st
+}
+
+// socketBuffer bounds the kernel's buffering of a ForCES connection: a full
+// table queued in socket buffers would put a heartbeat seconds behind the
+// configs ahead of it, while a few large messages keep the link busy.
+const socketBuffer = 1 << 20
+
+func boundBuffers(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(socketBuffer)
+		_ = tc.SetWriteBuffer(socketBuffer)
+	}
 }
 
 // newConn wraps a connection to the CE in the ForCES TML.
@@ -354,7 +381,7 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 			if err := a.dp.SetRoute(pfx.Masked(), localID); err != nil {
 				return err
 			}
-			a.connected[pfx.Masked()] = localID
+			a.connected[toPrefix4(pfx)] = localID
 		}
 		a.ports[attrs.Index] = p
 		a.log.Info("fe: port ready", "port", name, "ifindex", attrs.Index, "xdp", mode.String(), "addresses", p.Addrs)
@@ -448,7 +475,7 @@ func (a *Agent) associate(ctx context.Context) error {
 	// The reader answers heartbeats at once and hands configs and queries to
 	// the applier through a short queue: when the applier falls behind, the
 	// reader stops reading and TCP pushes back on the CE.
-	work := make(chan *forces.Message, 8)
+	work := make(chan *forces.Message, 2)
 	applied := make(chan error, 1)
 	go func() { applied <- a.applier(work, write) }()
 	defer func() {

@@ -217,7 +217,7 @@ func TestApplyConfig(t *testing.T) {
 func TestConnectedRouteWins(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	conn := netip.MustParsePrefix("10.10.1.0/24")
-	a.connected[conn] = MaxCENexthopID + 1
+	a.connected[toPrefix4(conn)] = MaxCENexthopID + 1
 	dp.routes[conn] = MaxCENexthopID + 1
 	a.applyConfig(configMsg(t, setNH(1, "10.10.2.2"), setRoute(1, "10.10.1.0/24", 1)))
 	if nh, _ := dp.route("10.10.1.0/24"); nh != MaxCENexthopID+1 {
@@ -505,5 +505,20 @@ func TestMalformedFromCE(t *testing.T) {
 	}
 	if a.Status().ProtocolErrors != 1 {
 		t.Fatalf("protocol errors %d, want 1", a.Status().ProtocolErrors)
+	}
+}
+
+func TestPrefix4(t *testing.T) {
+	for _, s := range []string{"0.0.0.0/0", "198.51.100.0/24", "255.255.255.255/32", "10.0.0.0/8"} {
+		p := netip.MustParsePrefix(s)
+		if got := toPrefix4(p).Prefix(); got != p {
+			t.Errorf("%s round-trips to %s", p, got)
+		}
+	}
+	if toPrefix4(netip.MustParsePrefix("10.1.2.3/8")) != toPrefix4(netip.MustParsePrefix("10.0.0.0/8")) {
+		t.Error("prefix4 does not mask")
+	}
+	if addr4(ip4(netip.MustParseAddr("192.0.2.1"))).String() != "192.0.2.1" {
+		t.Error("ip4 round trip")
 	}
 }

@@ -141,7 +141,7 @@ func (a *Agent) stage(m *forces.Message, items []forces.Item, results []forces.R
 		if a.txn != nil && a.txn.committed == nil {
 			a.log.Warn("forces: new transaction replaces one that was never committed")
 		}
-		a.txn = &txn{staged: a.table.clone()}
+		a.txn = &txn{staged: a.table.stage()}
 	}
 	if a.txn == nil || a.txn.staged == nil {
 		for i := range results {
@@ -150,10 +150,8 @@ func (a *Agent) stage(m *forces.Message, items []forces.Item, results []forces.R
 		a.log.Warn("forces: transaction message without a start (SOT)", "phase", m.Header.Flags.TP)
 		return true
 	}
-	d := newDirty()
-	var undo []func()
 	for i, it := range items {
-		if err := a.txn.staged.apply(it, d, &undo); err != nil {
+		if err := a.txn.staged.apply(it, nil, nil); err != nil {
 			results[i] = resultOf(err)
 			a.txn.failed, failed = true, true
 		}

@@ -18,7 +18,7 @@ import (
 // runCE starts a CE on loopback with BGP off and returns it.
 func runCE(t *testing.T, cfg ce.Config) *ce.CE {
 	t.Helper()
-	cfg.ASN, cfg.RouterID, cfg.BGPListenPort = 65001, "192.0.2.1", -1
+	cfg.ID, cfg.ASN, cfg.RouterID, cfg.BGPListenPort = 3, 65001, "192.0.2.1", -1
 	cfg.ForCESListen, cfg.ForCESListenLow = "127.0.0.1:0", "127.0.0.1:0"
 	c, err := ce.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -17,7 +17,7 @@ type slot struct {
 
 // programmed is what the datapath holds for the CE's routes.
 type programmed struct {
-	routes  map[netip.Prefix]netip.Addr // prefix -> gateway it is programmed with
+	routes  map[prefix4]uint32 // prefix -> gateway (ip4) it is programmed with
 	slots   map[netip.Addr]*slot
 	free    []uint32
 	next    uint32
@@ -26,17 +26,19 @@ type programmed struct {
 }
 
 func newProgrammed() *programmed {
-	return &programmed{routes: map[netip.Prefix]netip.Addr{}, slots: map[netip.Addr]*slot{}, next: 1}
+	return &programmed{routes: map[prefix4]uint32{}, slots: map[netip.Addr]*slot{}, next: 1}
 }
 
 // program brings the datapath in line with the table for everything d marks.
 // Called with a.mu held.
 func (a *Agent) program(d *dirty) {
 	if d.all {
-		for p := range a.table.routes {
-			a.programPrefix(p)
-		}
 		for p := range a.prog.routes {
+			if _, ok := a.table.routes[p]; !ok {
+				a.programPrefix(p)
+			}
+		}
+		for p := range a.table.routes {
 			a.programPrefix(p)
 		}
 		return
@@ -60,13 +62,13 @@ func (a *Agent) program(d *dirty) {
 
 // programPrefix makes the datapath entry of p match the table. A connected
 // route of a port shadows a CE route for the same prefix.
-func (a *Agent) programPrefix(p netip.Prefix) {
+func (a *Agent) programPrefix(p prefix4) {
 	want, ok := a.table.gateway(p)
 	if _, shadowed := a.connected[p]; shadowed {
 		ok = false
 	}
 	have, had := a.prog.routes[p]
-	if ok == had && want == have {
+	if ok == had && ip4(want) == have {
 		return
 	}
 	if ok {
@@ -74,22 +76,22 @@ func (a *Agent) programPrefix(p netip.Prefix) {
 		if s == nil {
 			return
 		}
-		if err := a.dp.SetRoute(p, s.id); err != nil {
+		if err := a.dp.SetRoute(p.Prefix(), s.id); err != nil {
 			a.datapathError(err)
 			a.unref(want)
 			return
 		}
-		a.prog.routes[p] = want
+		a.prog.routes[p] = ip4(want)
 	} else {
 		if _, shadowed := a.connected[p]; !shadowed {
-			if err := a.dp.DeleteRoute(p); err != nil {
+			if err := a.dp.DeleteRoute(p.Prefix()); err != nil {
 				a.datapathError(err)
 			}
 		}
 		delete(a.prog.routes, p)
 	}
 	if had {
-		a.unref(have)
+		a.unref(addr4(have))
 	}
 }
 

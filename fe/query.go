@@ -138,17 +138,25 @@ func (a *Agent) setProtocol(it forces.Item) error {
 	if err != nil {
 		return reject(forces.ResultInvalidParameters, "FE Protocol component %d: %v", it.Path[0], err)
 	}
-	a.hb = p
+	a.setPolicy(p)
 	return nil
+}
+
+// setPolicy records the heartbeat policy; called with a.mu held. The reader
+// and the heartbeat sender read the intervals from atomics, never waiting for
+// the lock that a long commit holds.
+func (a *Agent) setPolicy(p forces.HeartbeatPolicy) {
+	a.hb = p
+	var send time.Duration
+	if p.FEHBPolicy == forces.FEHBPolicy1 {
+		send = time.Duration(p.FEHI) * time.Millisecond
+	}
+	a.sendEvery.Store(int64(send))
+	a.deadAfter.Store(int64(time.Duration(p.CEHDI) * time.Millisecond))
 }
 
 // intervals returns how often the FE sends heartbeats (0: it does not, by
 // policy) and how long the CE may stay silent before the FE declares it dead.
 func (a *Agent) intervals() (send, dead time.Duration) {
-	p := a.policy()
-	if p.FEHBPolicy == forces.FEHBPolicy1 {
-		send = time.Duration(p.FEHI) * time.Millisecond
-	}
-	dead = time.Duration(p.CEHDI) * time.Millisecond
-	return send, dead
+	return time.Duration(a.sendEvery.Load()), time.Duration(a.deadAfter.Load())
 }

@@ -11,9 +11,14 @@ import (
 // the IPv4UcastLPM prefix table and the IPv4NextHop table. It knows nothing of
 // the datapath; program turns differences between tables into map updates.
 type table struct {
-	rows     map[uint32]netip.Prefix // prefix-table row -> prefix
-	routes   map[netip.Prefix]route  // prefix -> its row and nexthop row
-	nexthops map[uint32]netip.Addr   // nexthop-table row (HopSelector) -> gateway
+	rows     map[uint32]prefix4    // prefix-table row -> prefix
+	routes   map[prefix4]route     // prefix -> its row and nexthop row
+	nexthops map[uint32]netip.Addr // nexthop-table row (HopSelector) -> gateway
+
+	// A staged copy shares the live table's maps until it first changes
+	// them (copy on write): a full sync, which starts by deleting both
+	// tables, never copies them at all.
+	sharedPrefixes, sharedNexthops bool
 }
 
 type route struct {
@@ -21,16 +26,29 @@ type route struct {
 }
 
 func newTable() *table {
-	return &table{rows: map[uint32]netip.Prefix{}, routes: map[netip.Prefix]route{}, nexthops: map[uint32]netip.Addr{}}
+	return &table{rows: map[uint32]prefix4{}, routes: map[prefix4]route{}, nexthops: map[uint32]netip.Addr{}}
 }
 
-func (t *table) clone() *table {
-	return &table{rows: maps.Clone(t.rows), routes: maps.Clone(t.routes), nexthops: maps.Clone(t.nexthops)}
+// stage returns a copy of t to stage a transaction on.
+func (t *table) stage() *table {
+	return &table{rows: t.rows, routes: t.routes, nexthops: t.nexthops, sharedPrefixes: true, sharedNexthops: true}
+}
+
+func (t *table) ownPrefixes() {
+	if t.sharedPrefixes {
+		t.rows, t.routes, t.sharedPrefixes = maps.Clone(t.rows), maps.Clone(t.routes), false
+	}
+}
+
+func (t *table) ownNexthops() {
+	if t.sharedNexthops {
+		t.nexthops, t.sharedNexthops = maps.Clone(t.nexthops), false
+	}
 }
 
 // gateway returns the gateway prefix p is forwarded to, if it has a route
 // whose nexthop row exists.
-func (t *table) gateway(p netip.Prefix) (netip.Addr, bool) {
+func (t *table) gateway(p prefix4) (netip.Addr, bool) {
 	r, ok := t.routes[p]
 	if !ok {
 		return netip.Addr{}, false
@@ -43,12 +61,31 @@ func (t *table) gateway(p netip.Prefix) (netip.Addr, bool) {
 // entries are reprogrammed.
 type dirty struct {
 	all      bool
-	prefixes map[netip.Prefix]struct{}
+	prefixes map[prefix4]struct{}
 	nexthops map[uint32]struct{}
 }
 
 func newDirty() *dirty {
-	return &dirty{prefixes: map[netip.Prefix]struct{}{}, nexthops: map[uint32]struct{}{}}
+	return &dirty{prefixes: map[prefix4]struct{}{}, nexthops: map[uint32]struct{}{}}
+}
+
+// The recorders accept nil: staging a transaction needs neither.
+func (d *dirty) prefix(p prefix4) {
+	if d != nil {
+		d.prefixes[p] = struct{}{}
+	}
+}
+
+func (d *dirty) nexthop(id uint32) {
+	if d != nil {
+		d.nexthops[id] = struct{}{}
+	}
+}
+
+func (d *dirty) everything() {
+	if d != nil {
+		d.all = true
+	}
 }
 
 // apply performs one row operation on t. It records what it touched in d and
@@ -67,16 +104,28 @@ func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
 	switch {
 	case it.Op == forces.OpDel && wholeTable && it.ClassID == forces.ClassIPv4UcastLPM:
 		rows, routes := t.rows, t.routes
-		t.rows, t.routes = map[uint32]netip.Prefix{}, map[netip.Prefix]route{}
-		*undo = append(*undo, func() { t.rows, t.routes = rows, routes })
-		d.all = true
+		t.rows, t.routes = make(map[uint32]prefix4, len(rows)), make(map[prefix4]route, len(routes))
+		t.sharedPrefixes = false
+		if undo != nil {
+			*undo = append(*undo, func() { t.rows, t.routes = rows, routes })
+		}
+		d.everything()
 		return nil
 	case it.Op == forces.OpDel && wholeTable && it.ClassID == forces.ClassIPv4NextHop:
 		nexthops := t.nexthops
-		t.nexthops = map[uint32]netip.Addr{}
-		*undo = append(*undo, func() { t.nexthops = nexthops })
-		d.all = true
+		t.nexthops, t.sharedNexthops = map[uint32]netip.Addr{}, false
+		if undo != nil {
+			*undo = append(*undo, func() { t.nexthops = nexthops })
+		}
+		d.everything()
 		return nil
+	}
+	if it.ClassID == forces.ClassIPv4UcastLPM {
+		t.ownPrefixes()
+	} else {
+		t.ownNexthops()
+	}
+	switch {
 	case it.ClassID == forces.ClassIPv4UcastLPM && it.Op == forces.OpSet:
 		info, err := forces.ParseIPv4PrefixInfo(it.FullData)
 		if err != nil {
@@ -97,14 +146,14 @@ func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
 	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
 }
 
-func (t *table) setRoute(row uint32, p netip.Prefix, nh uint32, d *dirty, undo *[]func()) error {
-	if !p.Addr().Is4() {
-		return reject(forces.ResultInvalidParameters, "row %d: prefix %s is not IPv4", row, p)
+func (t *table) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *dirty, undo *[]func()) error {
+	if !pfx.Addr().Is4() {
+		return reject(forces.ResultInvalidParameters, "row %d: prefix %s is not IPv4", row, pfx)
 	}
 	if _, ok := t.nexthops[nh]; !ok {
-		return reject(forces.ResultNotFound, "row %d: prefix %s: HopSelector %d: no such nexthop", row, p, nh)
+		return reject(forces.ResultNotFound, "row %d: prefix %s: HopSelector %d: no such nexthop", row, pfx, nh)
 	}
-	p = p.Masked()
+	p := toPrefix4(pfx)
 	// The row may have held another prefix, and the prefix may have sat in
 	// another row: both are replaced.
 	if old, ok := t.rows[row]; ok && old != p {
@@ -121,17 +170,19 @@ func (t *table) setRoute(row uint32, p netip.Prefix, nh uint32, d *dirty, undo *
 	_, hadRow := t.rows[row]
 	t.rows[row] = p
 	t.routes[p] = route{row: row, nexthop: nh}
-	d.prefixes[p] = struct{}{}
-	*undo = append(*undo, func() {
-		if hadRoute {
-			t.routes[p] = oldRoute
-		} else {
-			delete(t.routes, p)
-		}
-		if !hadRow {
-			delete(t.rows, row)
-		}
-	})
+	d.prefix(p)
+	if undo != nil {
+		*undo = append(*undo, func() {
+			if hadRoute {
+				t.routes[p] = oldRoute
+			} else {
+				delete(t.routes, p)
+			}
+			if !hadRow {
+				delete(t.rows, row)
+			}
+		})
+	}
 	return nil
 }
 
@@ -143,8 +194,10 @@ func (t *table) deleteRow(row uint32, d *dirty, undo *[]func()) error {
 	r := t.routes[p]
 	delete(t.rows, row)
 	delete(t.routes, p)
-	d.prefixes[p] = struct{}{}
-	*undo = append(*undo, func() { t.rows[row] = p; t.routes[p] = r })
+	d.prefix(p)
+	if undo != nil {
+		*undo = append(*undo, func() { t.rows[row] = p; t.routes[p] = r })
+	}
 	return nil
 }
 
@@ -157,14 +210,20 @@ func (t *table) setNexthop(id uint32, gw netip.Addr, d *dirty, undo *[]func()) e
 	}
 	old, had := t.nexthops[id]
 	t.nexthops[id] = gw
-	d.nexthops[id] = struct{}{}
-	*undo = append(*undo, func() {
-		if had {
-			t.nexthops[id] = old
-		} else {
-			delete(t.nexthops, id)
-		}
-	})
+	if had && old != gw {
+		// Only routes already using this row change; a new row has no users
+		// yet but the routes of this batch, which are marked themselves.
+		d.nexthop(id)
+	}
+	if undo != nil {
+		*undo = append(*undo, func() {
+			if had {
+				t.nexthops[id] = old
+			} else {
+				delete(t.nexthops, id)
+			}
+		})
+	}
 	return nil
 }
 
@@ -174,13 +233,19 @@ func (t *table) deleteNexthop(id uint32, d *dirty, undo *[]func()) error {
 		return reject(forces.ResultNotFound, "nexthop row %d does not exist", id)
 	}
 	delete(t.nexthops, id)
-	d.nexthops[id] = struct{}{}
-	*undo = append(*undo, func() { t.nexthops[id] = old })
+	d.nexthop(id)
+	if undo != nil {
+		*undo = append(*undo, func() { t.nexthops[id] = old })
+	}
 	return nil
 }
 
 // diff marks in d every prefix whose forwarding differs between a and b.
 func diff(a, b *table, d *dirty) {
+	if len(a.routes) == 0 || len(b.routes) == 0 {
+		d.everything() // cheaper than listing every prefix
+		return
+	}
 	for p := range a.routes {
 		ga, oka := a.gateway(p)
 		gb, okb := b.gateway(p)
@@ -193,4 +258,35 @@ func diff(a, b *table, d *dirty) {
 			d.prefixes[p] = struct{}{}
 		}
 	}
+}
+
+// prefix4 is an IPv4 prefix packed into an integer, address<<8 | length. As a
+// map key it hashes fast and holds no pointer for the garbage collector to
+// follow through a million-entry table.
+type prefix4 uint64
+
+func toPrefix4(p netip.Prefix) prefix4 {
+	a := p.Masked().Addr().As4()
+	return prefix4(uint64(a[0])<<32 | uint64(a[1])<<24 | uint64(a[2])<<16 | uint64(a[3])<<8 | uint64(p.Bits()))
+}
+
+// Prefix returns k as a netip.Prefix.
+func (k prefix4) Prefix() netip.Prefix {
+	a := uint32(k >> 8)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), int(k&0xff))
+}
+
+func (k prefix4) String() string { return k.Prefix().String() }
+
+// ip4 packs an IPv4 address; 0 (0.0.0.0, never a usable gateway) means none.
+func ip4(a netip.Addr) uint32 {
+	if !a.Is4() {
+		return 0
+	}
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func addr4(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }

@@ -17,7 +17,7 @@ import (
 
 // Table sizes of the BPF maps; they match the defines in xdp.c.
 const (
-	MaxRoutes     = 2_000_000 // prefixes in the LPM trie
+	MaxRoutes     = 2_000_000 // IPv4 routes in the FIB
 	MaxNexthops   = 65536     // nexthop ids are 0 .. MaxNexthops-1
 	MaxNeighbors  = 65536     // (ifindex, address) entries
 	MaxLocalAddrs = 4096      // addresses of the router itself
@@ -116,14 +116,60 @@ type Counters map[string]uint64
 // Datapath is the loaded XDP program and its maps for one FE. Its methods are
 // safe for concurrent use.
 type Datapath struct {
-	objs struct {
-		xdpPrograms
-		xdpMaps
-	}
+	objs routerObjects
+	// trie is the LPM trie baseline, loaded for benchmarks only.
+	trie *trieObjects
 
 	mu     sync.Mutex
 	links  map[int]link.Link // by ifindex
 	closed bool
+
+	// fibMu serialises FIB changes; fib is nil once closed.
+	fibMu  sync.Mutex
+	fib    *fib
+	unmaps []func() error
+	rcu    *rcuBarrier
+}
+
+// routerObjects are the objects of xdp_router, which the FE runs.
+type routerObjects struct {
+	XdpRouter  *ebpf.Program `ebpf:"xdp_router"`
+	FibTbl24   *ebpf.Map     `ebpf:"fib_tbl24"`
+	FibTbl8    *ebpf.Map     `ebpf:"fib_tbl8"`
+	Nexthops   *ebpf.Map     `ebpf:"nexthops"`
+	Neighbors  *ebpf.Map     `ebpf:"neighbors"`
+	LocalAddrs *ebpf.Map     `ebpf:"local_addrs"`
+	TxPorts    *ebpf.Map     `ebpf:"tx_ports"`
+	Stats      *ebpf.Map     `ebpf:"stats"`
+	// BenchDsts is the address array of bench_rotate.
+	BenchDsts *ebpf.Variable `ebpf:"bench_dsts"`
+}
+
+func (o *routerObjects) Close() error {
+	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Nexthops, o.Neighbors, o.LocalAddrs, o.TxPorts, o.Stats)
+}
+
+// trieObjects are the extra objects of the baseline xdp_router_trie.
+type trieObjects struct {
+	XdpRouterTrie *ebpf.Program `ebpf:"xdp_router_trie"`
+	Routes        *ebpf.Map     `ebpf:"routes"`
+}
+
+func (o *trieObjects) Close() error {
+	return closeAll(o.XdpRouterTrie, o.Routes)
+}
+
+func closeAll(cs ...interface{ Close() error }) error {
+	var errs []error
+	for _, c := range cs {
+		if c == nil || (c == (*ebpf.Map)(nil)) || (c == (*ebpf.Program)(nil)) {
+			continue
+		}
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Load loads the XDP program and creates its (empty) maps. It removes the
@@ -136,6 +182,13 @@ type loadOptions struct {
 	// benchIgnoreTTL makes the program forward packets whatever their
 	// TTL; see bench_ignore_ttl in xdp.c.
 	benchIgnoreTTL bool
+	// benchRotate makes every run take its destination from bench_dsts;
+	// see bench_rotate in xdp.c.
+	benchRotate bool
+	// trie also loads xdp_router_trie and its LPM trie (baseline).
+	trie bool
+	// tbl8Groups, if not 0, replaces FIBGroups (tests of exhaustion).
+	tbl8Groups int
 }
 
 func load(opts loadOptions) (*Datapath, error) {
@@ -146,25 +199,76 @@ func load(opts loadOptions) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.benchIgnoreTTL {
-		v, ok := spec.Variables[xdpVarBenchIgnoreTtl]
+	set := func(name string, v uint32) error {
+		sv, ok := spec.Variables[name]
 		if !ok {
-			return nil, fmt.Errorf("variable %s missing from the BPF object", xdpVarBenchIgnoreTtl)
+			return fmt.Errorf("variable %s missing from the BPF object", name)
 		}
-		if err := v.Set(uint32(1)); err != nil {
-			return nil, fmt.Errorf("set %s: %w", xdpVarBenchIgnoreTtl, err)
+		if err := sv.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+		return nil
+	}
+	if opts.benchIgnoreTTL {
+		if err := set(xdpVarBenchIgnoreTtl, 1); err != nil {
+			return nil, err
 		}
 	}
+	if opts.benchRotate {
+		if err := set(xdpVarBenchRotate, 1); err != nil {
+			return nil, err
+		}
+	}
+	if opts.tbl8Groups > 0 {
+		spec.Maps[xdpMapFibTbl8].MaxEntries = uint32(opts.tbl8Groups)
+	}
 	d := &Datapath{links: make(map[int]link.Link)}
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+	var err2 error
+	if opts.trie {
+		var all struct {
+			routerObjects
+			trieObjects
+		}
+		err2 = spec.LoadAndAssign(&all, nil)
+		d.objs, d.trie = all.routerObjects, &all.trieObjects
+	} else {
+		err2 = spec.LoadAndAssign(&d.objs, nil)
+	}
+	if err2 != nil {
 		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
+		if errors.As(err2, &ve) {
 			// The last lines of the log say why; %+v keeps them all.
 			return nil, fmt.Errorf("load xdp_router: %+v", ve)
 		}
-		return nil, fmt.Errorf("load xdp_router: %w", err)
+		return nil, fmt.Errorf("load xdp_router: %w", err2)
+	}
+	if err := d.initFIB(); err != nil {
+		return nil, errors.Join(err, d.Close())
 	}
 	return d, nil
+}
+
+// initFIB maps the FIB arrays into the process and sets up the control
+// structure over them.
+func (d *Datapath) initFIB() error {
+	tbl24, unmap24, err := mmapU32Array(d.objs.FibTbl24)
+	if err != nil {
+		return fmt.Errorf("FIB: %w", err)
+	}
+	d.unmaps = append(d.unmaps, unmap24)
+	tbl8, unmap8, err := mmapU32Array(d.objs.FibTbl8)
+	if err != nil {
+		return fmt.Errorf("FIB: %w", err)
+	}
+	d.unmaps = append(d.unmaps, unmap8)
+	if len(tbl24) != fibTbl24Entries || len(tbl8)%fibGroupEntries != 0 {
+		return fmt.Errorf("FIB: tables of %d and %d entries do not match fib.go", len(tbl24), len(tbl8))
+	}
+	if d.rcu, err = newRCUBarrier(); err != nil {
+		return fmt.Errorf("FIB: %w", err)
+	}
+	d.fib = newFIB(tbl24, tbl8, d.rcu.wait)
+	return nil
 }
 
 // Program returns the loaded xdp_router program, for tests and benchmarks.
@@ -261,57 +365,108 @@ func (d *Datapath) Close() error {
 		}
 	}
 	d.links = nil
-	if err := d.objs.xdpPrograms.Close(); err != nil {
+	d.fibMu.Lock()
+	d.fib = nil
+	for _, unmap := range d.unmaps {
+		if err := unmap(); err != nil {
+			errs = append(errs, fmt.Errorf("unmap FIB: %w", err))
+		}
+	}
+	d.unmaps = nil
+	if d.rcu != nil {
+		if err := d.rcu.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.fibMu.Unlock()
+	if err := d.objs.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := d.objs.xdpMaps.Close(); err != nil {
-		errs = append(errs, err)
+	if d.trie != nil {
+		if err := d.trie.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // SetRoute makes packets to p (masked to its prefix length) use nexthop
 // nexthopID, replacing any previous route for p. Only IPv4 is supported.
+// Setting a route it already has changes nothing.
 func (d *Datapath) SetRoute(p netip.Prefix, nexthopID uint32) error {
-	key, err := routeKey(p)
-	if err != nil {
+	if err := d.SetRoutes([]Route{{Prefix: p, Nexthop: nexthopID}}); err != nil {
 		return fmt.Errorf("set route: %w", err)
-	}
-	if err := checkNexthopID(nexthopID); err != nil {
-		return fmt.Errorf("set route %s: %w", p.Masked(), err)
-	}
-	if err := d.objs.Routes.Put(key, nexthopID); err != nil {
-		return fmt.Errorf("set route %s: %w", p.Masked(), err)
 	}
 	return nil
 }
 
-// DeleteRoute removes the route for p (masked to its prefix length); a
-// missing route gives an error wrapping ErrNotFound.
-func (d *Datapath) DeleteRoute(p netip.Prefix) error {
-	key, err := routeKey(p)
-	if err != nil {
-		return fmt.Errorf("delete route: %w", err)
+// SetRoutes sets all routes as SetRoute does, as one batch: either all are
+// applied, or none is and the error says why (ErrInvalid for a bad route,
+// ErrFIBFull when the tbl8 groups or MaxRoutes would be exceeded). Packets
+// forwarded meanwhile use, for each address, its old or its new route;
+// longer prefixes are installed first so that no address passes through a
+// shorter prefix of the batch that does not apply to it. A prefix given
+// twice ends with the last nexthop.
+func (d *Datapath) SetRoutes(routes []Route) error {
+	ps := make([]prefix, len(routes))
+	nhs := make([]uint32, len(routes))
+	for i, r := range routes {
+		p, err := toPrefix(r.Prefix)
+		if err != nil {
+			return err
+		}
+		if err := checkNexthopID(r.Nexthop); err != nil {
+			return fmt.Errorf("route %s: %w", p, err)
+		}
+		ps[i], nhs[i] = p, r.Nexthop
 	}
-	return deleteKey(d.objs.Routes, key, "delete route "+p.Masked().String())
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return ErrClosed
+	}
+	return d.fib.set(ps, nhs)
 }
 
-// RouteCount returns the number of routes. It walks the whole table, so it
-// costs time proportional to its size.
+// DeleteRoute removes the route for p (masked to its prefix length); a
+// missing route gives an error wrapping ErrNotFound. Addresses it covered
+// fall back to the next shorter prefix that covers them.
+func (d *Datapath) DeleteRoute(p netip.Prefix) error {
+	if err := d.DeleteRoutes([]netip.Prefix{p}); err != nil {
+		return fmt.Errorf("delete route: %w", err)
+	}
+	return nil
+}
+
+// DeleteRoutes removes the routes for all prefixes as one batch: if one is
+// not present (ErrNotFound) or not IPv4 (ErrInvalid), none is removed.
+// Shorter prefixes are removed first, so that no address passes through a
+// prefix of the batch that does not apply to it. A prefix given twice is
+// removed once.
+func (d *Datapath) DeleteRoutes(prefixes []netip.Prefix) error {
+	ps := make([]prefix, len(prefixes))
+	for i, p := range prefixes {
+		var err error
+		if ps[i], err = toPrefix(p); err != nil {
+			return err
+		}
+	}
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return ErrClosed
+	}
+	return d.fib.delete(ps)
+}
+
+// RouteCount returns the number of routes.
 func (d *Datapath) RouteCount() (int, error) {
-	var (
-		key   xdpLpmKey
-		value uint32
-		n     int
-	)
-	it := d.objs.Routes.Iterate()
-	for it.Next(&key, &value) {
-		n++
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return 0, ErrClosed
 	}
-	if err := it.Err(); err != nil {
-		return n, fmt.Errorf("count routes: %w", err)
-	}
-	return n, nil
+	return d.fib.count, nil
 }
 
 // SetNexthop stores nexthop id, replacing what was there.
@@ -433,14 +588,6 @@ func deleteKey(m *ebpf.Map, key any, what string) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
-}
-
-func routeKey(p netip.Prefix) (xdpLpmKey, error) {
-	if !p.IsValid() || !p.Addr().Is4() {
-		return xdpLpmKey{}, fmt.Errorf("prefix %s is not IPv4: %w", p, ErrInvalid)
-	}
-	p = p.Masked()
-	return xdpLpmKey{Prefixlen: uint32(p.Bits()), Addr: be32(p.Addr())}, nil
 }
 
 func neighKey(ifindex int, ip netip.Addr) (xdpNeighKey, error) {

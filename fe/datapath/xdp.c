@@ -6,6 +6,12 @@
 // expiry, packets for the router itself, misses) goes to the kernel with
 // XDP_PASS, so the kernel stays the slow path and the source of ICMP errors.
 // Every packet is counted once as "rx" and once under the reason it left by.
+//
+// Routes are looked up in a DIR-24-8 table (as DPDK's rte_lpm): one array
+// load for prefixes up to /24, a second one for longer prefixes, whatever the
+// table size. fib.go builds the table. xdp_router_trie is the same program
+// with the kernel's LPM trie instead; it is kept only as the baseline that
+// benchmarks compare against and is not loaded by the FE.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -16,11 +22,32 @@
 char __license[] SEC("license") = "Dual MIT/GPL";
 
 // Map sizes; datapath.go repeats them for input validation.
-#define MAX_ROUTES 2000000
+#define MAX_ROUTES 2000000 // LPM trie baseline only
 #define MAX_NEXTHOPS 65536
 #define MAX_NEIGHBORS 65536
 #define MAX_LOCAL_ADDRS 4096
 #define MAX_TX_PORTS 1024
+
+// DIR-24-8 FIB; fib.go repeats these. A tbl24 entry is indexed by the top 24
+// bits of the destination. An entry of either table is 0 (no route),
+// FIB_VALID | nexthop id, or (tbl24 only) FIB_GROUP | index of a tbl8 group
+// of 256 entries indexed by the last address byte, for the /24s that hold
+// longer prefixes. One 32-bit load decides, so a reader never sees half an
+// entry.
+//
+// Both tables are arrays of rows of 256 entries (tbl24: one row per /16,
+// tbl8: one row per group) because an array map stores each value at an
+// 8-byte stride: with 4-byte values the mmapped memory would not be a plain
+// u32 array.
+#define FIB_ROW 256
+#define FIB_TBL24_ROWS 65536
+#define FIB_TBL8_GROUPS 8192
+#define FIB_GROUP (1u << 31)
+#define FIB_VALID (1u << 30)
+#define FIB_NEXTHOP_MASK 0xffff
+#define FIB_GROUP_MASK 0xffffff
+
+#define BENCH_DSTS 65536
 
 // stat_reason indexes the stats map. The Go side names each entry, so add new
 // reasons before STAT_MAX and give them a name in datapath.go.
@@ -52,6 +79,14 @@ const enum stat_reason *unused_stat_reason __attribute__((unused));
 // already <= 1, so the fast path never pays for it.
 volatile const __u32 bench_ignore_ttl = 0;
 
+// When set before load, every run replaces the destination address with the
+// next one of bench_dsts, so that a BPF_PROG_TEST_RUN benchmark with one
+// frame looks up random destinations. The FE never sets it, and the verifier
+// then removes the branch as dead code; bench_dsts stays zero and unread.
+volatile const __u32 bench_rotate = 0;
+__be32 bench_dsts[BENCH_DSTS];
+__u32 bench_next;
+
 struct lpm_key {
 	__u32 prefixlen;
 	__be32 addr;
@@ -74,6 +109,28 @@ struct neigh {
 	__u8 pad[2];
 };
 
+struct fib_row {
+	__u32 e[FIB_ROW];
+};
+
+// The tables are mmapped by the Go side, which writes them with plain stores.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FIB_TBL24_ROWS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fib_row);
+} fib_tbl24 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FIB_TBL8_GROUPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fib_row);
+} fib_tbl8 SEC(".maps");
+
+// The LPM trie of xdp_router_trie (baseline only).
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, MAX_ROUTES);
@@ -133,13 +190,44 @@ static __always_inline int pass(__u32 reason)
 	return XDP_PASS;
 }
 
-// route_lookup returns the nexthop id for daddr, or NULL. It is the only
-// place that knows the FIB is an LPM trie, so a faster FIB can replace it.
-static __always_inline __u32 *route_lookup(__be32 daddr)
+// fib_lookup stores the nexthop id for daddr in *nh_id and returns 1, or
+// returns 0 when no route matches. Each entry is read exactly once
+// (volatile), so the group flag and the group index come from the same value
+// even while the Go side rewrites the entry.
+static __always_inline int fib_lookup(__be32 daddr, __u32 *nh_id)
+{
+	__u32 addr = bpf_ntohl(daddr);
+	__u32 key = addr >> 16;
+	struct fib_row *row;
+	__u32 e;
+
+	row = bpf_map_lookup_elem(&fib_tbl24, &key);
+	if (!row)
+		return 0;
+	e = *(volatile __u32 *)&row->e[(addr >> 8) & 0xff];
+	if (e & FIB_GROUP) {
+		key = e & FIB_GROUP_MASK;
+		row = bpf_map_lookup_elem(&fib_tbl8, &key);
+		if (!row)
+			return 0;
+		e = *(volatile __u32 *)&row->e[addr & 0xff];
+	}
+	if (!(e & FIB_VALID))
+		return 0;
+	*nh_id = e & FIB_NEXTHOP_MASK;
+	return 1;
+}
+
+// trie_lookup is fib_lookup over the kernel's LPM trie, for the baseline.
+static __always_inline int trie_lookup(__be32 daddr, __u32 *nh_id)
 {
 	struct lpm_key key = { .prefixlen = 32, .addr = daddr };
+	__u32 *v = bpf_map_lookup_elem(&routes, &key);
 
-	return bpf_map_lookup_elem(&routes, &key);
+	if (!v)
+		return 0;
+	*nh_id = *v;
+	return 1;
 }
 
 // is_unicast_ipv4 is false for 224/4 (multicast) and 240/4, which holds the
@@ -162,8 +250,9 @@ static __always_inline void ip_decrease_ttl(struct iphdr *ip)
 	ip->ttl--;
 }
 
-SEC("xdp")
-int xdp_router(struct xdp_md *ctx)
+// router is the whole program; use_trie is a constant at each call site, so
+// each program keeps only its own lookup.
+static __always_inline int router(struct xdp_md *ctx, const int use_trie)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -172,7 +261,7 @@ int xdp_router(struct xdp_md *ctx)
 	struct nexthop *nh;
 	struct neigh *neigh;
 	struct iphdr *ip;
-	__u32 *nh_id;
+	__u32 nh_id;
 	__be32 daddr;
 	__u16 tot_len;
 
@@ -208,6 +297,9 @@ int xdp_router(struct xdp_md *ctx)
 	if (tot_len < sizeof(*ip) || (void *)ip + tot_len > data_end)
 		return pass(STAT_PASS_TRUNCATED);
 
+	if (bench_rotate)
+		ip->daddr = bench_dsts[bench_next++ & (BENCH_DSTS - 1)];
+
 	daddr = ip->daddr;
 	if (!is_unicast_ipv4(daddr))
 		return pass(STAT_PASS_NOT_UNICAST);
@@ -216,10 +308,9 @@ int xdp_router(struct xdp_md *ctx)
 	if (ip->ttl <= 1 && !bench_ignore_ttl)
 		return pass(STAT_PASS_TTL);
 
-	nh_id = route_lookup(daddr);
-	if (!nh_id)
+	if (!(use_trie ? trie_lookup(daddr, &nh_id) : fib_lookup(daddr, &nh_id)))
 		return pass(STAT_PASS_NO_ROUTE);
-	nh = bpf_map_lookup_elem(&nexthops, nh_id);
+	nh = bpf_map_lookup_elem(&nexthops, &nh_id);
 	if (!nh || !nh->ifindex)
 		return pass(STAT_PASS_NO_NEXTHOP);
 
@@ -243,4 +334,16 @@ int xdp_router(struct xdp_md *ctx)
 	stat_add(STAT_FORWARDED, 1);
 	stat_add(STAT_FORWARDED_BYTES, data_end - data);
 	return XDP_REDIRECT;
+}
+
+SEC("xdp")
+int xdp_router(struct xdp_md *ctx)
+{
+	return router(ctx, 0);
+}
+
+SEC("xdp")
+int xdp_router_trie(struct xdp_md *ctx)
+{
+	return router(ctx, 1);
 }

@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpFibRow struct {
+	_ structs.HostLayout
+	E [256]uint32
+}
+
 type xdpLpmKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -64,6 +69,8 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpMapFibTbl24         = "fib_tbl24"
+	xdpMapFibTbl8          = "fib_tbl8"
 	xdpMapLocalAddrs       = "local_addrs"
 	xdpMapNeighbors        = "neighbors"
 	xdpMapNexthops         = "nexthops"
@@ -71,7 +78,11 @@ const (
 	xdpMapStats            = "stats"
 	xdpMapTxPorts          = "tx_ports"
 	xdpProgXdpRouter       = "xdp_router"
+	xdpProgXdpRouterTrie   = "xdp_router_trie"
+	xdpVarBenchDsts        = "bench_dsts"
 	xdpVarBenchIgnoreTtl   = "bench_ignore_ttl"
+	xdpVarBenchNext        = "bench_next"
+	xdpVarBenchRotate      = "bench_rotate"
 	xdpVarUnusedStatReason = "unused_stat_reason"
 )
 
@@ -117,13 +128,16 @@ type xdpSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpProgramSpecs struct {
-	XdpRouter *ebpf.ProgramSpec `ebpf:"xdp_router"`
+	XdpRouter     *ebpf.ProgramSpec `ebpf:"xdp_router"`
+	XdpRouterTrie *ebpf.ProgramSpec `ebpf:"xdp_router_trie"`
 }
 
 // xdpMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
+	FibTbl24   *ebpf.MapSpec `ebpf:"fib_tbl24"`
+	FibTbl8    *ebpf.MapSpec `ebpf:"fib_tbl8"`
 	LocalAddrs *ebpf.MapSpec `ebpf:"local_addrs"`
 	Neighbors  *ebpf.MapSpec `ebpf:"neighbors"`
 	Nexthops   *ebpf.MapSpec `ebpf:"nexthops"`
@@ -136,7 +150,10 @@ type xdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
+	BenchDsts        *ebpf.VariableSpec `ebpf:"bench_dsts"`
 	BenchIgnoreTtl   *ebpf.VariableSpec `ebpf:"bench_ignore_ttl"`
+	BenchNext        *ebpf.VariableSpec `ebpf:"bench_next"`
+	BenchRotate      *ebpf.VariableSpec `ebpf:"bench_rotate"`
 	UnusedStatReason *ebpf.VariableSpec `ebpf:"unused_stat_reason"`
 }
 
@@ -160,6 +177,8 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
+	FibTbl24   *ebpf.Map `ebpf:"fib_tbl24"`
+	FibTbl8    *ebpf.Map `ebpf:"fib_tbl8"`
 	LocalAddrs *ebpf.Map `ebpf:"local_addrs"`
 	Neighbors  *ebpf.Map `ebpf:"neighbors"`
 	Nexthops   *ebpf.Map `ebpf:"nexthops"`
@@ -170,6 +189,8 @@ type xdpMaps struct {
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
+		m.FibTbl24,
+		m.FibTbl8,
 		m.LocalAddrs,
 		m.Neighbors,
 		m.Nexthops,
@@ -183,7 +204,10 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
+	BenchDsts        *ebpf.Variable `ebpf:"bench_dsts"`
 	BenchIgnoreTtl   *ebpf.Variable `ebpf:"bench_ignore_ttl"`
+	BenchNext        *ebpf.Variable `ebpf:"bench_next"`
+	BenchRotate      *ebpf.Variable `ebpf:"bench_rotate"`
 	UnusedStatReason *ebpf.Variable `ebpf:"unused_stat_reason"`
 }
 
@@ -191,12 +215,14 @@ type xdpVariables struct {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpPrograms struct {
-	XdpRouter *ebpf.Program `ebpf:"xdp_router"`
+	XdpRouter     *ebpf.Program `ebpf:"xdp_router"`
+	XdpRouterTrie *ebpf.Program `ebpf:"xdp_router_trie"`
 }
 
 func (p *xdpPrograms) Close() error {
 	return _XdpClose(
 		p.XdpRouter,
+		p.XdpRouterTrie,
 	)
 }
 

@@ -51,12 +51,13 @@ type ForcesOptions struct {
 	// Seed seeds the route generator (default 1).
 	Seed int64
 	// HeartbeatInterval is the CE's and FE's heartbeat interval while
-	// measuring (default 20ms, the minimum allowed is 10ms). It is short so a
-	// transfer of a second or two holds enough round trips.
+	// measuring (default 50ms; the minimum allowed is 10ms). It is short so a
+	// transfer of a few seconds holds enough round trips.
 	HeartbeatInterval time.Duration
 	// HeartbeatMissLimit is how many silent intervals end an association
-	// (default 50, one second at 20ms). The CE's default of 3 would measure
-	// whether a 60ms silence occurs, not how long heartbeats are delayed.
+	// (default 100, the most the CE allows: 5s at 50ms). With fewer, a long
+	// FE commit gets the association torn down, and Forces fails rather
+	// than time a second full sync.
 	HeartbeatMissLimit int
 	// IdleSamples is how many heartbeat round trips the idle baseline waits
 	// for (default 50, about as many as a full-table transfer holds).
@@ -82,10 +83,10 @@ func (o *ForcesOptions) defaults() error {
 		o.Seed = 1
 	}
 	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = 20 * time.Millisecond
+		o.HeartbeatInterval = 50 * time.Millisecond
 	}
 	if o.HeartbeatMissLimit == 0 {
-		o.HeartbeatMissLimit = 50
+		o.HeartbeatMissLimit = 100
 	}
 	if o.IdleSamples == 0 {
 		o.IdleSamples = 50
@@ -110,7 +111,6 @@ const (
 	MetricForcesTransfer      = "forces_transfer_entries_per_s"
 	MetricForcesUpdate        = "forces_update_entries_per_s"
 	MetricForcesHeartbeatLoad = "forces_heartbeat_p99_ms_under_load"
-	MetricForcesHeartbeatIdle = "forces_heartbeat_p99_ms_idle"
 )
 
 // Forces measures the ForCES path from CE to FE, each figure the median over
@@ -300,8 +300,7 @@ func transferRound(ctx context.Context, opts ForcesOptions, routes, changes []ce
 		return f, err
 	}
 	var synced ce.FEStatus
-	err = h.wait(ctx, opts.Timeout, "the full sync", func() bool {
-		st := h.ce.Status(ctx)
+	err = h.waitCE(ctx, opts.Timeout, "the full sync", func(st ce.Status) bool {
 		if len(st.FEs) != 1 || !st.FEs[0].Synced {
 			return false
 		}
@@ -398,8 +397,11 @@ type harness struct {
 	ceDone   chan error
 	cancelFE context.CancelFunc
 	feDone   chan error
-	once     sync.Once
-	err      error
+	// associatedAt is when the FE's association began, as the CE saw it
+	// first: a later time means it was torn down and made again.
+	associatedAt time.Time
+	once         sync.Once
+	err          error
 }
 
 // startTimeout bounds the start of a CE, which only has to listen.
@@ -491,8 +493,29 @@ func (h *harness) wait(ctx context.Context, timeout time.Duration, what string, 
 	return nil
 }
 
+// waitCE waits until done holds for the CE's status. It fails when the FE's
+// association ends or restarts: the figures would then include a second
+// full sync.
 func (h *harness) waitCE(ctx context.Context, timeout time.Duration, what string, done func(ce.Status) bool) error {
-	return h.wait(ctx, timeout, what, func() bool { return done(h.ce.Status(ctx)) })
+	var lost error
+	err := h.wait(ctx, timeout, what, func() bool {
+		st := h.ce.Status(ctx)
+		if h.fe != nil {
+			switch {
+			case len(st.FEs) == 1 && h.associatedAt.IsZero():
+				h.associatedAt = st.FEs[0].AssociatedAt
+			case !h.associatedAt.IsZero() && (len(st.FEs) != 1 || !st.FEs[0].AssociatedAt.Equal(h.associatedAt)):
+				lost = fmt.Errorf("%w: waiting for %s: the FE's association ended or restarted (heartbeats missed for %d intervals of %s?)",
+					ErrIncomplete, what, h.opts.HeartbeatMissLimit, h.opts.HeartbeatInterval)
+				return true
+			}
+		}
+		return done(st)
+	})
+	if err != nil {
+		return err
+	}
+	return lost
 }
 
 // describe says where things stand, for a timeout's error.

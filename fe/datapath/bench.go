@@ -1,0 +1,262 @@
+//go:build linux
+
+package datapath
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/splitplane/splitplane/integration/routegen"
+)
+
+// BenchFigure is one figure of BenchFIB, in the shape of the project's
+// benchmark output convention: Baseline names a reference measured in the
+// same run, in the same unit, with BaselineValue its value.
+type BenchFigure struct {
+	Metric        string  `json:"metric"`
+	Value         float64 `json:"value"`
+	Unit          string  `json:"unit"`
+	Baseline      string  `json:"baseline,omitempty"`
+	BaselineValue float64 `json:"baseline_value,omitempty"`
+}
+
+// Metric names of BenchFIB. Lookup figures are named by table size with
+// SizeLabel (fib_lookup_ns_1k, fib_lookup_ns_100k, fib_lookup_ns_1m,
+// lpm_trie_lookup_ns_1m).
+const (
+	MetricFIBLookupPrefix     = "fib_lookup_ns_"
+	MetricTrieLookupPrefix    = "lpm_trie_lookup_ns_"
+	MetricFIBInstallPerSecond = "fib_install_routes_per_s"
+)
+
+// benchRepeat is the number of runs per BPF_PROG_TEST_RUN call: each call
+// costs a fixed ~24 ms, which the kernel's per-run time leaves out anyway,
+// but a long call also averages out the rotation over bench_dsts.
+const benchRepeat = 1 << 21
+
+// SizeLabel names a table size in metric names: 1000 is "1k", 100000
+// "100k", 1000000 "1m"; other sizes are written out.
+func SizeLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "m"
+	case n >= 1000 && n%1000 == 0:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+// BenchFIB measures the IPv4 FIB of the XDP program (needs root) and returns
+// its figures, each the median of rounds:
+//   - fib_lookup_ns_SIZE for every size: ns per packet of xdp_router
+//     (BPF_PROG_TEST_RUN, kernel-timed) with a table of SIZE routegen
+//     routes, every run to another of 65,536 random destinations inside
+//     them, so caches do not hide the table's cost;
+//   - lpm_trie_lookup_ns_MAX: the same with the kernel LPM trie
+//     (xdp_router_trie) at the largest size, also given as the baseline of
+//     fib_lookup_ns_MAX;
+//   - fib_install_routes_per_s: routes per second of one SetRoutes call
+//     installing the largest table into an empty FIB.
+func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, error) {
+	if len(sizes) == 0 || rounds < 1 {
+		return nil, fmt.Errorf("bench fib: sizes %v, rounds %d: %w", sizes, rounds, ErrInvalid)
+	}
+	sizes = slices.Clone(sizes)
+	slices.Sort(sizes)
+	largest := sizes[len(sizes)-1]
+	var figs []BenchFigure
+	var trie float64
+	for _, n := range sizes {
+		lb, err := newLookupBench(n, 1)
+		if err != nil {
+			return nil, err
+		}
+		fibNs, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.Program()) })
+		if err == nil && n == largest {
+			trie, err = medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.trie.XdpRouterTrie) })
+		}
+		if cerr := lb.d.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench fib lookup, %d routes: %w", n, err)
+		}
+		fig := BenchFigure{Metric: MetricFIBLookupPrefix + SizeLabel(n), Value: fibNs, Unit: "ns"}
+		if n == largest {
+			fig.Baseline, fig.BaselineValue = "lpm_trie", trie
+		}
+		figs = append(figs, fig)
+	}
+	figs = append(figs, BenchFigure{Metric: MetricTrieLookupPrefix + SizeLabel(largest), Value: trie, Unit: "ns"})
+
+	routes := BenchRoutes(largest, 1)
+	rate, err := medianOf(ctx, rounds, func() (float64, error) {
+		d, err := load(loadOptions{})
+		if err != nil {
+			return 0, err
+		}
+		defer d.Close()
+		elapsed, err := timeInstall(d, routes)
+		return float64(len(routes)) / elapsed.Seconds(), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench fib install: %w", err)
+	}
+	figs = append(figs, BenchFigure{Metric: MetricFIBInstallPerSecond, Value: rate, Unit: "routes/s"})
+	return figs, nil
+}
+
+func medianOf(ctx context.Context, rounds int, f func() (float64, error)) (float64, error) {
+	vs := make([]float64, 0, rounds)
+	for range rounds {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		v, err := f()
+		if err != nil {
+			return 0, err
+		}
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2], nil
+}
+
+// BenchRoutes returns n routegen prefixes (seeded) as routes over 16
+// nexthops, 1..16.
+func BenchRoutes(n int, seed int64) []Route {
+	ps := routegen.Generate(n, seed)
+	rs := make([]Route, len(ps))
+	for i, p := range ps {
+		rs[i] = Route{Prefix: p, Nexthop: 1 + uint32(i%16)}
+	}
+	return rs
+}
+
+func timeInstall(d *Datapath, routes []Route) (time.Duration, error) {
+	start := time.Now()
+	if err := d.SetRoutes(routes); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// lookupBench is a datapath loaded for lookup benchmarks: both programs,
+// the same routes in the FIB and in the LPM trie, nexthops 1..16 that
+// forward via lo, and bench_dsts filled with addresses inside the routes.
+type lookupBench struct {
+	d     *Datapath
+	frame []byte
+}
+
+func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
+	d, err := load(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return nil, err
+	}
+	if err := d.addTxPort(lo.Index); err != nil {
+		return nil, err
+	}
+	gw := netip.MustParseAddr("10.0.0.1")
+	if err := d.SetNeighbor(lo.Index, gw, net.HardwareAddr{2, 0, 0, 0, 1, 2}); err != nil {
+		return nil, err
+	}
+	for id := uint32(1); id <= 16; id++ {
+		if err := d.SetNexthop(id, Nexthop{Ifindex: lo.Index, Gateway: gw, SrcMAC: net.HardwareAddr{2, 0, 0, 0, 1, byte(id)}}); err != nil {
+			return nil, err
+		}
+	}
+	routes := BenchRoutes(n, seed)
+	if err := d.SetRoutes(routes); err != nil {
+		return nil, err
+	}
+	if err := d.setTrieRoutes(routes); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 99))
+	dsts := make([]uint32, 65536)
+	for i := range dsts {
+		p, _ := toPrefix(routes[rng.IntN(len(routes))].Prefix)
+		a := p.addr | rng.Uint32()&^mask(p.bits)
+		dsts[i] = be32(addrFromUint(a))
+	}
+	if err := d.objs.BenchDsts.Set(dsts); err != nil {
+		return nil, fmt.Errorf("set bench_dsts: %w", err)
+	}
+	return &lookupBench{d: d, frame: benchFrame()}, nil
+}
+
+// nsPerPacket runs prog benchRepeat times and returns the kernel-measured
+// time per run; every run must forward.
+func (lb *lookupBench) nsPerPacket(prog *ebpf.Program) (float64, error) {
+	ret, perRun, err := prog.Benchmark(lb.frame, benchRepeat, nil)
+	if err != nil {
+		return 0, err
+	}
+	if ret != 4 { // XDP_REDIRECT
+		return 0, fmt.Errorf("%v returned %d, want XDP_REDIRECT", prog, ret)
+	}
+	return float64(perRun.Nanoseconds()), nil
+}
+
+// setTrieRoutes loads routes into the LPM trie of xdp_router_trie.
+func (d *Datapath) setTrieRoutes(routes []Route) error {
+	if d.trie == nil {
+		return fmt.Errorf("LPM trie not loaded: %w", ErrInvalid)
+	}
+	const chunk = 10_000
+	keys := make([]xdpLpmKey, 0, chunk)
+	vals := make([]uint32, 0, chunk)
+	for i := 0; i < len(routes); i += chunk {
+		keys, vals = keys[:0], vals[:0]
+		for _, r := range routes[i:min(i+chunk, len(routes))] {
+			p := r.Prefix.Masked()
+			keys = append(keys, xdpLpmKey{Prefixlen: uint32(p.Bits()), Addr: be32(p.Addr())})
+			vals = append(vals, r.Nexthop)
+		}
+		if _, err := d.trie.Routes.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("LPM trie batch update: %w", err)
+		}
+	}
+	return nil
+}
+
+func addrFromUint(a uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
+}
+
+// benchFrame is a 60-byte UDP frame; bench_rotate replaces its destination.
+func benchFrame() []byte {
+	f := make([]byte, 60)
+	copy(f[0:6], []byte{2, 0, 0, 0, 0xaa, 2})
+	copy(f[6:12], []byte{2, 0, 0, 0, 0xaa, 1})
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], 46)
+	ip[8] = 64
+	ip[9] = 17
+	copy(ip[12:16], []byte{192, 0, 2, 100})
+	copy(ip[16:20], []byte{192, 0, 2, 1})
+	binary.BigEndian.PutUint16(ip[20:], 40000)
+	binary.BigEndian.PutUint16(ip[22:], 53)
+	binary.BigEndian.PutUint16(ip[24:], 26)
+	return f
+}

@@ -1,0 +1,376 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+)
+
+// The DIR-24-8 FIB of xdp.c (fib_tbl24, fib_tbl8); the values repeat the
+// defines there.
+const (
+	fibTbl24Entries = 1 << 24
+	fibGroupEntries = 256
+	fibGroup        = 1 << 31 // tbl24 entry points at a tbl8 group
+	fibValid        = 1 << 30 // entry holds a nexthop id
+	fibNexthopMask  = 0xffff
+	fibGroupMask    = 0xffffff
+
+	// FIBGroups is the number of tbl8 groups: at most this many /24s can
+	// hold prefixes longer than /24 at the same time. The Internet table
+	// needs a few thousand.
+	FIBGroups = 8192
+)
+
+// ErrFIBFull is wrapped by the error of a route change that needs more tbl8
+// groups (/24s holding prefixes longer than /24) than are free, or more
+// routes than MaxRoutes. Nothing of the change is applied.
+var ErrFIBFull = errors.New("FIB full")
+
+// Route is one IPv4 route: packets to Prefix (masked to its length) use
+// nexthop Nexthop.
+type Route struct {
+	Prefix  netip.Prefix
+	Nexthop uint32
+}
+
+// fib is the control structure of the DIR-24-8 table: it owns tbl24 and
+// tbl8 (in the datapath they are the mmapped BPF arrays, in tests plain
+// slices) and keeps what the lookup arrays cannot tell, so that a change
+// rewrites exactly the entries whose longest match changes.
+//
+// Concurrent readers (the XDP program) only ever see whole 32-bit entries,
+// and see every entry go from its old longest match straight to its new one,
+// except that a batch is applied prefix by prefix. The write ordering that
+// keeps this true is:
+//   - a tbl8 group is filled completely before the tbl24 entry that points
+//     at it is published (atomic store, which orders the plain stores before
+//     it);
+//   - a group is unpublished (tbl24 flipped back to a nexthop) before it is
+//     released, and a released group is reused only after grace has
+//     returned, that is after every program run that might still have read
+//     the old tbl24 entry has finished;
+//   - SetRoutes applies longer prefixes first and DeleteRoutes shorter
+//     prefixes first, so no address transiently uses a shorter prefix of
+//     the batch that the final table does not give it.
+//
+// fib is not safe for concurrent use; Datapath serialises the calls.
+type fib struct {
+	tbl24, tbl8 []uint32
+	// depth24[i] is 1 + the length of the longest prefix of length <= 24
+	// covering tbl24 entry i, 0 if none (so /0 is distinguishable from no
+	// route). depth8 is the same for tbl8 entries, over all lengths. In a
+	// group, the entries not covered by a prefix longer than /24 have the
+	// depth and value of their /24's tbl24 entry.
+	depth24, depth8 []uint8
+	// users counts the prefixes longer than /24 in each group in use.
+	users []uint16
+	// free groups can be used at once; quarantine groups were released
+	// since the last grace period.
+	free, quarantine []uint32
+	// routes holds the prefixes by length: masked address (host order)
+	// to nexthop id.
+	routes [33]map[uint32]uint32
+	count  int
+	// grace returns when no reader can still use a tbl24 entry that was
+	// overwritten before it was called.
+	grace func() error
+}
+
+func newFIB(tbl24, tbl8 []uint32, grace func() error) *fib {
+	groups := len(tbl8) / fibGroupEntries
+	f := &fib{
+		tbl24:   tbl24,
+		tbl8:    tbl8,
+		depth24: make([]uint8, len(tbl24)),
+		depth8:  make([]uint8, len(tbl8)),
+		users:   make([]uint16, groups),
+		free:    make([]uint32, 0, groups),
+		grace:   grace,
+	}
+	for g := groups - 1; g >= 0; g-- {
+		f.free = append(f.free, uint32(g))
+	}
+	return f
+}
+
+// prefix is a masked IPv4 prefix with the address in host order.
+type prefix struct {
+	addr uint32
+	bits uint8
+}
+
+func (p prefix) String() string {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(p.addr >> 24), byte(p.addr >> 16), byte(p.addr >> 8), byte(p.addr)}), int(p.bits)).String()
+}
+
+func mask(bits uint8) uint32 {
+	return ^uint32(0) << (32 - uint32(bits)) // a shift by 32 gives 0 for /0
+}
+
+func toPrefix(p netip.Prefix) (prefix, error) {
+	if !p.IsValid() || !p.Addr().Is4() {
+		return prefix{}, fmt.Errorf("prefix %s is not IPv4: %w", p, ErrInvalid)
+	}
+	a := p.Addr().As4()
+	addr := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	bits := uint8(p.Bits())
+	return prefix{addr: addr & mask(bits), bits: bits}, nil
+}
+
+// lookup returns the nexthop id for addr as the XDP program finds it.
+func (f *fib) lookup(addr uint32) (uint32, bool) {
+	e := f.tbl24[addr>>8]
+	if e&fibGroup != 0 {
+		e = f.tbl8[(e&fibGroupMask)<<8|addr&0xff]
+	}
+	return e & fibNexthopMask, e&fibValid != 0
+}
+
+// set applies routes, longest prefixes first. It either applies all of them
+// or returns an error and changes nothing.
+func (f *fib) set(routes []prefix, nexthops []uint32) error {
+	if f.count+len(routes) > MaxRoutes {
+		added := 0
+		for _, p := range routes {
+			if _, ok := f.routes[p.bits][p.addr]; !ok {
+				added++ // duplicates in the batch overcount: safe side
+			}
+		}
+		if f.count+added > MaxRoutes {
+			return fmt.Errorf("%d routes more than the %d present exceed %d: %w", added, f.count, MaxRoutes, ErrFIBFull)
+		}
+	}
+	if err := f.reserve(f.groupsNeeded(routes)); err != nil {
+		return err
+	}
+
+	// Counting sort by length, longest first.
+	var perLen [33]int
+	for _, p := range routes {
+		perLen[p.bits]++
+	}
+	var next [33]int // next slot of each length in longest-first order
+	pos := 0
+	for bits := 32; bits >= 0; bits-- {
+		next[bits] = pos
+		pos += perLen[bits]
+	}
+	order := make([]int32, len(routes))
+	for i, p := range routes {
+		order[next[p.bits]] = int32(i)
+		next[p.bits]++
+	}
+	for bits, n := range perLen {
+		if n > 0 && len(f.routes[bits]) == 0 {
+			f.routes[bits] = make(map[uint32]uint32, n)
+		}
+	}
+	for _, i := range order {
+		f.insert(routes[i], nexthops[i])
+	}
+	return nil
+}
+
+// groupsNeeded returns how many groups inserting routes would allocate.
+func (f *fib) groupsNeeded(routes []prefix) int {
+	var seen map[uint32]struct{}
+	for _, p := range routes {
+		if p.bits <= 24 {
+			continue
+		}
+		i := p.addr >> 8
+		if f.tbl24[i]&fibGroup != 0 {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[uint32]struct{})
+		}
+		seen[i] = struct{}{}
+	}
+	return len(seen)
+}
+
+// reserve makes sure n groups are free, waiting for a grace period to reuse
+// quarantined groups if it has to.
+func (f *fib) reserve(n int) error {
+	if n <= len(f.free) {
+		return nil
+	}
+	if n > len(f.free)+len(f.quarantine) {
+		return fmt.Errorf("%d more /24s with prefixes longer than /24, %d tbl8 groups left of %d: %w",
+			n, len(f.free)+len(f.quarantine), len(f.users), ErrFIBFull)
+	}
+	if err := f.grace(); err != nil {
+		return fmt.Errorf("wait for readers of released tbl8 groups: %w", err)
+	}
+	f.free = append(f.free, f.quarantine...)
+	f.quarantine = f.quarantine[:0]
+	return nil
+}
+
+// insert adds or replaces one route; a group it needs must be reserved.
+func (f *fib) insert(p prefix, nh uint32) {
+	m := f.routes[p.bits]
+	if m == nil {
+		m = make(map[uint32]uint32)
+		f.routes[p.bits] = m
+	}
+	old, existed := m[p.addr]
+	if existed && old == nh {
+		return
+	}
+	m[p.addr] = nh
+	if !existed {
+		f.count++
+	}
+	v, d := fibValid|nh, p.bits+1
+	if p.bits <= 24 {
+		first := p.addr >> 8
+		n := uint32(1) << (24 - p.bits)
+		t24, d24 := f.tbl24[first:first+n], f.depth24[first:first+n]
+		for k, e := range t24 {
+			if d24[k] > d {
+				continue // a longer prefix of length <= 24 wins here
+			}
+			d24[k] = d
+			if e&fibGroup != 0 {
+				f.fill8(e&fibGroupMask, 0, fibGroupEntries, v, d)
+				continue
+			}
+			t24[k] = v
+		}
+		return
+	}
+
+	i := p.addr >> 8
+	lo, n := p.addr&0xff, uint32(1)<<(32-p.bits)
+	e := f.tbl24[i]
+	if e&fibGroup != 0 {
+		g := e & fibGroupMask
+		f.fill8(g, lo, n, v, d)
+		if !existed {
+			f.users[g]++
+		}
+		return
+	}
+	// First prefix longer than /24 in this /24: build its group from the
+	// tbl24 entry, add the prefix, then publish.
+	g := f.free[len(f.free)-1]
+	f.free = f.free[:len(f.free)-1]
+	base := g * fibGroupEntries
+	grp, dg := f.tbl8[base:base+fibGroupEntries], f.depth8[base:base+fibGroupEntries]
+	for j := range grp {
+		grp[j] = e
+		dg[j] = f.depth24[i]
+	}
+	f.fill8(g, lo, n, v, d)
+	f.users[g] = 1
+	atomic.StoreUint32(&f.tbl24[i], fibGroup|g)
+}
+
+// fill8 sets the n entries of group g from lo that no longer prefix covers.
+func (f *fib) fill8(g, lo, n, v uint32, d uint8) {
+	base := g*fibGroupEntries + lo
+	t8, d8 := f.tbl8[base:base+n], f.depth8[base:base+n]
+	for j := range t8 {
+		if d8[j] <= d {
+			t8[j] = v
+			d8[j] = d
+		}
+	}
+}
+
+// delete removes routes, shortest prefixes first. Every route must exist
+// (duplicates are removed once); otherwise it returns an error wrapping
+// ErrNotFound and changes nothing.
+func (f *fib) delete(routes []prefix) error {
+	for _, p := range routes {
+		if _, ok := f.routes[p.bits][p.addr]; !ok {
+			return fmt.Errorf("route %s: %w", p, ErrNotFound)
+		}
+	}
+	var perLen [33][]prefix
+	for _, p := range routes {
+		perLen[p.bits] = append(perLen[p.bits], p)
+	}
+	for _, ps := range perLen {
+		for _, p := range ps {
+			f.remove(p)
+		}
+	}
+	return nil
+}
+
+// remove deletes one route if present: its entries get the next shorter
+// covering prefix, and a group left without longer prefixes is folded back
+// into its tbl24 entry.
+func (f *fib) remove(p prefix) {
+	m := f.routes[p.bits]
+	if _, ok := m[p.addr]; !ok {
+		return
+	}
+	delete(m, p.addr)
+	f.count--
+	rv, rd := f.cover(p)
+	d := p.bits + 1
+	if p.bits <= 24 {
+		first := p.addr >> 8
+		n := uint32(1) << (24 - p.bits)
+		t24, d24 := f.tbl24[first:first+n], f.depth24[first:first+n]
+		for k, e := range t24 {
+			if d24[k] != d {
+				continue
+			}
+			d24[k] = rd
+			if e&fibGroup != 0 {
+				f.uncover8(e&fibGroupMask, 0, fibGroupEntries, d, rv, rd)
+				continue
+			}
+			t24[k] = rv
+		}
+		return
+	}
+
+	i := p.addr >> 8
+	g := f.tbl24[i] & fibGroupMask
+	f.uncover8(g, p.addr&0xff, uint32(1)<<(32-p.bits), d, rv, rd)
+	if f.users[g]--; f.users[g] > 0 {
+		return
+	}
+	// Every entry of the group now holds the /24's own value.
+	atomic.StoreUint32(&f.tbl24[i], f.tbl8[g*fibGroupEntries])
+	f.quarantine = append(f.quarantine, g)
+}
+
+func (f *fib) uncover8(g, lo, n uint32, d uint8, rv uint32, rd uint8) {
+	base := g*fibGroupEntries + lo
+	t8, d8 := f.tbl8[base:base+n], f.depth8[base:base+n]
+	for j := range t8 {
+		if d8[j] == d {
+			t8[j] = rv
+			d8[j] = rd
+		}
+	}
+}
+
+// cover returns the entry value and depth of the longest prefix shorter than
+// p that covers it, or zeros.
+func (f *fib) cover(p prefix) (uint32, uint8) {
+	for bits := int(p.bits) - 1; bits >= 0; bits-- {
+		m := f.routes[bits]
+		if len(m) == 0 {
+			continue
+		}
+		if nh, ok := m[p.addr&mask(uint8(bits))]; ok {
+			return fibValid | nh, uint8(bits + 1)
+		}
+	}
+	return 0, 0
+}
+
+// groupsInUse returns the number of tbl8 groups published or quarantined.
+func (f *fib) groupsInUse() int {
+	return len(f.users) - len(f.free)
+}
