@@ -38,6 +38,8 @@ type Datapath interface {
 	Attach(ifindex int, mode datapath.Mode) error
 	SetRoute(p netip.Prefix, nexthopID uint32) error
 	DeleteRoute(p netip.Prefix) error
+	SetRoutes(routes []datapath.Route) error    // all or nothing
+	DeleteRoutes(prefixes []netip.Prefix) error // all or nothing
 	SetNexthop(id uint32, nh datapath.Nexthop) error
 	DeleteNexthop(id uint32) error
 	SetNeighbor(ifindex int, ip netip.Addr, mac net.HardwareAddr) error

@@ -522,3 +522,25 @@ func TestPrefix4(t *testing.T) {
 		t.Error("ip4 round trip")
 	}
 }
+
+func (f *fakeDatapath) SetRoutes(rs []datapath.Route) error {
+	for _, r := range rs {
+		f.SetRoute(r.Prefix, r.Nexthop)
+	}
+	return nil
+}
+
+func (f *fakeDatapath) DeleteRoutes(ps []netip.Prefix) error {
+	f.mu.Lock()
+	for _, p := range ps {
+		if _, ok := f.routes[p]; !ok {
+			f.mu.Unlock()
+			return datapath.ErrNotFound
+		}
+	}
+	f.mu.Unlock()
+	for _, p := range ps {
+		f.DeleteRoute(p)
+	}
+	return nil
+}

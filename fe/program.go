@@ -1,6 +1,7 @@
 package fe
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -29,40 +30,50 @@ func newProgrammed() *programmed {
 	return &programmed{routes: map[prefix4]uint32{}, slots: map[netip.Addr]*slot{}, next: 1}
 }
 
-// program brings the datapath in line with the table for everything d marks.
-// Called with a.mu held.
+// program brings the datapath in line with the table for everything d marks,
+// in one batch of route writes. Called with a.mu held.
 func (a *Agent) program(d *dirty) {
+	var b batch
 	if d.all {
 		for p := range a.prog.routes {
 			if _, ok := a.table.routes[p]; !ok {
-				a.programPrefix(p)
+				a.programPrefix(p, &b)
 			}
 		}
 		for p := range a.table.routes {
-			a.programPrefix(p)
+			a.programPrefix(p, &b)
 		}
-		return
-	}
-	for p := range d.prefixes {
-		a.programPrefix(p)
-	}
-	if len(d.nexthops) > 0 {
-		for p, r := range a.table.routes {
-			if _, ok := d.nexthops[r.nexthop]; ok {
-				a.programPrefix(p)
+	} else {
+		for p := range d.prefixes {
+			a.programPrefix(p, &b)
+		}
+		if len(d.nexthops) > 0 {
+			for p, r := range a.table.routes {
+				if _, ok := d.nexthops[r.nexthop]; ok {
+					a.programPrefix(p, &b)
+				}
+			}
+			for p := range a.prog.routes {
+				if _, ok := a.table.routes[p]; !ok {
+					a.programPrefix(p, &b)
+				}
 			}
 		}
-		for p := range a.prog.routes {
-			if _, ok := a.table.routes[p]; !ok {
-				a.programPrefix(p)
-			}
-		}
 	}
+	a.flush(&b)
 }
 
-// programPrefix makes the datapath entry of p match the table. A connected
+// batch collects the datapath writes of one program call. Slots that lose
+// their last route are freed only after the routes stop pointing at them.
+type batch struct {
+	sets  []datapath.Route
+	dels  []netip.Prefix
+	freed []netip.Addr
+}
+
+// programPrefix decides the datapath entry of p from the table. A connected
 // route of a port shadows a CE route for the same prefix.
-func (a *Agent) programPrefix(p prefix4) {
+func (a *Agent) programPrefix(p prefix4, b *batch) {
 	want, ok := a.table.gateway(p)
 	if _, shadowed := a.connected[p]; shadowed {
 		ok = false
@@ -76,22 +87,57 @@ func (a *Agent) programPrefix(p prefix4) {
 		if s == nil {
 			return
 		}
-		if err := a.dp.SetRoute(p.Prefix(), s.id); err != nil {
-			a.datapathError(err)
-			a.unref(want)
-			return
-		}
+		b.sets = append(b.sets, datapath.Route{Prefix: p.Prefix(), Nexthop: s.id})
 		a.prog.routes[p] = ip4(want)
 	} else {
 		if _, shadowed := a.connected[p]; !shadowed {
-			if err := a.dp.DeleteRoute(p.Prefix()); err != nil {
-				a.datapathError(err)
-			}
+			b.dels = append(b.dels, p.Prefix())
 		}
 		delete(a.prog.routes, p)
 	}
 	if had {
-		a.unref(addr4(have))
+		a.unref(addr4(have), b)
+	}
+}
+
+// flush writes a batch: new and changed routes first, then deletions, then
+// the slots nothing points at any more. A batch the datapath refuses as a
+// whole (a full FIB) is retried route by route, so what fits is installed.
+func (a *Agent) flush(b *batch) {
+	if len(b.sets) > 0 {
+		if err := a.dp.SetRoutes(b.sets); err != nil {
+			for _, r := range b.sets {
+				if err := a.dp.SetRoute(r.Prefix, r.Nexthop); err != nil {
+					a.datapathError(err)
+					p := toPrefix4(r.Prefix)
+					gw := addr4(a.prog.routes[p])
+					delete(a.prog.routes, p)
+					a.unref(gw, b)
+				}
+			}
+		}
+	}
+	if len(b.dels) > 0 {
+		if err := a.dp.DeleteRoutes(b.dels); err != nil {
+			for _, p := range b.dels {
+				if err := a.dp.DeleteRoute(p); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+					a.datapathError(err)
+				}
+			}
+		}
+	}
+	for _, gw := range b.freed {
+		s := a.prog.slots[gw]
+		if s == nil || s.refs > 0 {
+			continue // taken again within the batch
+		}
+		delete(a.prog.slots, gw)
+		if s.ifindex != 0 {
+			if err := a.dp.DeleteNexthop(s.id); err != nil {
+				a.datapathError(err)
+			}
+		}
+		a.prog.free = append(a.prog.free, s.id)
 	}
 }
 
@@ -122,18 +168,11 @@ func (a *Agent) ref(gw netip.Addr) *slot {
 	return s
 }
 
-func (a *Agent) unref(gw netip.Addr) {
+func (a *Agent) unref(gw netip.Addr, b *batch) {
 	s := a.prog.slots[gw]
-	if s.refs--; s.refs > 0 {
-		return
+	if s.refs--; s.refs == 0 {
+		b.freed = append(b.freed, gw)
 	}
-	delete(a.prog.slots, gw)
-	if s.ifindex != 0 {
-		if err := a.dp.DeleteNexthop(s.id); err != nil {
-			a.datapathError(err)
-		}
-	}
-	a.prog.free = append(a.prog.free, s.id)
 }
 
 func (a *Agent) datapathError(err error) {

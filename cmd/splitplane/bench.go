@@ -19,7 +19,39 @@ func benchCmd() *cobra.Command {
 		Use:   "bench NAME",
 		Short: "Run a benchmark and print its figures (a table, or JSON lines with --json)",
 	}
-	cmd.AddCommand(benchForcesCmd())
+	cmd.AddCommand(benchForcesCmd(), benchFIBCmd())
+	return cmd
+}
+
+func benchFIBCmd() *cobra.Command {
+	var (
+		rounds int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "fib",
+		Short: "FIB lookup cost at 1k, 100k and 1M routes (against the kernel's LPM trie) and install rate",
+		Long: `Loads the XDP program (needs root) and measures, median over --rounds:
+  fib_lookup_ns_1k, fib_lookup_ns_100k, fib_lookup_ns_1m   ns per packet, random destinations,
+                                                           BPF_PROG_TEST_RUN (1m against lpm_trie)
+  lpm_trie_lookup_ns_1m                                    the kernel's LPM trie, same routes
+  fib_install_routes_per_s                                 1M routes into an empty FIB`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rounds < 1 {
+				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, rounds)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			results, err := bench.FIB(ctx, bench.FIBSizes, rounds)
+			if err != nil {
+				return err
+			}
+			return printResults(os.Stdout, results, asJSON)
+		},
+	}
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "rounds; each figure is the median")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
 	return cmd
 }
 

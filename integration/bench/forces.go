@@ -590,6 +590,40 @@ func (d *memDatapath) SetRoute(p netip.Prefix, id uint32) error {
 	return nil
 }
 
+// SetRoutes is all or nothing, like the real datapath's.
+func (d *memDatapath) SetRoutes(rs []datapath.Route) error {
+	if d.setRouteErr != nil {
+		for _, r := range rs {
+			if err := d.setRouteErr(r.Prefix); err != nil {
+				return err
+			}
+		}
+	}
+	d.mu.Lock()
+	for _, r := range rs {
+		d.routes[r.Prefix] = r.Nexthop
+	}
+	d.rwrites += len(rs)
+	d.mu.Unlock()
+	return nil
+}
+
+// DeleteRoutes is all or nothing, like the real datapath's.
+func (d *memDatapath) DeleteRoutes(ps []netip.Prefix) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range ps {
+		if _, ok := d.routes[p]; !ok {
+			return datapath.ErrNotFound
+		}
+	}
+	for _, p := range ps {
+		delete(d.routes, p)
+	}
+	d.rwrites += len(ps)
+	return nil
+}
+
 func (d *memDatapath) DeleteRoute(p netip.Prefix) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
