@@ -301,7 +301,7 @@ func (a *Agent) Status() Status {
 // socketBuffer bounds the kernel's buffering of a ForCES connection: a full
 // table queued in socket buffers would put a heartbeat seconds behind the
 // configs ahead of it, while a few large messages keep the link busy.
-const socketBuffer = 1 << 20
+const socketBuffer = 256 << 10
 
 func boundBuffers(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -477,7 +477,7 @@ func (a *Agent) associate(ctx context.Context) error {
 	// The reader answers heartbeats at once and hands configs and queries to
 	// the applier through a short queue: when the applier falls behind, the
 	// reader stops reading and TCP pushes back on the CE.
-	work := make(chan *forces.Message, 2)
+	work := make(chan *forces.Message, 1)
 	applied := make(chan error, 1)
 	go func() { applied <- a.applier(work, write) }()
 	defer func() {
