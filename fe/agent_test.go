@@ -369,13 +369,6 @@ func configWith(t *testing.T, flags forces.Flags, ops ...forces.TableOp) *forces
 	return m
 }
 
-func opMsg(op forces.OpType, flags forces.Flags) *forces.Message {
-	return &forces.Message{
-		Header: forces.Header{Type: forces.MsgConfig, Src: ceID, Dst: forces.FEID(1), Flags: flags},
-		LFBs:   []forces.LFBSelect{{ClassID: forces.ClassFEObject, InstanceID: 1, Ops: []forces.Operation{{Type: op}}}},
-	}
-}
-
 func TestExecutionModes(t *testing.T) {
 	bad := setRoute(9, "192.0.2.0/24", 77) // no nexthop 77
 	t.Run("all-or-none", func(t *testing.T) {
