@@ -111,3 +111,33 @@ func BenchmarkFIBSet(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "routes/s")
 }
+
+// Pending changes coalesce per row, in an order the FE can apply, and a row
+// set and deleted before it was ever sent is not sent at all.
+func TestPendingCoalesces(t *testing.T) {
+	f := NewFIB()
+	p := newPending()
+	ch, _ := f.Set(pfxA, nh1, nil) // nh 1, row 1
+	p.synced(ch)                   // the FE has them
+
+	var burst []Change
+	burst, _ = f.Set(pfxA, nh2, burst) // row 1 -> nh 2 (new), nh 1 freed
+	burst, _ = f.Set(pfxB, nh1, burst) // nh 1 again (reused id), row 2
+	burst = f.Delete(pfxB, burst)      // row 2 gone again, nh 1 freed again
+	burst, _ = f.Set(pfxA, nh1, burst) // row 1 back to nh 1 (id reused), nh 2 freed
+	p.add(burst)
+	got := kinds(p.take())
+	// Row 1's final state and nexthop 1's; nexthop 2 was never sent, and row
+	// 2 never reached the FE.
+	if want := "nh+1=10.10.2.2 rt+1=198.51.100.0/24>1 "; got != want {
+		t.Fatalf("coalesced %q, want %q", got, want)
+	}
+	if p.len() != 0 {
+		t.Fatal("take left changes behind")
+	}
+	// Deleting what the FE has is sent, deletes before sets.
+	p.add(f.Delete(pfxA, nil))
+	if got, want := kinds(p.take()), "rt-1 nh-1 "; got != want {
+		t.Fatalf("delete: %q, want %q", got, want)
+	}
+}

@@ -32,7 +32,7 @@ type session struct {
 	decided chan error // the loop's verdict on the association: nil = accepted
 
 	mu      sync.Mutex
-	pending []Change
+	pending *pending // changes not yet sent, coalesced per row
 	wake    chan struct{}
 	why     error
 
@@ -96,7 +96,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 
 	s := &session{
 		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
-		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), queries: make(chan *forces.Message, 1),
+		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), pending: newPending(), queries: make(chan *forces.Message, 1),
 	}
 	s.lastSeen.Store(time.Now().UnixNano())
 	select {
@@ -124,6 +124,9 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 // accept and reject are called by the CE loop.
 func (s *session) accept(snapshot []Change) {
 	s.snapshot = snapshot
+	s.mu.Lock()
+	s.pending.synced(snapshot)
+	s.mu.Unlock()
 	s.decided <- nil
 }
 
@@ -132,7 +135,7 @@ func (s *session) reject(err error) { s.decided <- err }
 // enqueue appends changes for the writer; called by the CE loop.
 func (s *session) enqueue(ch []Change) {
 	s.mu.Lock()
-	s.pending = append(s.pending, ch...)
+	s.pending.add(ch)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -156,7 +159,7 @@ func (s *session) reason() error {
 
 func (s *session) status() FEStatus {
 	s.mu.Lock()
-	pending := len(s.pending)
+	pending := s.pending.len()
 	info := s.info
 	s.mu.Unlock()
 	var lfbs []string
@@ -252,8 +255,7 @@ func (s *session) heartbeat(ctx context.Context) error {
 // flush sends every pending change as batched Config messages.
 func (s *session) flush() error {
 	s.mu.Lock()
-	batch := s.pending
-	s.pending = nil
+	batch := s.pending.take()
 	s.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
