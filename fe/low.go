@@ -160,17 +160,7 @@ func (a *Agent) watchLinks(ctx context.Context) {
 		a.log.Error("fe: subscribe to link changes; port events will not be sent", "err", err)
 		return
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case u, ok := <-ch:
-			if !ok {
-				return
-			}
-			a.linkUpdate(u)
-		}
-	}
+	forEach(ctx, ch, a.linkUpdate)
 }
 
 func (a *Agent) linkUpdate(u netlink.LinkUpdate) {

@@ -71,15 +71,20 @@ func (a *Agent) watchNeighbors(ctx context.Context) {
 		a.log.Error("fe: subscribe to neighbours; next-hop MACs will not be learned", "err", err)
 		return
 	}
+	forEach(ctx, ch, a.neighborUpdate)
+}
+
+// forEach calls fn with every value from ch until ctx ends or ch closes.
+func forEach[T any](ctx context.Context, ch <-chan T, fn func(T)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case u, ok := <-ch:
+		case v, ok := <-ch:
 			if !ok {
 				return
 			}
-			a.neighborUpdate(u)
+			fn(v)
 		}
 	}
 }

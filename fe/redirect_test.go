@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -14,8 +13,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/splitplane/splitplane/integration/netnstest"
 )
 
 // --- unprivileged -------------------------------------------------------
@@ -119,70 +119,45 @@ const (
 // thread's namespace afterwards. Sockets fn creates belong to the new namespace.
 func redirectVeth(t *testing.T, mtu int, fn func(v0, v1 int)) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace, a veth pair and packet sockets")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatalf("current netns: %v", err)
-	}
-	defer orig.Close()
-	ns, err := netns.New() // also switches this thread into it
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			// The thread stays locked and dies with the goroutine.
-			t.Errorf("restore netns: %v", err)
-			runtime.LockOSThread()
+	netnstest.Run(t, func(h *netlink.Handle) {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "v0", MTU: mtu}, PeerName: "v1"}
+		if err := h.LinkAdd(veth); err != nil {
+			t.Fatalf("add veth: %v", err)
 		}
-		ns.Close()
-	}()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatalf("netlink handle: %v", err)
-	}
-	defer h.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "v0", MTU: mtu}, PeerName: "v1"}
-	if err := h.LinkAdd(veth); err != nil {
-		t.Fatalf("add veth: %v", err)
-	}
-	var idx [2]int
-	for i, name := range []string{"v0", "v1"} {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.LinkSetMTU(l, mtu); err != nil {
-			t.Fatalf("%s: set MTU %d: %v", name, mtu, err)
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			t.Fatalf("%s: set up: %v", name, err)
-		}
-		idx[i] = l.Attrs().Index
-	}
-	// Until linkwatch (rate-limited to once a second) has seen the carrier,
-	// a port's qdisc is noop and drops what is sent: wait for both to be up.
-	deadline := time.Now().Add(3 * time.Second)
-	for _, ifindex := range idx {
-		for {
-			l, err := h.LinkByIndex(ifindex)
+		var idx [2]int
+		for i, name := range []string{"v0", "v1"} {
+			l, err := h.LinkByName(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Attrs().OperState == netlink.OperUp {
-				break
+			if err := h.LinkSetMTU(l, mtu); err != nil {
+				t.Fatalf("%s: set MTU %d: %v", name, mtu, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still %v", l.Attrs().Name, l.Attrs().OperState)
+			if err := h.LinkSetUp(l); err != nil {
+				t.Fatalf("%s: set up: %v", name, err)
 			}
-			time.Sleep(10 * time.Millisecond)
+			idx[i] = l.Attrs().Index
 		}
-	}
-	fn(idx[0], idx[1])
+		// Until linkwatch (rate-limited to once a second) has seen the carrier,
+		// a port's qdisc is noop and drops what is sent: wait for both to be up.
+		deadline := time.Now().Add(3 * time.Second)
+		for _, ifindex := range idx {
+			for {
+				l, err := h.LinkByIndex(ifindex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.Attrs().OperState == netlink.OperUp {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: still %v", l.Attrs().Name, l.Attrs().OperState)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		fn(idx[0], idx[1])
+	})
 }
 
 // redirRawSocket opens an AF_PACKET socket on ifindex that receives frames of

@@ -11,14 +11,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+
+	"github.com/splitplane/splitplane/integration/netnstest"
 )
 
 // XDP action codes (enum xdp_action).
@@ -594,37 +594,6 @@ func TestNames(t *testing.T) {
 
 // --- test: real attach ------------------------------------------------
 
-// inNewNetns runs fn on a locked thread inside a fresh network namespace and
-// restores the thread's namespace afterwards.
-func inNewNetns(t *testing.T, fn func(h *netlink.Handle)) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatalf("current netns: %v", err)
-	}
-	defer orig.Close()
-	ns, err := netns.New() // also switches this thread into it
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			// The thread stays locked and dies with the goroutine.
-			t.Errorf("restore netns: %v", err)
-			runtime.LockOSThread()
-		}
-		ns.Close()
-	}()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatalf("netlink handle: %v", err)
-	}
-	defer h.Close()
-	fn(h)
-}
-
 func TestAttachVeth(t *testing.T) {
 	d := loadForTest(t, loadOptions{})
 	info, err := d.Program().Info()
@@ -633,7 +602,7 @@ func TestAttachVeth(t *testing.T) {
 	}
 	progID, _ := info.ID()
 
-	inNewNetns(t, func(h *netlink.Handle) {
+	netnstest.Run(t, func(h *netlink.Handle) {
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sptest0"}, PeerName: "sptest1"}
 		if err := h.LinkAdd(veth); err != nil {
 			t.Fatalf("add veth: %v", err)
