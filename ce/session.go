@@ -271,7 +271,7 @@ func (s *session) flush() error {
 func (s *session) configs(ops []forces.TableOp) ([]*forces.Message, error) {
 	hdr := forces.Header{
 		Type: forces.MsgConfig, Src: s.ce.id, Dst: s.fe,
-		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure},
+		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure, Priority: forces.PriorityConfig},
 	}
 	msgs, err := forces.BuildConfig(hdr, func() uint64 { return s.corr.Add(1) }, ops)
 	if err != nil {

@@ -6,7 +6,8 @@ import (
 
 // NewAssociationSetup returns an Association Setup request from src to dst.
 func NewAssociationSetup(src, dst ID, corr uint64) *Message {
-	return &Message{Header: Header{Version: ProtocolVersion, Type: MsgAssociationSetup, Src: src, Dst: dst, Correlator: corr}}
+	return &Message{Header: Header{Version: ProtocolVersion, Type: MsgAssociationSetup, Src: src, Dst: dst, Correlator: corr,
+		Flags: Flags{Priority: PriorityOf(MsgAssociationSetup)}}}
 }
 
 // NewAssociationSetupResponse answers req with an ASResult-TLV carrying
@@ -22,7 +23,8 @@ func NewAssociationSetupResponse(req *Message, result uint32) *Message {
 // an ASTreason-TLV carrying reason (see TeardownReason).
 func NewAssociationTeardown(src, dst ID, reason uint32) *Message {
 	return &Message{
-		Header:    Header{Version: ProtocolVersion, Type: MsgAssociationTeardown, Src: src, Dst: dst},
+		Header: Header{Version: ProtocolVersion, Type: MsgAssociationTeardown, Src: src, Dst: dst,
+			Flags: Flags{Priority: PriorityOf(MsgAssociationTeardown)}},
 		ASTReason: &reason,
 	}
 }
@@ -32,7 +34,7 @@ func NewAssociationTeardown(src, dst ID, reason uint32) *Message {
 func NewHeartbeat(src, dst ID, corr uint64, ack ACKFlag) *Message {
 	return &Message{Header: Header{
 		Version: ProtocolVersion, Type: MsgHeartbeat, Src: src, Dst: dst,
-		Correlator: corr, Flags: Flags{ACK: ack},
+		Correlator: corr, Flags: Flags{ACK: ack, Priority: PriorityOf(MsgHeartbeat)},
 	}}
 }
 

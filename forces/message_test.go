@@ -41,27 +41,27 @@ var vectors = []struct {
 	{
 		name: "heartbeat",
 		msg:  func() *Message { return NewHeartbeat(testFE, testCE, 0x0102030405060708, AlwaysACK) },
-		hex:  `10 0f 0006  00000001  40000000  0102030405060708  c0000000`,
-		// ver=1 type=0x0F len=6 words | src FE(1) | dst CE(0) | correlator | ACK=AlwaysACK (bits 31-30)
+		hex:  `10 0f 0006  00000001  40000000  0102030405060708  f8000000`,
+		// ver=1 type=0x0F len=6 words | src FE(1) | dst CE(0) | correlator | ACK=AlwaysACK (bits 31-30) | priority 7 (bits 29-27)
 	},
 	{
 		name: "association setup",
 		msg:  func() *Message { return NewAssociationSetup(testFE, testCE, 1) },
-		hex:  `10 01 0006  00000001  40000000  0000000000000001  00000000`,
+		hex:  `10 01 0006  00000001  40000000  0000000000000001  38000000`, // priority 7
 	},
 	{
 		name: "association setup response",
 		msg: func() *Message {
 			return NewAssociationSetupResponse(NewAssociationSetup(testFE, testCE, 1), uint32(SetupSuccess))
 		},
-		hex: `10 11 0008  40000000  00000001  0000000000000001  00000000
-		      0010 0008 00000000`, // ASResult-TLV, len 8, success
+		hex: `10 11 0008  40000000  00000001  0000000000000001  38000000
+		      0010 0008 00000000`, // priority 7 (echoed); ASResult-TLV, len 8, success
 	},
 	{
 		name: "association teardown",
 		msg:  func() *Message { return NewAssociationTeardown(testCE, testFE, uint32(TeardownLossOfHeartbeats)) },
-		hex: `10 02 0008  40000000  00000001  0000000000000000  00000000
-		      0011 0008 00000001`, // ASTreason-TLV, len 8, loss of heartbeats
+		hex: `10 02 0008  40000000  00000001  0000000000000000  38000000
+		      0011 0008 00000001`, // priority 7; ASTreason-TLV, len 8, loss of heartbeats
 	},
 	{
 		name: "config set IPv4PrefixInfo",

@@ -18,8 +18,9 @@ func GetSelect(class, instance uint32, paths ...[]uint32) LFBSelect {
 // be GET or GET-PROP (see GetSelect). Its slices alias lfbs.
 func NewQuery(src, dst ID, corr uint64, lfbs ...LFBSelect) *Message {
 	return &Message{
-		Header: Header{Version: ProtocolVersion, Type: MsgQuery, Src: src, Dst: dst, Correlator: corr},
-		LFBs:   lfbs,
+		Header: Header{Version: ProtocolVersion, Type: MsgQuery, Src: src, Dst: dst, Correlator: corr,
+			Flags: Flags{Priority: PriorityOf(MsgQuery)}},
+		LFBs: lfbs,
 	}
 }
 
@@ -92,7 +93,8 @@ func answerPath(s *LFBSelect, op OpType, prefix []uint32, key *KeyInfo, p *PathD
 // and the event ID, as the LFB class defines) of LFB class and instance.
 func NewEventNotification(src, dst ID, corr uint64, class, instance uint32, path []uint32, data []byte) *Message {
 	return &Message{
-		Header: Header{Version: ProtocolVersion, Type: MsgEventNotification, Src: src, Dst: dst, Correlator: corr},
+		Header: Header{Version: ProtocolVersion, Type: MsgEventNotification, Src: src, Dst: dst, Correlator: corr,
+			Flags: Flags{Priority: PriorityOf(MsgEventNotification)}},
 		LFBs: []LFBSelect{{ClassID: class, InstanceID: instance, Ops: []Operation{{
 			Type: OpReport, Paths: []PathData{{IDs: path, FullData: data, HasFullData: true}},
 		}}}},
@@ -139,7 +141,7 @@ func txnMessage(src, dst ID, corr uint64, op OpType, ack ACKFlag) *Message {
 	return &Message{
 		Header: Header{
 			Version: ProtocolVersion, Type: MsgConfig, Src: src, Dst: dst, Correlator: corr,
-			Flags: Flags{ACK: ack, ExecMode: ExecAllOrNone, Atomic: true},
+			Flags: Flags{ACK: ack, ExecMode: ExecAllOrNone, Atomic: true, Priority: PriorityOf(MsgConfig)},
 		},
 		LFBs: []LFBSelect{{ClassID: ClassFEObject, InstanceID: 1, Ops: []Operation{{Type: op}}}},
 	}

@@ -100,7 +100,7 @@ func TestTwoPhaseCommit(t *testing.T) {
 	}
 	// Config, flags AlwaysACK | EM all-or-none | A; LFBselect FE Object/1 with an
 	// empty COMMIT operation TLV (length 4, no value).
-	want := unhex(t, `10 03 000a  40000000 00000001 0000000000000014  c0600000
+	want := unhex(t, `10 03 000a  40000000 00000001 0000000000000014  f0600000
 		1000 0010 00000001 00000001  000c 0004`)
 	if !reflect.DeepEqual(raw, want) {
 		t.Fatalf("COMMIT\n got %x\nwant %x", raw, want)
@@ -115,7 +115,7 @@ func TestTwoPhaseCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ = resp.MarshalBinary()
-	want = unhex(t, `10 13 000c  00000001 40000000 0000000000000014  00000000
+	want = unhex(t, `10 13 000c  00000001 40000000 0000000000000014  30000000
 		1000 0018 00000001 00000001  000d 000c  0114 0008 00000000`)
 	if !reflect.DeepEqual(raw, want) {
 		t.Fatalf("COMMIT-RESPONSE\n got %x\nwant %x", raw, want)

@@ -99,7 +99,8 @@ func (r Redirect) Port() (uint32, bool) {
 // rs, one REDIRECT-TLV each. Its slices alias rs.
 func NewPacketRedirect(src, dst ID, corr uint64, rs ...Redirect) *Message {
 	return &Message{
-		Header:    Header{Version: ProtocolVersion, Type: MsgPacketRedirect, Src: src, Dst: dst, Correlator: corr},
+		Header: Header{Version: ProtocolVersion, Type: MsgPacketRedirect, Src: src, Dst: dst, Correlator: corr,
+			Flags: Flags{Priority: PriorityOf(MsgPacketRedirect)}},
 		Redirects: rs,
 	}
 }

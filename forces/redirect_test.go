@@ -11,7 +11,7 @@ func TestRedirectVector(t *testing.T) {
 		Metadata: []Metadata{PortMetadata(7), {ID: MetaVlanPriority, Value: []byte{5}}},
 		Data:     []byte{0xde, 0xad, 0xbe, 0xef, 0x01},
 	})
-	want := unhex(t, `10 06 0011  00000001  40000000  0000000000000000  00000000
+	want := unhex(t, `10 06 0011  00000001  40000000  0000000000000000  08000000
 		0001 002c
 		  0115 001c  00000001 0000000c 00000007
 		             00000007 00000009 05000000
