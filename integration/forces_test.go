@@ -75,29 +75,7 @@ func nsMAC(t *testing.T, ns, ifname string) net.HardwareAddr {
 // icmpInEchos reads how many echo requests a namespace's kernel received.
 func icmpInEchos(t *testing.T, ns string) int {
 	t.Helper()
-	out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "cat", "/proc/net/snmp").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(line, "Icmp:") {
-			continue
-		}
-		f := strings.Fields(line)[1:]
-		if names == nil {
-			names = f
-			continue
-		}
-		for i, n := range names {
-			if n == "InEchos" {
-				v, _ := strconv.Atoi(f[i])
-				return v
-			}
-		}
-	}
-	t.Fatal("no Icmp InEchos in /proc/net/snmp")
-	return 0
+	return snmp(t, ns, "Icmp", "InEchos")
 }
 
 // checkRedirection: an LLDP frame from host A reaches the CE as a Packet
@@ -223,4 +201,32 @@ func checksum(b []byte) uint16 {
 		s = s>>16 + s&0xffff
 	}
 	return ^uint16(s)
+}
+
+// snmp reads a counter of /proc/net/snmp in a namespace, e.g. ("Ip", "ForwDatagrams").
+func snmp(t *testing.T, ns, group, name string) int {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "cat", "/proc/net/snmp").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(line, group+":") {
+			continue
+		}
+		f := strings.Fields(line)[1:]
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == name {
+				v, _ := strconv.Atoi(f[i])
+				return v
+			}
+		}
+	}
+	t.Fatalf("no %s %s in /proc/net/snmp", group, name)
+	return 0
 }

@@ -8,7 +8,7 @@
 //	                              peer (10.10.3.2, AS 65002): announces 198.51.100.0/24
 //	                              and N generated prefixes, next hop 10.10.2.2 (host B)
 //
-// The router namespace has ip_forward=0, so A and B reach each other only
+// The router's kernel knows only its connected routes, so A and B reach each other only
 // through the XDP fast path, along a route learned over BGP.
 package lab
 
@@ -185,12 +185,22 @@ func stopPid(pid int, wantCmd string) error {
 }
 
 // alive reports whether pid runs a command line containing want (and is not a zombie).
+// A process in the middle of exec (nsenter becoming splitplane) briefly shows
+// an empty command line, so only a process that is gone, a zombie, or
+// running something else counts as not alive.
 func alive(pid int, want string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(b) == 0 {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
 		return false
 	}
-	return want == "" || bytes.Contains(b, []byte(want))
+	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	return want == "" || len(b) == 0 || bytes.Contains(b, []byte(want))
 }
 
 // Down stops every process the lab started, by pid, and deletes its

@@ -96,8 +96,11 @@ func Up(ctx context.Context, o Options) (err error) {
 	if err := inNS(o.Namespace("b"), "ip", "addr", "add", HostBAddr.String()+"/32", "dev", "eth0"); err != nil {
 		return err
 	}
-	// Only XDP forwards in the router.
-	if err := inNS(o.Namespace("rtr"), "sysctl", "-qw", "net.ipv4.ip_forward=0"); err != nil {
+	// The router's kernel is the slow path for what XDP hands it (no route:
+	// ICMP Net Unreachable; unresolved neighbour on a port's subnet: it
+	// resolves and forwards). Its FIB holds only the connected routes, never
+	// the BGP ones, so routed traffic crosses the router only through XDP.
+	if err := inNS(o.Namespace("rtr"), "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
 		return err
 	}
 
