@@ -81,6 +81,7 @@ type Agent struct {
 	low        lowStats
 	redirector *Redirector
 	pcap       *forces.PcapWriter
+	kernel     *kernelFIB // nil with WithDatapath: tests keep the host's kernel alone
 
 	protocolErrors atomic.Uint64 // malformed or misaddressed messages from the CE
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
@@ -119,6 +120,8 @@ type Status struct {
 	Neighbors      int               `json:"neighbors"`
 	DatapathErrors uint64            `json:"datapath_errors"`
 	Low            LowStatus         `json:"low_channel"`
+	KernelRoutes   int               `json:"kernel_routes"`
+	KernelErrors   uint64            `json:"kernel_route_errors"`
 	ProtocolErrors uint64            `json:"protocol_errors"`
 	Counters       datapath.Counters `json:"counters"`
 }
@@ -218,6 +221,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	if !a.noPorts {
+		kernel := newKernelFIB(a.cfg.KernelRoutes)
+		if err := kernel.sweep(); err != nil {
+			a.log.Warn("fe: could not remove stale kernel routes", "err", err)
+		}
+		a.mu.Lock()
+		a.kernel = kernel
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			a.kernel.removeAll()
+			a.mu.Unlock()
+		}()
 		ifindexes := make([]int, len(links))
 		for i, l := range links {
 			ifindexes[i] = l.Attrs().Index
@@ -281,6 +296,9 @@ func (a *Agent) Status() Status {
 		}
 	}
 	st.ProtocolErrors = a.protocolErrors.Load()
+	if a.kernel != nil {
+		st.KernelRoutes, st.KernelErrors = len(a.kernel.installed), a.kernel.errors
+	}
 	st.Low = LowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
 		Injected: a.low.injected.Load(), Events: a.low.events.Load()}
 	for _, name := range a.cfg.Ports {

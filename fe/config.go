@@ -30,6 +30,11 @@ type Config struct {
 	RedirectEtherTypes []uint16 `yaml:"redirect_ethertypes"`
 	// Ports are the interfaces this FE forwards between; the XDP program is attached to each.
 	Ports []string `yaml:"ports"`
+	// KernelRoutes is which CE routes the FE copies into the kernel's FIB,
+	// the slow path: "connected" (none), "default" (the CE's default route;
+	// the default) or "all" (every route, for tables up to ~100k: then the
+	// kernel can answer ICMP Time Exceeded for any destination).
+	KernelRoutes string `yaml:"kernel_routes"`
 	// XDPMode is "native" (the default; a port whose driver lacks native XDP
 	// falls back to generic mode with a warning) or "generic".
 	XDPMode string `yaml:"xdp_mode"`
@@ -92,6 +97,13 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.mode(); err != nil {
 		return err
+	}
+	switch c.KernelRoutes {
+	case "":
+		c.KernelRoutes = KernelRoutesDefault
+	case KernelRoutesConnected, KernelRoutesDefault, KernelRoutesAll:
+	default:
+		return fmt.Errorf("%w: kernel_routes %q: must be connected, default or all", ErrConfig, c.KernelRoutes)
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = time.Second

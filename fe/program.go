@@ -126,6 +126,15 @@ func (a *Agent) flush(b *batch) {
 			}
 		}
 	}
+	if a.kernel != nil {
+		for _, r := range b.sets {
+			p := toPrefix4(r.Prefix)
+			a.kernel.sync(p, a.prog.routes[p])
+		}
+		for _, p := range b.dels {
+			a.kernel.sync(toPrefix4(p), 0)
+		}
+	}
 	for _, gw := range b.freed {
 		s := a.prog.slots[gw]
 		if s == nil || s.refs > 0 {

@@ -230,3 +230,26 @@ func snmp(t *testing.T, ns, group, name string) int {
 	t.Fatalf("no %s %s in /proc/net/snmp", group, name)
 	return 0
 }
+
+// checkTTLExceeded: a packet whose TTL would expire at the router goes to
+// the kernel, which answers with ICMP Time Exceeded.
+func checkTTLExceeded(t *testing.T, o lab.Options) {
+	t.Helper()
+	st, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := st.Counters["pass_ttl"]
+	out, _ := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
+		"ping", "-c", "1", "-t", "1", "-W", "2", lab.HostBAddr.String()).CombinedOutput()
+	if !strings.Contains(string(out), "Time to live exceeded") {
+		t.Fatalf("no ICMP Time Exceeded for a TTL-1 ping through the router:\n%s", out)
+	}
+	st, err = lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counters["pass_ttl"] <= before {
+		t.Fatalf("pass_ttl did not grow (counters %v)", st.Counters)
+	}
+}

@@ -114,10 +114,9 @@ func TestSkeletonEndToEnd(t *testing.T) {
 		t.Fatalf("lab status: %v\n%s", err, out)
 	}
 
-	// The router's kernel has no route to host B's address: only XDP can
-	// forward there (the kernel is the slow path, for ICMP errors).
-	if out, err := exec.Command("ip", "-n", o.Namespace("rtr"), "route", "get", lab.HostBAddr.String()).CombinedOutput(); err == nil {
-		t.Fatalf("the router's kernel has a route to %s: %s", lab.HostBAddr, out)
+	// The FE copied the route into the router's kernel, the slow path.
+	if out, err := exec.Command("ip", "-n", o.Namespace("rtr"), "route", "show", lab.HostBNet.String(), "proto", "201").CombinedOutput(); err != nil || !strings.Contains(string(out), "via "+lab.HostB.String()) {
+		t.Fatalf("the router's kernel has no copy of %s via %s: %v %s", lab.HostBNet, lab.HostB, err, out)
 	}
 
 	// Host A reaches host B's address, which only the BGP route covers. The
@@ -146,6 +145,7 @@ func TestSkeletonEndToEnd(t *testing.T) {
 
 	checkRedirection(t, o)
 	checkPortEvents(t, o)
+	checkTTLExceeded(t, o)
 
 	// The peer withdraws the route: it leaves the FE and the traffic stops.
 	if out, err := splitplane(t, bin, args("lab", "peer", "withdraw", lab.HostBNet.String())...); err != nil {

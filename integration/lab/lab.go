@@ -8,7 +8,7 @@
 //	                              peer (10.10.3.2, AS 65002): announces 198.51.100.0/24
 //	                              and N generated prefixes, next hop 10.10.2.2 (host B)
 //
-// The router's kernel knows only its connected routes, so A and B reach each other only
+// The router's kernel forwards none of it (the tests check its counters), so A and B reach each other only
 // through the XDP fast path, along a route learned over BGP.
 package lab
 

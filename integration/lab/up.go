@@ -96,10 +96,11 @@ func Up(ctx context.Context, o Options) (err error) {
 	if err := inNS(o.Namespace("b"), "ip", "addr", "add", HostBAddr.String()+"/32", "dev", "eth0"); err != nil {
 		return err
 	}
-	// The router's kernel is the slow path for what XDP hands it (no route:
-	// ICMP Net Unreachable; unresolved neighbour on a port's subnet: it
-	// resolves and forwards). Its FIB holds only the connected routes, never
-	// the BGP ones, so routed traffic crosses the router only through XDP.
+	// The router's kernel is the slow path for what XDP hands it (TTL
+	// expiring: ICMP Time Exceeded; no route: ICMP Net Unreachable;
+	// unresolved neighbour: it resolves and forwards). The FE copies the
+	// CE's routes into its FIB for that; the tests check that the kernel
+	// itself forwards none of the traffic.
 	if err := inNS(o.Namespace("rtr"), "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
 		return err
 	}
@@ -234,6 +235,7 @@ id: 1
 ce_address: 127.0.0.1:6700
 ports: [to-a, to-b, to-peer]
 redirect_ethertypes: [0x88cc]   # LLDP frames go to the CE
+kernel_routes: all              # the kernel, the slow path, knows every route (ICMP Time Exceeded)
 xdp_mode: %s
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
