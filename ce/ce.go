@@ -36,7 +36,14 @@ type CE struct {
 	queries chan chan Status
 
 	lookups chan lookup
-	ready   chan struct{} // closed once the listeners and the speaker are up
+	syncs   chan *session // sessions ready for their full sync
+
+	// converged is closed once the FIB is worth syncing to FEs after a CE
+	// start: every neighbour established and the routes quiet (or SyncHold
+	// passed). Until then FEs keep the FIB they have.
+	converged  chan struct{}
+	lastUpdate atomic.Int64  // unix ns of the last route change
+	ready      chan struct{} // closed once the listeners and the speaker are up
 
 	speaker     *bgp.Speaker
 	listener    net.Listener
@@ -127,12 +134,14 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 	}
 	return &CE{
 		cfg: cfg, log: log, id: forces.CEID(cfg.ID),
-		updates: make(chan []bgp.Update, 1024),
-		joins:   make(chan *session),
-		leaves:  make(chan *session),
-		queries: make(chan chan Status),
-		lookups: make(chan lookup),
-		ready:   make(chan struct{}),
+		updates:   make(chan []bgp.Update, 1024),
+		joins:     make(chan *session),
+		leaves:    make(chan *session),
+		queries:   make(chan chan Status),
+		lookups:   make(chan lookup),
+		syncs:     make(chan *session),
+		converged: make(chan struct{}),
+		ready:     make(chan struct{}),
 	}, nil
 }
 
@@ -188,6 +197,7 @@ func (c *CE) Run(ctx context.Context) error {
 	}
 	c.lowListener = low
 	close(c.ready)
+	go c.watchConvergence(ctx)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -320,6 +330,7 @@ func (c *CE) loop(ctx context.Context) error {
 					more = false
 				}
 			}
+			c.lastUpdate.Store(time.Now().UnixNano())
 			if len(changes) > 0 {
 				for _, s := range fes {
 					s.enqueue(changes)
@@ -331,6 +342,8 @@ func (c *CE) loop(ctx context.Context) error {
 				continue
 			}
 			fes[s.fe] = s
+			s.decided <- nil
+		case s := <-c.syncs:
 			s.accept(fib.Snapshot())
 			c.log.Info("forces: FE associated, full sync queued", "fe", s.fe, "remote", s.remote, "routes", fib.Len())
 		case s := <-c.leaves:

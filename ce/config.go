@@ -39,6 +39,12 @@ type Config struct {
 	// HeartbeatMissLimit is how many silent intervals end an association
 	// (3 by default), on both sides: the CE sets it in each FE's FE Protocol LFB.
 	HeartbeatMissLimit int `yaml:"heartbeat_miss_limit"`
+	// SyncHold bounds how long FEs wait, after the CE starts, for BGP to
+	// converge before their first full sync (30s by default): until then an
+	// FE keeps forwarding with the FIB it has, so a CE restart withdraws
+	// nothing. The wait ends earlier once every neighbour is established and
+	// the routes have been quiet for a second.
+	SyncHold time.Duration `yaml:"sync_hold"`
 	// TLS, if set, requires mutual TLS on both ForCES channels: this CE's
 	// certificate and key, and the CA that FE certificates must chain to.
 	TLS *forces.TLSConfig `yaml:"tls"`
@@ -84,6 +90,12 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.SyncHold == 0 {
+		c.SyncHold = 30 * time.Second
+	}
+	if c.SyncHold < 0 {
+		return fmt.Errorf("%w: sync_hold %s: must not be negative", ErrConfig, c.SyncHold)
 	}
 	if c.HeartbeatMissLimit == 0 {
 		c.HeartbeatMissLimit = 3

@@ -41,13 +41,14 @@ type session struct {
 	failed   atomic.Uint64
 	lastSeen atomic.Int64 // unix nanoseconds of the last message from the FE
 
-	snapshot []Change               // the full sync, sent as one transaction
-	queries  chan *forces.Message   // Query Responses, from the reader
-	info     feInfo                 // what discovery learned
-	commits  chan forces.ResultCode // COMMIT-RESPONSE results, from the reader
-	synced   atomic.Bool            // the full sync has been committed
-	hb       heartbeats             // round trips of the CE's heartbeats
-	low      atomic.Pointer[lowChannel]
+	snapshot  []Change               // the full sync, sent as one transaction
+	queries   chan *forces.Message   // Query Responses, from the reader
+	syncReady chan struct{}          // the loop has set snapshot
+	info      feInfo                 // what discovery learned
+	commits   chan forces.ResultCode // COMMIT-RESPONSE results, from the reader
+	synced    atomic.Bool            // the full sync has been committed
+	hb        heartbeats             // round trips of the CE's heartbeats
+	low       atomic.Pointer[lowChannel]
 }
 
 // setupResponse answers an Association Setup from this CE's own ID: the FE
@@ -96,7 +97,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 
 	s := &session{
 		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
-		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), pending: newPending(), queries: make(chan *forces.Message, 1),
+		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), pending: newPending(), syncReady: make(chan struct{}, 1), queries: make(chan *forces.Message, 1),
 	}
 	s.lastSeen.Store(time.Now().UnixNano())
 	select {
@@ -121,13 +122,15 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 	}
 }
 
-// accept and reject are called by the CE loop.
+// accept and reject are called by the CE loop: accept hands the session the
+// FIB to sync, and from then on the changes to it.
 func (s *session) accept(snapshot []Change) {
 	s.snapshot = snapshot
 	s.mu.Lock()
+	s.pending = newPending()
 	s.pending.synced(snapshot)
 	s.mu.Unlock()
-	s.decided <- nil
+	s.syncReady <- struct{}{}
 }
 
 func (s *session) reject(err error) { s.decided <- err }
@@ -208,6 +211,24 @@ func (s *session) run(ctx context.Context) {
 
 	if err := s.discover(ctx); err != nil {
 		s.end(err)
+		return
+	}
+	// After a CE restart the FE keeps forwarding with the FIB it has until
+	// this CE's FIB has converged: syncing a half-learned table would
+	// withdraw routes the FE still forwards on.
+	select {
+	case <-s.ce.converged:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case s.ce.syncs <- s:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-s.syncReady:
+	case <-ctx.Done():
 		return
 	}
 	if err := s.fullSync(ctx); err != nil {

@@ -226,3 +226,59 @@ func TestLabUpFailureCleansUp(t *testing.T) {
 		t.Errorf("processes of %s still running after the failed lab up: %s", bin, procs)
 	}
 }
+
+// TestCERestartWithoutLoss: the CE is killed and restarted while host A pings
+// host B every 20 ms. The FE keeps forwarding with its FIB while the CE is
+// gone, the restarted CE relearns the routes over BGP and, once converged,
+// resyncs the FE in one transaction that changes nothing in the datapath:
+// no ping is lost.
+func TestCERestartWithoutLoss(t *testing.T) {
+	requireLab(t)
+	bin := buildBinary(t)
+	o := lab.Options{Name: "spr", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
+	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "2000")...); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	eventually(t, 20*time.Second, "ping A -> B", func() error { return pingB(o, 1) })
+	before, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ping := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
+		"ping", "-q", "-i", "0.02", "-c", "400", "-W", "1", lab.HostBAddr.String())
+	var out strings.Builder
+	ping.Stdout, ping.Stderr = &out, &out
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if o, err := splitplane(t, bin, args("lab", "restart", "ce", "--kill")...); err != nil {
+		t.Fatalf("restart ce: %v\n%s", err, o)
+	}
+	eventually(t, 40*time.Second, "FE resynced by the new CE", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 2001 {
+			return fmt.Errorf("CE routes %d, FEs %+v", st.CERoutes, st.CE.FEs)
+		}
+		return nil
+	})
+	if err := ping.Wait(); err != nil {
+		t.Fatalf("ping during the CE restart: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), " 0% packet loss") {
+		t.Fatalf("packets lost across the CE restart:\n%s", out.String())
+	}
+	after, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.FERoutes != 2001 || after.FE.DatapathErrors != 0 || after.FE.ProtocolErrors != before.FE.ProtocolErrors {
+		t.Fatalf("after the restart: FE routes %d, datapath errors %d, protocol errors %d", after.FERoutes, after.FE.DatapathErrors, after.FE.ProtocolErrors)
+	}
+}

@@ -96,9 +96,22 @@ func labCmd() *cobra.Command {
 			},
 		}
 	}
+	var kill bool
+	restart := &cobra.Command{
+		Use:       "restart ce|fe|peer",
+		Short:     "Stop one of the lab's daemons (SIGTERM, or SIGKILL with --kill) and start it again",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"ce", "fe", "peer"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Out = os.Stdout
+			return lab.Restart(o, args[0], kill)
+		},
+	}
+	restart.Flags().BoolVar(&kill, "kill", false, "kill it (SIGKILL), as a crash would")
+
 	pc := &cobra.Command{Use: "peer", Short: "Control the lab's BGP peer"}
 	pc.AddCommand(peerCtl("withdraw"), peerCtl("announce"))
 
-	cmd.AddCommand(up, st, down, pc)
+	cmd.AddCommand(up, st, down, restart, pc)
 	return cmd
 }

@@ -106,8 +106,47 @@ func (o *Options) Socket(daemon string) string { return filepath.Join(o.Dir, dae
 
 // state is what lab down needs to undo lab up, kept in Dir/state.json.
 type state struct {
-	Namespaces []string       `json:"namespaces"`
-	Processes  map[string]int `json:"processes"` // name -> pid
+	Namespaces []string           `json:"namespaces"`
+	Processes  map[string]int     `json:"processes"` // name -> pid
+	Commands   map[string]command `json:"commands"`  // name -> how it was started
+}
+
+// command is how a daemon was started, so lab restart can do it again.
+type command struct {
+	Namespace string   `json:"namespace"`
+	Args      []string `json:"args"`
+}
+
+// Restart stops one of the lab's daemons ("ce", "fe" or "peer") by pid, with
+// SIGKILL when kill is set (a crash) or SIGTERM (a clean stop), and starts it
+// again as it was started.
+func Restart(o Options, name string, kill bool) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	s, err := o.loadState()
+	if err != nil {
+		return fmt.Errorf("lab %q: %w (is it up?)", o.Name, err)
+	}
+	c, ok := s.Commands[name]
+	if !ok {
+		return fmt.Errorf("lab %q has no daemon %q (ce, fe or peer)", o.Name, name)
+	}
+	if pid, ok := s.Processes[name]; ok {
+		if kill && alive(pid, filepath.Base(o.Binary)) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if err := stopPid(pid, filepath.Base(o.Binary)); err != nil {
+			return err
+		}
+	}
+	pid, err := o.start(name, c.Namespace, c.Args...)
+	if err != nil {
+		return err
+	}
+	s.Processes[name] = pid
+	fmt.Fprintf(o.Out, "restarted %s (pid %d)\n", name, pid)
+	return o.saveState(s)
 }
 
 func (o *Options) loadState() (state, error) {

@@ -45,7 +45,7 @@ func Up(ctx context.Context, o Options) (err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return err
 	}
-	s := state{Processes: map[string]int{}}
+	s := state{Processes: map[string]int{}, Commands: map[string]command{}}
 	defer func() {
 		if err != nil {
 			fmt.Fprintf(o.Out, "lab up failed, cleaning up: %v\n", err)
@@ -124,6 +124,7 @@ func Up(ctx context.Context, o Options) (err error) {
 			return err
 		}
 		s.Processes[d.name] = pid
+		s.Commands[d.name] = command{Namespace: d.ns, Args: d.args}
 		if err := save(); err != nil {
 			return err
 		}
