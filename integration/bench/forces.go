@@ -564,15 +564,22 @@ func median(v []float64) float64 {
 // the benchmark measures the protocol and the agent, not the kernel.
 type memDatapath struct {
 	mu       sync.Mutex
-	routes   map[netip.Prefix]uint32
+	routes   map[uint64]uint32 // packed prefix: a pointer-free key, like the real FIB's arrays
 	nexthops map[uint32]datapath.Nexthop
 	rwrites  int // route sets and deletes
 
 	setRouteErr func(netip.Prefix) error
 }
 
+// key packs a prefix: address (16 bytes' worth for IPv6 is not needed here)
+// and length.
+func key(p netip.Prefix) uint64 {
+	a := p.Addr().As4()
+	return uint64(a[0])<<32 | uint64(a[1])<<24 | uint64(a[2])<<16 | uint64(a[3])<<8 | uint64(p.Bits())
+}
+
 func newMemDatapath() *memDatapath {
-	return &memDatapath{routes: map[netip.Prefix]uint32{}, nexthops: map[uint32]datapath.Nexthop{}}
+	return &memDatapath{routes: map[uint64]uint32{}, nexthops: map[uint32]datapath.Nexthop{}}
 }
 
 func (d *memDatapath) Attach(int, datapath.Mode) error { return nil }
@@ -584,7 +591,7 @@ func (d *memDatapath) SetRoute(p netip.Prefix, id uint32) error {
 		}
 	}
 	d.mu.Lock()
-	d.routes[p] = id
+	d.routes[key(p)] = id
 	d.rwrites++
 	d.mu.Unlock()
 	return nil
@@ -601,7 +608,7 @@ func (d *memDatapath) SetRoutes(rs []datapath.Route) error {
 	}
 	d.mu.Lock()
 	for _, r := range rs {
-		d.routes[r.Prefix] = r.Nexthop
+		d.routes[key(r.Prefix)] = r.Nexthop
 	}
 	d.rwrites += len(rs)
 	d.mu.Unlock()
@@ -613,12 +620,12 @@ func (d *memDatapath) DeleteRoutes(ps []netip.Prefix) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, p := range ps {
-		if _, ok := d.routes[p]; !ok {
+		if _, ok := d.routes[key(p)]; !ok {
 			return datapath.ErrNotFound
 		}
 	}
 	for _, p := range ps {
-		delete(d.routes, p)
+		delete(d.routes, key(p))
 	}
 	d.rwrites += len(ps)
 	return nil
@@ -627,10 +634,10 @@ func (d *memDatapath) DeleteRoutes(ps []netip.Prefix) error {
 func (d *memDatapath) DeleteRoute(p netip.Prefix) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.routes[p]; !ok {
+	if _, ok := d.routes[key(p)]; !ok {
 		return datapath.ErrNotFound
 	}
-	delete(d.routes, p)
+	delete(d.routes, key(p))
 	d.rwrites++
 	return nil
 }
