@@ -17,10 +17,10 @@ import (
 
 // Table sizes of the BPF maps; they match the defines in xdp.c.
 const (
-	MaxRoutes     = 2_000_000 // IPv4 routes in the FIB
+	MaxRoutes     = 2_000_000 // IPv4 routes in the FIB; MaxRoutes6 is for IPv6
 	MaxNexthops   = 65536     // nexthop ids are 0 .. MaxNexthops-1
-	MaxNeighbors  = 65536     // (ifindex, address) entries
-	MaxLocalAddrs = 4096      // addresses of the router itself
+	MaxNeighbors  = 65536     // (ifindex, address) entries per address family
+	MaxLocalAddrs = 4096      // addresses of the router itself, per address family
 	MaxPorts      = 1024      // ports that can be attached at once
 )
 
@@ -73,11 +73,14 @@ func (m Mode) flags() (link.XDPAttachFlags, error) {
 
 // Nexthop is where a route sends packets: out of Ifindex, to the neighbour
 // Gateway (or, for a connected route, to the destination itself), with
-// SrcMAC as the Ethernet source.
+// SrcMAC as the Ethernet source. Routes of both families share nexthops,
+// and the gateway's family need not be the route's: an IPv4 route via an
+// IPv6 gateway (RFC 8950) resolves the gateway among the IPv6 neighbours.
 type Nexthop struct {
 	Ifindex int
-	// Gateway is the IPv4 address of the next router; the zero Addr or
-	// 0.0.0.0 marks a connected route.
+	// Gateway is the IPv4 or IPv6 address of the next router (IPv6
+	// link-local addresses are the usual ones, without a zone: Ifindex is
+	// the link); the zero Addr, 0.0.0.0 or :: marks a connected route.
 	Gateway netip.Addr
 	SrcMAC  net.HardwareAddr
 }
@@ -100,6 +103,9 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_PASS_NO_NEXTHOP:  "pass_no_nexthop",
 	xdpStatReasonSTAT_PASS_NO_NEIGH:    "pass_no_neigh",
 	xdpStatReasonSTAT_PASS_NO_TX_PORT:  "pass_no_tx_port",
+	// Added with IPv6, so after the older names.
+	xdpStatReasonSTAT_FORWARDED_IPV6:    "forwarded_ipv6",
+	xdpStatReasonSTAT_PASS_NOT_ROUTABLE: "pass_not_routable",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,
@@ -110,7 +116,9 @@ func CounterNames() []string {
 
 // Counters holds the datapath counters summed over all CPUs, keyed by the
 // names of CounterNames. Every packet counts once as "rx" and once under
-// "forwarded" or one "pass_*" reason; "forwarded_bytes" counts frame bytes.
+// "forwarded" or one "pass_*" reason; "forwarded_bytes" counts frame bytes
+// and "forwarded_ipv6" the IPv6 packets among "forwarded". "pass_not_ipv4"
+// counts frames that are neither IPv4 nor IPv6 (ARP, LLDP, ...).
 type Counters map[string]uint64
 
 // Datapath is the loaded XDP program and its maps for one FE. Its methods are
@@ -124,29 +132,35 @@ type Datapath struct {
 	links  map[int]link.Link // by ifindex
 	closed bool
 
-	// fibMu serialises FIB changes; fib is nil once closed.
+	// fibMu serialises FIB changes; fib and fib6 are nil once closed.
 	fibMu  sync.Mutex
 	fib    *fib
+	fib6   *fib6
 	unmaps []func() error
 	rcu    *rcuBarrier
 }
 
 // routerObjects are the objects of xdp_router, which the FE runs.
 type routerObjects struct {
-	XdpRouter  *ebpf.Program `ebpf:"xdp_router"`
-	FibTbl24   *ebpf.Map     `ebpf:"fib_tbl24"`
-	FibTbl8    *ebpf.Map     `ebpf:"fib_tbl8"`
-	Nexthops   *ebpf.Map     `ebpf:"nexthops"`
-	Neighbors  *ebpf.Map     `ebpf:"neighbors"`
-	LocalAddrs *ebpf.Map     `ebpf:"local_addrs"`
-	TxPorts    *ebpf.Map     `ebpf:"tx_ports"`
-	Stats      *ebpf.Map     `ebpf:"stats"`
-	// BenchDsts is the address array of bench_rotate.
-	BenchDsts *ebpf.Variable `ebpf:"bench_dsts"`
+	XdpRouter   *ebpf.Program `ebpf:"xdp_router"`
+	FibTbl24    *ebpf.Map     `ebpf:"fib_tbl24"`
+	FibTbl8     *ebpf.Map     `ebpf:"fib_tbl8"`
+	Fib6        *ebpf.Map     `ebpf:"fib6"`
+	Nexthops    *ebpf.Map     `ebpf:"nexthops"`
+	Neighbors   *ebpf.Map     `ebpf:"neighbors"`
+	Neighbors6  *ebpf.Map     `ebpf:"neighbors6"`
+	LocalAddrs  *ebpf.Map     `ebpf:"local_addrs"`
+	LocalAddrs6 *ebpf.Map     `ebpf:"local_addrs6"`
+	TxPorts     *ebpf.Map     `ebpf:"tx_ports"`
+	Stats       *ebpf.Map     `ebpf:"stats"`
+	// BenchDsts and BenchDsts6 are the address arrays of bench_rotate.
+	BenchDsts  *ebpf.Variable `ebpf:"bench_dsts"`
+	BenchDsts6 *ebpf.Variable `ebpf:"bench_dsts6"`
 }
 
 func (o *routerObjects) Close() error {
-	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Nexthops, o.Neighbors, o.LocalAddrs, o.TxPorts, o.Stats)
+	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6, o.Nexthops, o.Neighbors, o.Neighbors6,
+		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats)
 }
 
 // trieObjects are the extra objects of the baseline xdp_router_trie.
@@ -189,6 +203,9 @@ type loadOptions struct {
 	trie bool
 	// tbl8Groups, if not 0, replaces FIBGroups (tests of exhaustion).
 	tbl8Groups int
+	// fib6Entries, if not 0, replaces the kernel's limit of IPv6 routes
+	// but not the one fib6 checks (tests of failed batches).
+	fib6Entries int
 }
 
 func load(opts loadOptions) (*Datapath, error) {
@@ -221,6 +238,9 @@ func load(opts loadOptions) (*Datapath, error) {
 	}
 	if opts.tbl8Groups > 0 {
 		spec.Maps[xdpMapFibTbl8].MaxEntries = uint32(opts.tbl8Groups)
+	}
+	if opts.fib6Entries > 0 {
+		spec.Maps[xdpMapFib6].MaxEntries = uint32(opts.fib6Entries)
 	}
 	d := &Datapath{links: make(map[int]link.Link)}
 	var err2 error
@@ -268,6 +288,7 @@ func (d *Datapath) initFIB() error {
 		return fmt.Errorf("FIB: %w", err)
 	}
 	d.fib = newFIB(tbl24, tbl8, d.rcu.wait)
+	d.fib6 = newFIB6(d.objs.Fib6)
 	return nil
 }
 
@@ -366,7 +387,7 @@ func (d *Datapath) Close() error {
 	}
 	d.links = nil
 	d.fibMu.Lock()
-	d.fib = nil
+	d.fib, d.fib6 = nil, nil
 	for _, unmap := range d.unmaps {
 		if err := unmap(); err != nil {
 			errs = append(errs, fmt.Errorf("unmap FIB: %w", err))
@@ -391,8 +412,8 @@ func (d *Datapath) Close() error {
 }
 
 // SetRoute makes packets to p (masked to its prefix length) use nexthop
-// nexthopID, replacing any previous route for p. Only IPv4 is supported.
-// Setting a route it already has changes nothing.
+// nexthopID, replacing any previous route for p. p is IPv4 or IPv6 (not
+// IPv4-mapped IPv6). Setting a route it already has changes nothing.
 func (d *Datapath) SetRoute(p netip.Prefix, nexthopID uint32) error {
 	if err := d.SetRoutes([]Route{{Prefix: p, Nexthop: nexthopID}}); err != nil {
 		return fmt.Errorf("set route: %w", err)
@@ -402,30 +423,48 @@ func (d *Datapath) SetRoute(p netip.Prefix, nexthopID uint32) error {
 
 // SetRoutes sets all routes as SetRoute does, as one batch: either all are
 // applied, or none is and the error says why (ErrInvalid for a bad route,
-// ErrFIBFull when the tbl8 groups or MaxRoutes would be exceeded). Packets
-// forwarded meanwhile use, for each address, its old or its new route;
-// longer prefixes are installed first so that no address passes through a
-// shorter prefix of the batch that does not apply to it. A prefix given
-// twice ends with the last nexthop.
+// ErrFIBFull when the tbl8 groups, MaxRoutes or MaxRoutes6 would be
+// exceeded). Packets forwarded meanwhile use, for each address, its old or
+// its new route; longer prefixes are installed first so that no address
+// passes through a shorter prefix of the batch that does not apply to it. A
+// prefix given twice ends with the last nexthop.
 func (d *Datapath) SetRoutes(routes []Route) error {
-	ps := make([]prefix, len(routes))
-	nhs := make([]uint32, len(routes))
-	for i, r := range routes {
-		p, err := toPrefix(r.Prefix)
+	var ps []prefix
+	var nhs []uint32
+	var ps6 []prefix6
+	var nhs6 []uint32
+	for _, r := range routes {
+		p, p6, is6, err := routePrefix(r.Prefix)
 		if err != nil {
 			return err
 		}
 		if err := checkNexthopID(r.Nexthop); err != nil {
-			return fmt.Errorf("route %s: %w", p, err)
+			return fmt.Errorf("route %s: %w", r.Prefix.Masked(), err)
 		}
-		ps[i], nhs[i] = p, r.Nexthop
+		if is6 {
+			ps6, nhs6 = append(ps6, p6), append(nhs6, r.Nexthop)
+		} else {
+			ps, nhs = append(ps, p), append(nhs, r.Nexthop)
+		}
 	}
 	d.fibMu.Lock()
 	defer d.fibMu.Unlock()
 	if d.fib == nil {
 		return ErrClosed
 	}
-	return d.fib.set(ps, nhs)
+	// IPv6 first: fib6 can undo its part if the IPv4 part is refused,
+	// while fib.set either applies everything or nothing.
+	undo6, err := d.fib6.set(ps6, nhs6)
+	if err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	if err := d.fib.set(ps, nhs); err != nil {
+		return errors.Join(err, undo6())
+	}
+	return nil
 }
 
 // DeleteRoute removes the route for p (masked to its prefix length); a
@@ -439,16 +478,22 @@ func (d *Datapath) DeleteRoute(p netip.Prefix) error {
 }
 
 // DeleteRoutes removes the routes for all prefixes as one batch: if one is
-// not present (ErrNotFound) or not IPv4 (ErrInvalid), none is removed.
+// not present (ErrNotFound) or invalid (ErrInvalid), none is removed.
 // Shorter prefixes are removed first, so that no address passes through a
 // prefix of the batch that does not apply to it. A prefix given twice is
 // removed once.
 func (d *Datapath) DeleteRoutes(prefixes []netip.Prefix) error {
-	ps := make([]prefix, len(prefixes))
-	for i, p := range prefixes {
-		var err error
-		if ps[i], err = toPrefix(p); err != nil {
+	var ps []prefix
+	var ps6 []prefix6
+	for _, p := range prefixes {
+		p4, p6, is6, err := routePrefix(p)
+		if err != nil {
 			return err
+		}
+		if is6 {
+			ps6 = append(ps6, p6)
+		} else {
+			ps = append(ps, p4)
 		}
 	}
 	d.fibMu.Lock()
@@ -456,17 +501,28 @@ func (d *Datapath) DeleteRoutes(prefixes []netip.Prefix) error {
 	if d.fib == nil {
 		return ErrClosed
 	}
+	// Check both families before changing either; after that, only the
+	// kernel can fail, and only fib6 talks to it.
+	if err := d.fib.check(ps); err != nil {
+		return err
+	}
+	if err := d.fib6.delete(ps6); err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return nil
+	}
 	return d.fib.delete(ps)
 }
 
-// RouteCount returns the number of routes.
+// RouteCount returns the number of routes of both address families.
 func (d *Datapath) RouteCount() (int, error) {
 	d.fibMu.Lock()
 	defer d.fibMu.Unlock()
 	if d.fib == nil {
 		return 0, ErrClosed
 	}
-	return d.fib.count, nil
+	return d.fib.count + d.fib6.count(), nil
 }
 
 // SetNexthop stores nexthop id, replacing what was there.
@@ -481,11 +537,16 @@ func (d *Datapath) SetNexthop(id uint32, nh Nexthop) error {
 		return fmt.Errorf("set nexthop %d: %w", id, err)
 	}
 	v := xdpNexthop{Ifindex: uint32(nh.Ifindex)}
-	if nh.Gateway.IsValid() {
-		if !nh.Gateway.Is4() {
-			return fmt.Errorf("set nexthop %d: gateway %s is not IPv4: %w", id, nh.Gateway, ErrInvalid)
+	if gw := nh.Gateway; gw.IsValid() && !gw.IsUnspecified() {
+		is6, err := checkAddr("gateway", gw)
+		if err != nil {
+			return fmt.Errorf("set nexthop %d: %w", id, err)
 		}
-		v.Gateway = be32(nh.Gateway) // 0.0.0.0 stays 0: connected
+		if is6 {
+			v.GwFamily, v.Gateway6 = gwIPv6, gw.As16()
+		} else {
+			v.GwFamily, v.Gateway = gwIPv4, be32(gw)
+		}
 	}
 	copy(v.Smac[:], nh.SrcMAC)
 	if err := d.objs.Nexthops.Put(id, &v); err != nil {
@@ -525,7 +586,7 @@ func (d *Datapath) SetNeighbor(ifindex int, ip netip.Addr, mac net.HardwareAddr)
 	}
 	var v xdpNeigh
 	copy(v.Mac[:], mac)
-	if err := d.objs.Neighbors.Put(key, &v); err != nil {
+	if err := d.neighMap(ip).Put(key, &v); err != nil {
 		return fmt.Errorf("set neighbor %s on %s: %w", ip, ifName(ifindex), err)
 	}
 	return nil
@@ -538,16 +599,18 @@ func (d *Datapath) DeleteNeighbor(ifindex int, ip netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("delete neighbor: %w", err)
 	}
-	return deleteKey(d.objs.Neighbors, key, fmt.Sprintf("delete neighbor %s on %s", ip, ifName(ifindex)))
+	return deleteKey(d.neighMap(ip), key, fmt.Sprintf("delete neighbor %s on %s", ip, ifName(ifindex)))
 }
 
-// SetLocalAddr marks ip as an address of the router: packets to it go to the
-// kernel.
+// SetLocalAddr marks ip (IPv4 or IPv6) as an address of the router: packets
+// to it go to the kernel. IPv6 link-local and multicast destinations go to
+// the kernel anyway.
 func (d *Datapath) SetLocalAddr(ip netip.Addr) error {
-	if err := checkIPv4("local address", ip); err != nil {
+	m, key, err := d.localKey(ip)
+	if err != nil {
 		return fmt.Errorf("set local address: %w", err)
 	}
-	if err := d.objs.LocalAddrs.Put(be32(ip), uint8(1)); err != nil {
+	if err := m.Put(key, uint8(1)); err != nil {
 		return fmt.Errorf("set local address %s: %w", ip, err)
 	}
 	return nil
@@ -556,10 +619,22 @@ func (d *Datapath) SetLocalAddr(ip netip.Addr) error {
 // DeleteLocalAddr unmarks ip; a missing address gives an error wrapping
 // ErrNotFound.
 func (d *Datapath) DeleteLocalAddr(ip netip.Addr) error {
-	if err := checkIPv4("local address", ip); err != nil {
+	m, key, err := d.localKey(ip)
+	if err != nil {
 		return fmt.Errorf("delete local address: %w", err)
 	}
-	return deleteKey(d.objs.LocalAddrs, be32(ip), "delete local address "+ip.String())
+	return deleteKey(m, key, "delete local address "+ip.String())
+}
+
+func (d *Datapath) localKey(ip netip.Addr) (*ebpf.Map, any, error) {
+	is6, err := checkAddr("local address", ip)
+	if err != nil {
+		return nil, nil, err
+	}
+	if is6 {
+		return d.objs.LocalAddrs6, ip.As16(), nil
+	}
+	return d.objs.LocalAddrs, be32(ip), nil
 }
 
 // Counters returns all counters summed over the CPUs.
@@ -590,14 +665,28 @@ func deleteKey(m *ebpf.Map, key any, what string) error {
 	return nil
 }
 
-func neighKey(ifindex int, ip netip.Addr) (xdpNeighKey, error) {
+// neighKey returns the key of neighbour ip on ifindex in the map of its
+// family (see neighMap).
+func neighKey(ifindex int, ip netip.Addr) (any, error) {
 	if err := checkIfindex(ifindex); err != nil {
-		return xdpNeighKey{}, err
+		return nil, err
 	}
-	if err := checkIPv4("neighbor address", ip); err != nil {
-		return xdpNeighKey{}, err
+	is6, err := checkAddr("neighbor address", ip)
+	if err != nil {
+		return nil, err
 	}
-	return xdpNeighKey{Ifindex: uint32(ifindex), Addr: be32(ip)}, nil
+	if is6 {
+		return &xdpNeighKey6{Ifindex: uint32(ifindex), Addr: ip.As16()}, nil
+	}
+	return &xdpNeighKey{Ifindex: uint32(ifindex), Addr: be32(ip)}, nil
+}
+
+// neighMap returns the neighbour map of ip's family; ip has passed checkAddr.
+func (d *Datapath) neighMap(ip netip.Addr) *ebpf.Map {
+	if ip.Is4() {
+		return d.objs.Neighbors
+	}
+	return d.objs.Neighbors6
 }
 
 func checkNexthopID(id uint32) error {
@@ -621,11 +710,27 @@ func checkMAC(field string, mac net.HardwareAddr) error {
 	return nil
 }
 
-func checkIPv4(field string, ip netip.Addr) error {
-	if !ip.Is4() {
-		return fmt.Errorf("%s %s is not IPv4: %w", field, ip, ErrInvalid)
+// Values of nexthop.gw_family (GW_* in xdp.c).
+const (
+	gwIPv4 = 4
+	gwIPv6 = 6
+)
+
+// checkAddr accepts IPv4 and IPv6 addresses and says which ip is. IPv4-mapped
+// IPv6 addresses are refused (the IPv4 path never looks them up), and so are
+// zones (the ifindex names the link).
+func checkAddr(field string, ip netip.Addr) (is6 bool, err error) {
+	switch {
+	case ip.Is4():
+		return false, nil
+	case !ip.IsValid():
+		return false, fmt.Errorf("%s %s is not IPv4 or IPv6: %w", field, ip, ErrInvalid)
+	case ip.Is4In6():
+		return false, fmt.Errorf("%s %s is IPv4-mapped IPv6, give the IPv4 address: %w", field, ip, ErrInvalid)
+	case ip.Zone() != "":
+		return false, fmt.Errorf("%s %s has a zone: %w", field, ip, ErrInvalid)
 	}
-	return nil
+	return true, nil
 }
 
 // be32 returns the IPv4 address as the uint32 whose in-memory bytes are in

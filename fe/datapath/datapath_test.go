@@ -416,8 +416,6 @@ func TestPass(t *testing.T) {
 	routed := netip.MustParseAddr("198.51.100.77")
 	arp := make([]byte, 28)
 	copy(arp, []byte{0, 1, 8, 0, 6, 4, 0, 1})
-	ipv6 := make([]byte, 40)
-	ipv6[0] = 0x60
 	vlan := append([]byte{0x00, 0x0a, 0x08, 0x00}, ipv4Packet(ipv4Header{ttl: 64, proto: 17, dst: routed}, udpPayload(8))...)
 	full := udpFrame("198.51.100.77", 64)
 
@@ -427,7 +425,8 @@ func TestPass(t *testing.T) {
 		reason string
 	}{
 		{"ARP", ethFrame(macBcast, macPeer, 0x0806, arp), "pass_not_ipv4"},
-		{"IPv6", ethFrame(macRouter, macPeer, 0x86dd, ipv6), "pass_not_ipv4"},
+		{"LLDP", ethFrame(mac("01:80:c2:00:00:0e"), macPeer, 0x88cc, make([]byte, 46)), "pass_not_ipv4"},
+		{"unknown ethertype to the router's MAC", ethFrame(macRouter, macPeer, 0x88b5, make([]byte, 46)), "pass_not_ipv4"},
 		{"VLAN 802.1Q", ethFrame(macRouter, macPeer, 0x8100, vlan), "pass_vlan"},
 		{"VLAN 802.1ad", ethFrame(macRouter, macPeer, 0x88a8, vlan), "pass_vlan"},
 		{"TTL 1", udpFrame("198.51.100.77", 1), "pass_ttl"},
@@ -546,21 +545,26 @@ func TestValidation(t *testing.T) {
 		err     error
 		mention string // must appear in the message
 	}{
-		{"SetRoute IPv6", d.SetRoute(netip.MustParsePrefix("2001:db8::/32"), 1), "2001:db8::/32"},
 		{"SetRoute invalid prefix", d.SetRoute(netip.Prefix{}, 1), "invalid Prefix"},
+		{"SetRoute invalid length", d.SetRoute(netip.PrefixFrom(v6, 129), 1), "invalid Prefix"},
 		{"SetRoute 4in6", d.SetRoute(netip.MustParsePrefix("::ffff:192.0.2.0/120"), 1), "::ffff:192.0.2.0/120"},
 		{"SetRoute nexthop out of range", d.SetRoute(netip.MustParsePrefix("192.0.2.0/24"), MaxNexthops), "nexthop id 65536"},
-		{"DeleteRoute IPv6", d.DeleteRoute(netip.MustParsePrefix("2001:db8::/32")), "2001:db8::/32"},
+		{"DeleteRoute 4in6", d.DeleteRoute(netip.MustParsePrefix("::ffff:10.0.0.0/104")), "::ffff:10.0.0.0/104"},
+		{"DeleteRoutes invalid", d.DeleteRoutes([]netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), {}}), "invalid Prefix"},
+		{"SetRoutes IPv6 nexthop out of range", d.SetRoutes([]Route{{Prefix: netip.MustParsePrefix("2001:db8::1/32"), Nexthop: MaxNexthops}}), "route 2001:db8::/32: nexthop id 65536"},
 		{"SetNexthop id", d.SetNexthop(MaxNexthops, Nexthop{Ifindex: 1, SrcMAC: goodMAC}), "nexthop id 65536"},
 		{"SetNexthop ifindex", d.SetNexthop(1, Nexthop{Ifindex: 0, SrcMAC: goodMAC}), "ifindex 0"},
 		{"SetNexthop MAC", d.SetNexthop(1, Nexthop{Ifindex: 1, SrcMAC: net.HardwareAddr{1, 2, 3}}), "source MAC \"01:02:03\""},
-		{"SetNexthop IPv6 gateway", d.SetNexthop(1, Nexthop{Ifindex: 1, Gateway: v6, SrcMAC: goodMAC}), "gateway 2001:db8::1"},
+		{"SetNexthop 4in6 gateway", d.SetNexthop(1, Nexthop{Ifindex: 1, Gateway: netip.MustParseAddr("::ffff:10.0.0.1"), SrcMAC: goodMAC}), "gateway ::ffff:10.0.0.1"},
+		{"SetNexthop zoned gateway", d.SetNexthop(1, Nexthop{Ifindex: 1, Gateway: netip.MustParseAddr("fe80::1%eth0"), SrcMAC: goodMAC}), "gateway fe80::1%eth0"},
 		{"DeleteNexthop id", d.DeleteNexthop(1 << 20), "nexthop id 1048576"},
-		{"SetNeighbor IPv6", d.SetNeighbor(1, v6, goodMAC), "neighbor address 2001:db8::1"},
+		{"SetNeighbor 4in6", d.SetNeighbor(1, netip.MustParseAddr("::ffff:192.0.2.1"), goodMAC), "neighbor address ::ffff:192.0.2.1"},
+		{"SetNeighbor invalid", d.SetNeighbor(1, netip.Addr{}, goodMAC), "neighbor address invalid IP"},
+		{"SetNeighbor IPv6 MAC", d.SetNeighbor(1, v6, nil), "neighbor MAC"},
 		{"SetNeighbor MAC", d.SetNeighbor(1, v4, nil), "neighbor MAC"},
 		{"SetNeighbor ifindex", d.SetNeighbor(-3, v4, goodMAC), "ifindex -3"},
-		{"DeleteNeighbor IPv6", d.DeleteNeighbor(1, v6), "2001:db8::1"},
-		{"SetLocalAddr IPv6", d.SetLocalAddr(v6), "local address 2001:db8::1"},
+		{"DeleteNeighbor zoned", d.DeleteNeighbor(1, netip.MustParseAddr("fe80::2%1")), "fe80::2%1"},
+		{"SetLocalAddr 4in6", d.SetLocalAddr(netip.MustParseAddr("::ffff:192.0.2.1")), "local address ::ffff:192.0.2.1"},
 		{"DeleteLocalAddr invalid", d.DeleteLocalAddr(netip.Addr{}), "local address invalid IP"},
 		{"Attach bad mode", d.Attach(1, Mode(7)), "Mode(7)"},
 		{"Attach ifindex", d.Attach(0, ModeNative), "ifindex 0"},

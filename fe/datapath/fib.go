@@ -28,8 +28,8 @@ const (
 // routes than MaxRoutes. Nothing of the change is applied.
 var ErrFIBFull = errors.New("FIB full")
 
-// Route is one IPv4 route: packets to Prefix (masked to its length) use
-// nexthop Nexthop.
+// Route is one IPv4 or IPv6 route: packets to Prefix (masked to its length)
+// use nexthop Nexthop.
 type Route struct {
 	Prefix  netip.Prefix
 	Nexthop uint32
@@ -282,14 +282,23 @@ func (f *fib) fill8(g, lo, n, v uint32, d uint8) {
 	}
 }
 
-// delete removes routes, shortest prefixes first. Every route must exist
-// (duplicates are removed once); otherwise it returns an error wrapping
-// ErrNotFound and changes nothing.
-func (f *fib) delete(routes []prefix) error {
+// check returns an error wrapping ErrNotFound unless every prefix has a
+// route.
+func (f *fib) check(routes []prefix) error {
 	for _, p := range routes {
 		if _, ok := f.routes[p.bits][p.addr]; !ok {
 			return fmt.Errorf("route %s: %w", p, ErrNotFound)
 		}
+	}
+	return nil
+}
+
+// delete removes routes, shortest prefixes first. Every route must exist
+// (duplicates are removed once); otherwise it returns an error wrapping
+// ErrNotFound and changes nothing.
+func (f *fib) delete(routes []prefix) error {
+	if err := f.check(routes); err != nil {
+		return err
 	}
 	var perLen [33][]prefix
 	for _, p := range routes {

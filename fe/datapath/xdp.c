@@ -1,21 +1,29 @@
 //go:build ignore
 
-// xdp_router is the IPv4 fast path of a splitplane FE. It is attached to
-// every router port and forwards plain unicast IPv4 whose route, nexthop and
-// neighbour are all known; everything else (ARP, IPv6, VLAN, options, TTL
-// expiry, packets for the router itself, misses) goes to the kernel with
-// XDP_PASS, so the kernel stays the slow path and the source of ICMP errors.
-// Every packet is counted once as "rx" and once under the reason it left by.
+// xdp_router is the IPv4 and IPv6 fast path of a splitplane FE. It is
+// attached to every router port and forwards plain unicast IPv4 and IPv6
+// whose route, nexthop and neighbour are all known; everything else (ARP,
+// NDP, VLAN, IPv4 options, Hop-by-Hop options, TTL/hop limit expiry,
+// link-local and multicast destinations, packets for the router itself,
+// misses) goes to the kernel with XDP_PASS, so the kernel stays the slow path
+// and the source of ICMP and ICMPv6 errors. Every packet is counted once as
+// "rx" and once under the reason it left by.
 //
-// Routes are looked up in a DIR-24-8 table (as DPDK's rte_lpm): one array
-// load for prefixes up to /24, a second one for longer prefixes, whatever the
-// table size. fib.go builds the table. xdp_router_trie is the same program
-// with the kernel's LPM trie instead; it is kept only as the baseline that
-// benchmarks compare against and is not loaded by the FE.
+// IPv4 routes are looked up in a DIR-24-8 table (as DPDK's rte_lpm): one
+// array load for prefixes up to /24, a second one for longer prefixes,
+// whatever the table size. fib.go builds the table. xdp_router_trie is the
+// same program with the kernel's LPM trie for IPv4 instead; it is kept only
+// as the baseline that benchmarks compare against and is not loaded by the
+// FE.
+//
+// IPv6 routes are, for now, in the kernel's LPM trie (fib6), whose lookup
+// cost grows with the table size. It is the IPv6 baseline, to be replaced by
+// a stride table the way DIR-24-8 replaced the IPv4 trie; fib6.go owns it.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -23,9 +31,10 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 
 // Map sizes; datapath.go repeats them for input validation.
 #define MAX_ROUTES 2000000 // LPM trie baseline only
+#define MAX_ROUTES6 1000000
 #define MAX_NEXTHOPS 65536
-#define MAX_NEIGHBORS 65536
-#define MAX_LOCAL_ADDRS 4096
+#define MAX_NEIGHBORS 65536 // per address family
+#define MAX_LOCAL_ADDRS 4096 // per address family
 #define MAX_TX_PORTS 1024
 
 // DIR-24-8 FIB; fib.go repeats these. A tbl24 entry is indexed by the top 24
@@ -49,24 +58,31 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 
 #define BENCH_DSTS 65536
 
+// nexthop.gw_family: which gateway field holds the neighbour to send to.
+#define GW_NONE 0 // connected: the packet's destination is the neighbour
+#define GW_IPV4 4 // gateway
+#define GW_IPV6 6 // gateway6
+
 // stat_reason indexes the stats map. The Go side names each entry, so add new
 // reasons before STAT_MAX and give them a name in datapath.go.
 enum stat_reason {
 	STAT_RX,                // every packet seen
 	STAT_FORWARDED,         // redirected to an egress port
 	STAT_FORWARDED_BYTES,   // frame bytes of the forwarded packets
-	STAT_PASS_TRUNCATED,    // frame too short for its headers or tot_len
-	STAT_PASS_NOT_IPV4,     // ARP, IPv6 and any other ethertype
+	STAT_PASS_TRUNCATED,    // frame too short for its headers, tot_len or payload_len
+	STAT_PASS_NOT_IPV4,     // ARP and any other ethertype but IPv4 and IPv6
 	STAT_PASS_VLAN,         // 802.1Q / 802.1ad tagged
-	STAT_PASS_NOT_UNICAST,  // L2 group address or IPv4 multicast/broadcast
-	STAT_PASS_BAD_HEADER,   // IPv4 ethertype but version != 4 or ihl < 5
-	STAT_PASS_OPTIONS,      // ihl > 5: options are the kernel's business
+	STAT_PASS_NOT_UNICAST,  // L2 group address, IPv4 multicast/broadcast, IPv6 multicast
+	STAT_PASS_BAD_HEADER,   // IPv4 ethertype but version != 4 or ihl < 5; IPv6 but version != 6
+	STAT_PASS_OPTIONS,      // ihl > 5 or IPv6 Hop-by-Hop: options are the kernel's business
 	STAT_PASS_LOCAL,        // destination is one of the router's addresses
-	STAT_PASS_TTL,          // ttl <= 1: the kernel sends Time Exceeded
+	STAT_PASS_TTL,          // ttl or hop limit <= 1: the kernel sends Time Exceeded
 	STAT_PASS_NO_ROUTE,     // no matching prefix
 	STAT_PASS_NO_NEXTHOP,   // route points at an empty nexthop slot
 	STAT_PASS_NO_NEIGH,     // neighbour MAC not known (yet)
 	STAT_PASS_NO_TX_PORT,   // nexthop interface is not in tx_ports
+	STAT_FORWARDED_IPV6,    // the IPv6 packets among STAT_FORWARDED
+	STAT_PASS_NOT_ROUTABLE, // IPv6 dst link-local, :: or ::1; src also multicast
 	STAT_MAX,
 };
 
@@ -86,22 +102,39 @@ volatile const __u32 bench_ignore_ttl = 0;
 volatile const __u32 bench_rotate = 0;
 __be32 bench_dsts[BENCH_DSTS];
 __u32 bench_next;
+// The IPv6 counterpart of bench_dsts, used for IPv6 frames.
+struct in6_addr bench_dsts6[BENCH_DSTS];
 
 struct lpm_key {
 	__u32 prefixlen;
 	__be32 addr;
 };
 
+struct lpm_key6 {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+// One nexthop array serves both families: a route of either family may use
+// a gateway of either family (RFC 8950 IPv4 routes via IPv6 gateways), and
+// gw_family says which neighbour table resolves it.
 struct nexthop {
 	__u32 ifindex;  // 0 = empty slot
-	__be32 gateway; // 0 = connected: the destination is the neighbour
+	__be32 gateway; // IPv4 gateway when gw_family is GW_IPV4
 	__u8 smac[ETH_ALEN];
-	__u8 pad[2];
+	__u8 gw_family; // GW_NONE (connected), GW_IPV4 or GW_IPV6
+	__u8 pad;
+	__u8 gateway6[16]; // IPv6 gateway when gw_family is GW_IPV6
 };
 
 struct neigh_key {
 	__u32 ifindex;
 	__be32 addr;
+};
+
+struct neigh_key6 {
+	__u32 ifindex;
+	__u8 addr[16];
 };
 
 struct neigh {
@@ -139,6 +172,16 @@ struct {
 	__type(value, __u32); // nexthop id
 } routes SEC(".maps");
 
+// The IPv6 FIB: prefix -> nexthop id. A binary trie, so a lookup costs
+// more as the table grows (see the top of this file).
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, MAX_ROUTES6);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key6);
+	__type(value, __u32); // nexthop id
+} fib6 SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_NEXTHOPS);
@@ -155,10 +198,24 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_NEIGHBORS);
+	__type(key, struct neigh_key6);
+	__type(value, struct neigh);
+} neighbors6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_LOCAL_ADDRS);
 	__type(key, __be32);
 	__type(value, __u8);
 } local_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_LOCAL_ADDRS);
+	__type(key, struct in6_addr);
+	__type(value, __u8);
+} local_addrs6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
@@ -250,40 +307,104 @@ static __always_inline void ip_decrease_ttl(struct iphdr *ip)
 	ip->ttl--;
 }
 
-// router is the whole program; use_trie is a constant at each call site, so
-// each program keeps only its own lookup.
-static __always_inline int router(struct xdp_md *ctx, const int use_trie)
+// is_routable_ipv6 is false for the unicast addresses that must never be
+// forwarded to or from: link-local fe80::/10, the unspecified address ::
+// and the loopback ::1. The first 64 bits decide the first two;
+// only ::/64 needs the second half.
+static __always_inline int is_routable_ipv6(const struct in6_addr *a)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct neigh_key nkey = {};
+	if (a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80)
+		return 0;
+	if ((a->s6_addr32[0] | a->s6_addr32[1]) == 0 && a->s6_addr32[2] == 0 &&
+	    (a->s6_addr32[3] == 0 || a->s6_addr32[3] == bpf_htonl(1)))
+		return 0;
+	return 1;
+}
+
+static __always_inline struct neigh *neigh4(__u32 ifindex, __be32 addr)
+{
+	struct neigh_key key = { .ifindex = ifindex, .addr = addr };
+
+	return bpf_map_lookup_elem(&neighbors, &key);
+}
+
+// neigh6 is a BPF-to-BPF call on purpose: inlined, clang sinks its map
+// lookup and neigh4's into one call site with two possible maps, and the
+// verifier then cannot inline either hash lookup (the map pointer is
+// "poisoned"), which costs every IPv4 packet ~20 ns of indirect calls.
+static __attribute__((noinline)) struct neigh *neigh6(__u32 ifindex, const void *addr)
+{
+	struct neigh_key6 key = { .ifindex = ifindex };
+
+	__builtin_memcpy(key.addr, addr, sizeof(key.addr));
+	return bpf_map_lookup_elem(&neighbors6, &key);
+}
+
+// neigh_lookup returns the neighbour nh sends a packet to: its gateway of
+// whichever family it has, or for a connected nexthop the packet's own
+// destination (daddr for IPv4, *daddr6 for IPv6).
+static __always_inline struct neigh *neigh_lookup(const struct nexthop *nh, __be32 daddr,
+						  const struct in6_addr *daddr6)
+{
+	switch (nh->gw_family) {
+	case GW_IPV4:
+		return neigh4(nh->ifindex, nh->gateway);
+	case GW_IPV6:
+		return neigh6(nh->ifindex, nh->gateway6);
+	}
+	if (daddr6)
+		return neigh6(nh->ifindex, daddr6);
+	return neigh4(nh->ifindex, daddr);
+}
+
+// egress looks up nexthop nh_id and its neighbour and selects the redirect
+// target. On success it stores the nexthop and the neighbour and returns 0;
+// otherwise it returns the pass reason.
+static __always_inline int egress(__u32 nh_id, __be32 daddr, const struct in6_addr *daddr6,
+				  struct nexthop **nhp, struct neigh **neighp)
+{
 	struct nexthop *nh;
 	struct neigh *neigh;
-	struct iphdr *ip;
+
+	nh = bpf_map_lookup_elem(&nexthops, &nh_id);
+	if (!nh || !nh->ifindex)
+		return STAT_PASS_NO_NEXTHOP;
+	neigh = neigh_lookup(nh, daddr, daddr6);
+	if (!neigh)
+		return STAT_PASS_NO_NEIGH;
+	// Pick the egress before touching the frame: with XDP_PASS as the
+	// fallback a missing tx port hands the kernel the packet unmodified
+	// instead of dropping it. The redirect itself happens after the
+	// program returns, so rewriting the frame afterwards is safe.
+	if (bpf_redirect_map(&tx_ports, nh->ifindex, XDP_PASS) != XDP_REDIRECT)
+		return STAT_PASS_NO_TX_PORT;
+	*nhp = nh;
+	*neighp = neigh;
+	return 0;
+}
+
+static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *nh,
+				     const struct neigh *neigh, __u64 len)
+{
+	__builtin_memcpy(eth->h_dest, neigh->mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
+	stat_add(STAT_FORWARDED, 1);
+	stat_add(STAT_FORWARDED_BYTES, len);
+	return XDP_REDIRECT;
+}
+
+// router4 forwards the IPv4 packet after eth, or passes it. use_trie is a
+// constant at each call site, so each program keeps only its own lookup.
+static __always_inline int router4(struct ethhdr *eth, void *data_end, const int use_trie)
+{
+	struct iphdr *ip = (void *)(eth + 1);
+	struct nexthop *nh;
+	struct neigh *neigh;
 	__u32 nh_id;
 	__be32 daddr;
 	__u16 tot_len;
+	int reason;
 
-	stat_add(STAT_RX, 1);
-
-	if ((void *)(eth + 1) > data_end)
-		return pass(STAT_PASS_TRUNCATED);
-	switch (eth->h_proto) {
-	case bpf_htons(ETH_P_IP):
-		break;
-	case bpf_htons(ETH_P_8021Q):
-	case bpf_htons(ETH_P_8021AD):
-		return pass(STAT_PASS_VLAN);
-	default:
-		return pass(STAT_PASS_NOT_IPV4);
-	}
-	// Broadcast and multicast frames are for the local stack, whatever
-	// their IP destination says.
-	if (eth->h_dest[0] & 1)
-		return pass(STAT_PASS_NOT_UNICAST);
-
-	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > data_end)
 		return pass(STAT_PASS_TRUNCATED);
 	if (ip->version != 4 || ip->ihl < 5)
@@ -310,30 +431,99 @@ static __always_inline int router(struct xdp_md *ctx, const int use_trie)
 
 	if (!(use_trie ? trie_lookup(daddr, &nh_id) : fib_lookup(daddr, &nh_id)))
 		return pass(STAT_PASS_NO_ROUTE);
-	nh = bpf_map_lookup_elem(&nexthops, &nh_id);
-	if (!nh || !nh->ifindex)
-		return pass(STAT_PASS_NO_NEXTHOP);
-
-	nkey.ifindex = nh->ifindex;
-	nkey.addr = nh->gateway ? nh->gateway : daddr;
-	neigh = bpf_map_lookup_elem(&neighbors, &nkey);
-	if (!neigh)
-		return pass(STAT_PASS_NO_NEIGH);
-
-	// Pick the egress before touching the frame: with XDP_PASS as the
-	// fallback a missing tx port hands the kernel the packet unmodified
-	// instead of dropping it. The redirect itself happens after the
-	// program returns, so rewriting the frame afterwards is safe.
-	if (bpf_redirect_map(&tx_ports, nh->ifindex, XDP_PASS) != XDP_REDIRECT)
-		return pass(STAT_PASS_NO_TX_PORT);
+	reason = egress(nh_id, daddr, 0, &nh, &neigh);
+	if (reason)
+		return pass(reason);
 
 	ip_decrease_ttl(ip);
-	__builtin_memcpy(eth->h_dest, neigh->mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
+	return forwarded(eth, nh, neigh, data_end - (void *)eth);
+}
 
-	stat_add(STAT_FORWARDED, 1);
-	stat_add(STAT_FORWARDED_BYTES, data_end - data);
-	return XDP_REDIRECT;
+// router6 forwards the IPv6 packet after eth, or passes it. Extension
+// headers other than Hop-by-Hop are not parsed: RFC 8200 section 4 has
+// routers forward them untouched.
+static __always_inline int router6(struct ethhdr *eth, void *data_end)
+{
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	struct lpm_key6 key = { .prefixlen = 128 };
+	struct nexthop *nh;
+	struct neigh *neigh;
+	__u32 *nh_id;
+	int reason;
+
+	if ((void *)(ip6 + 1) > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+	if (ip6->version != 6)
+		return pass(STAT_PASS_BAD_HEADER);
+	// As for IPv4, Ethernet padding after the payload is fine, a payload
+	// the frame cannot hold is not. A Jumbo Payload (payload_len 0) comes
+	// with a Hop-by-Hop header and so goes to the kernel below.
+	if ((void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len) > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+	if (ip6->nexthdr == 0 /* IPPROTO_HOPOPTS */)
+		return pass(STAT_PASS_OPTIONS);
+
+	if (bench_rotate)
+		ip6->daddr = bench_dsts6[bench_next++ & (BENCH_DSTS - 1)];
+
+	// ff00::/8, which includes the solicited-node addresses of NDP.
+	if (ip6->daddr.s6_addr[0] == 0xff)
+		return pass(STAT_PASS_NOT_UNICAST);
+	if (!is_routable_ipv6(&ip6->daddr))
+		return pass(STAT_PASS_NOT_ROUTABLE);
+	// Nor may packets from such sources leave their link (RFC 4291
+	// section 2.5.6); the kernel answers link-local ones with ICMPv6
+	// "beyond scope of source address".
+	if (ip6->saddr.s6_addr[0] == 0xff || !is_routable_ipv6(&ip6->saddr))
+		return pass(STAT_PASS_NOT_ROUTABLE);
+	if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
+		return pass(STAT_PASS_LOCAL);
+	if (ip6->hop_limit <= 1 && !bench_ignore_ttl)
+		return pass(STAT_PASS_TTL);
+
+	__builtin_memcpy(key.addr, &ip6->daddr, sizeof(key.addr));
+	nh_id = bpf_map_lookup_elem(&fib6, &key);
+	if (!nh_id)
+		return pass(STAT_PASS_NO_ROUTE);
+	reason = egress(*nh_id, 0, &ip6->daddr, &nh, &neigh);
+	if (reason)
+		return pass(reason);
+
+	// IPv6 has no header checksum to update.
+	ip6->hop_limit--;
+	stat_add(STAT_FORWARDED_IPV6, 1);
+	return forwarded(eth, nh, neigh, data_end - (void *)eth);
+}
+
+// router is the whole program; use_trie selects the IPv4 lookup.
+static __always_inline int router(struct xdp_md *ctx, const int use_trie)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+
+	stat_add(STAT_RX, 1);
+
+	if ((void *)(eth + 1) > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_IP):
+	case bpf_htons(ETH_P_IPV6):
+		break;
+	case bpf_htons(ETH_P_8021Q):
+	case bpf_htons(ETH_P_8021AD):
+		return pass(STAT_PASS_VLAN);
+	default:
+		return pass(STAT_PASS_NOT_IPV4);
+	}
+	// Broadcast and multicast frames are for the local stack, whatever
+	// their IP destination says.
+	if (eth->h_dest[0] & 1)
+		return pass(STAT_PASS_NOT_UNICAST);
+
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return router6(eth, data_end);
+	return router4(eth, data_end, use_trie);
 }
 
 SEC("xdp")

@@ -18,10 +18,24 @@ type xdpFibRow struct {
 	E [256]uint32
 }
 
+type xdpIn6Addr struct {
+	_    structs.HostLayout
+	In6U struct {
+		_       structs.HostLayout
+		U6Addr8 [16]uint8
+	}
+}
+
 type xdpLpmKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
 	Addr      uint32
+}
+
+type xdpLpmKey6 struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
 }
 
 type xdpNeigh struct {
@@ -36,43 +50,56 @@ type xdpNeighKey struct {
 	Addr    uint32
 }
 
-type xdpNexthop struct {
+type xdpNeighKey6 struct {
 	_       structs.HostLayout
 	Ifindex uint32
-	Gateway uint32
-	Smac    [6]uint8
-	Pad     [2]uint8
+	Addr    [16]uint8
+}
+
+type xdpNexthop struct {
+	_        structs.HostLayout
+	Ifindex  uint32
+	Gateway  uint32
+	Smac     [6]uint8
+	GwFamily uint8
+	Pad      uint8
+	Gateway6 [16]uint8
 }
 
 type xdpStatReason uint32
 
 const (
-	xdpStatReasonSTAT_RX               xdpStatReason = 0
-	xdpStatReasonSTAT_FORWARDED        xdpStatReason = 1
-	xdpStatReasonSTAT_FORWARDED_BYTES  xdpStatReason = 2
-	xdpStatReasonSTAT_PASS_TRUNCATED   xdpStatReason = 3
-	xdpStatReasonSTAT_PASS_NOT_IPV4    xdpStatReason = 4
-	xdpStatReasonSTAT_PASS_VLAN        xdpStatReason = 5
-	xdpStatReasonSTAT_PASS_NOT_UNICAST xdpStatReason = 6
-	xdpStatReasonSTAT_PASS_BAD_HEADER  xdpStatReason = 7
-	xdpStatReasonSTAT_PASS_OPTIONS     xdpStatReason = 8
-	xdpStatReasonSTAT_PASS_LOCAL       xdpStatReason = 9
-	xdpStatReasonSTAT_PASS_TTL         xdpStatReason = 10
-	xdpStatReasonSTAT_PASS_NO_ROUTE    xdpStatReason = 11
-	xdpStatReasonSTAT_PASS_NO_NEXTHOP  xdpStatReason = 12
-	xdpStatReasonSTAT_PASS_NO_NEIGH    xdpStatReason = 13
-	xdpStatReasonSTAT_PASS_NO_TX_PORT  xdpStatReason = 14
-	xdpStatReasonSTAT_MAX              xdpStatReason = 15
+	xdpStatReasonSTAT_RX                xdpStatReason = 0
+	xdpStatReasonSTAT_FORWARDED         xdpStatReason = 1
+	xdpStatReasonSTAT_FORWARDED_BYTES   xdpStatReason = 2
+	xdpStatReasonSTAT_PASS_TRUNCATED    xdpStatReason = 3
+	xdpStatReasonSTAT_PASS_NOT_IPV4     xdpStatReason = 4
+	xdpStatReasonSTAT_PASS_VLAN         xdpStatReason = 5
+	xdpStatReasonSTAT_PASS_NOT_UNICAST  xdpStatReason = 6
+	xdpStatReasonSTAT_PASS_BAD_HEADER   xdpStatReason = 7
+	xdpStatReasonSTAT_PASS_OPTIONS      xdpStatReason = 8
+	xdpStatReasonSTAT_PASS_LOCAL        xdpStatReason = 9
+	xdpStatReasonSTAT_PASS_TTL          xdpStatReason = 10
+	xdpStatReasonSTAT_PASS_NO_ROUTE     xdpStatReason = 11
+	xdpStatReasonSTAT_PASS_NO_NEXTHOP   xdpStatReason = 12
+	xdpStatReasonSTAT_PASS_NO_NEIGH     xdpStatReason = 13
+	xdpStatReasonSTAT_PASS_NO_TX_PORT   xdpStatReason = 14
+	xdpStatReasonSTAT_FORWARDED_IPV6    xdpStatReason = 15
+	xdpStatReasonSTAT_PASS_NOT_ROUTABLE xdpStatReason = 16
+	xdpStatReasonSTAT_MAX               xdpStatReason = 17
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpMapFib6             = "fib6"
 	xdpMapFibTbl24         = "fib_tbl24"
 	xdpMapFibTbl8          = "fib_tbl8"
 	xdpMapLocalAddrs       = "local_addrs"
+	xdpMapLocalAddrs6      = "local_addrs6"
 	xdpMapNeighbors        = "neighbors"
+	xdpMapNeighbors6       = "neighbors6"
 	xdpMapNexthops         = "nexthops"
 	xdpMapRoutes           = "routes"
 	xdpMapStats            = "stats"
@@ -80,6 +107,7 @@ const (
 	xdpProgXdpRouter       = "xdp_router"
 	xdpProgXdpRouterTrie   = "xdp_router_trie"
 	xdpVarBenchDsts        = "bench_dsts"
+	xdpVarBenchDsts6       = "bench_dsts6"
 	xdpVarBenchIgnoreTtl   = "bench_ignore_ttl"
 	xdpVarBenchNext        = "bench_next"
 	xdpVarBenchRotate      = "bench_rotate"
@@ -136,14 +164,17 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
-	FibTbl24   *ebpf.MapSpec `ebpf:"fib_tbl24"`
-	FibTbl8    *ebpf.MapSpec `ebpf:"fib_tbl8"`
-	LocalAddrs *ebpf.MapSpec `ebpf:"local_addrs"`
-	Neighbors  *ebpf.MapSpec `ebpf:"neighbors"`
-	Nexthops   *ebpf.MapSpec `ebpf:"nexthops"`
-	Routes     *ebpf.MapSpec `ebpf:"routes"`
-	Stats      *ebpf.MapSpec `ebpf:"stats"`
-	TxPorts    *ebpf.MapSpec `ebpf:"tx_ports"`
+	Fib6        *ebpf.MapSpec `ebpf:"fib6"`
+	FibTbl24    *ebpf.MapSpec `ebpf:"fib_tbl24"`
+	FibTbl8     *ebpf.MapSpec `ebpf:"fib_tbl8"`
+	LocalAddrs  *ebpf.MapSpec `ebpf:"local_addrs"`
+	LocalAddrs6 *ebpf.MapSpec `ebpf:"local_addrs6"`
+	Neighbors   *ebpf.MapSpec `ebpf:"neighbors"`
+	Neighbors6  *ebpf.MapSpec `ebpf:"neighbors6"`
+	Nexthops    *ebpf.MapSpec `ebpf:"nexthops"`
+	Routes      *ebpf.MapSpec `ebpf:"routes"`
+	Stats       *ebpf.MapSpec `ebpf:"stats"`
+	TxPorts     *ebpf.MapSpec `ebpf:"tx_ports"`
 }
 
 // xdpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -151,6 +182,7 @@ type xdpMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
 	BenchDsts        *ebpf.VariableSpec `ebpf:"bench_dsts"`
+	BenchDsts6       *ebpf.VariableSpec `ebpf:"bench_dsts6"`
 	BenchIgnoreTtl   *ebpf.VariableSpec `ebpf:"bench_ignore_ttl"`
 	BenchNext        *ebpf.VariableSpec `ebpf:"bench_next"`
 	BenchRotate      *ebpf.VariableSpec `ebpf:"bench_rotate"`
@@ -177,22 +209,28 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
-	FibTbl24   *ebpf.Map `ebpf:"fib_tbl24"`
-	FibTbl8    *ebpf.Map `ebpf:"fib_tbl8"`
-	LocalAddrs *ebpf.Map `ebpf:"local_addrs"`
-	Neighbors  *ebpf.Map `ebpf:"neighbors"`
-	Nexthops   *ebpf.Map `ebpf:"nexthops"`
-	Routes     *ebpf.Map `ebpf:"routes"`
-	Stats      *ebpf.Map `ebpf:"stats"`
-	TxPorts    *ebpf.Map `ebpf:"tx_ports"`
+	Fib6        *ebpf.Map `ebpf:"fib6"`
+	FibTbl24    *ebpf.Map `ebpf:"fib_tbl24"`
+	FibTbl8     *ebpf.Map `ebpf:"fib_tbl8"`
+	LocalAddrs  *ebpf.Map `ebpf:"local_addrs"`
+	LocalAddrs6 *ebpf.Map `ebpf:"local_addrs6"`
+	Neighbors   *ebpf.Map `ebpf:"neighbors"`
+	Neighbors6  *ebpf.Map `ebpf:"neighbors6"`
+	Nexthops    *ebpf.Map `ebpf:"nexthops"`
+	Routes      *ebpf.Map `ebpf:"routes"`
+	Stats       *ebpf.Map `ebpf:"stats"`
+	TxPorts     *ebpf.Map `ebpf:"tx_ports"`
 }
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
+		m.Fib6,
 		m.FibTbl24,
 		m.FibTbl8,
 		m.LocalAddrs,
+		m.LocalAddrs6,
 		m.Neighbors,
+		m.Neighbors6,
 		m.Nexthops,
 		m.Routes,
 		m.Stats,
@@ -205,6 +243,7 @@ func (m *xdpMaps) Close() error {
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
 	BenchDsts        *ebpf.Variable `ebpf:"bench_dsts"`
+	BenchDsts6       *ebpf.Variable `ebpf:"bench_dsts6"`
 	BenchIgnoreTtl   *ebpf.Variable `ebpf:"bench_ignore_ttl"`
 	BenchNext        *ebpf.Variable `ebpf:"bench_next"`
 	BenchRotate      *ebpf.Variable `ebpf:"bench_rotate"`
