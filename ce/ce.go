@@ -252,6 +252,10 @@ func (c *CE) Update(ctx context.Context, us []RouteUpdate) error {
 	}
 }
 
+// Converged is closed once the CE's FIB is ready for FE full syncs after its
+// start (see Config.SyncHold).
+func (c *CE) Converged() <-chan struct{} { return c.converged }
+
 // Status returns a snapshot of the CE, or an empty one when the CE has stopped.
 func (c *CE) Status(ctx context.Context) Status {
 	ch := make(chan Status, 1)

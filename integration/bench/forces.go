@@ -294,6 +294,13 @@ func transferRound(ctx context.Context, opts ForcesOptions, routes, changes []ce
 	if err := h.waitCE(ctx, opts.Timeout, "the CE to hold every route", func(st ce.Status) bool { return st.Routes == n }); err != nil {
 		return f, err
 	}
+	// The CE syncs FEs once its routes have been quiet for a second (as after
+	// a restart); the transfer is timed from then.
+	select {
+	case <-h.ce.Converged():
+	case <-ctx.Done():
+		return f, ctx.Err()
+	}
 
 	start := time.Now()
 	if err := h.startFE(ctx); err != nil {
