@@ -51,7 +51,7 @@ func GetStatus(o Options) (Status, error) {
 	st.CERoutes = st.CE.Routes
 	st.FEAssociated = st.FE.Associated
 	st.FERoutes = st.FE.Routes
-	st.FENexthops, st.FEResolved = st.FE.Nexthops, st.FE.Resolved
+	st.FENexthops, st.FEResolved = st.FE.Gateways, st.FE.Resolved
 	st.Counters = st.FE.Counters
 	return st, nil
 }
@@ -60,7 +60,16 @@ func GetStatus(o Options) (Status, error) {
 func (s Status) Print(w io.Writer) {
 	fmt.Fprintf(w, "BGP session to the peer (AS %d): %s, %d prefixes announced\n", PeerASN, s.BGPState, s.PeerAnnounced)
 	fmt.Fprintf(w, "CE: %d routes in the FIB, %d FE(s) associated\n", s.CERoutes, len(s.CE.FEs))
-	fmt.Fprintf(w, "FE: associated=%v, %d routes from the CE, nexthops %d/%d resolved\n", s.FEAssociated, s.FERoutes, s.FEResolved, s.FENexthops)
+	for _, f := range s.CE.FEs {
+		low := "down"
+		if f.LowChannel {
+			low = "up"
+		}
+		fmt.Fprintf(w, "ForCES: %s %q synced=%v, low-priority channel %s, heartbeat rtt p50 %.2f ms p99 %.2f ms, redirected %d, injected %d, events %d\n",
+			f.ID, f.Name, f.Synced, low, f.HeartbeatRTT.P50, f.HeartbeatRTT.P99, f.Redirected, f.Injected, f.Events)
+	}
+	fmt.Fprintf(w, "FE: associated=%v, %d routes from the CE (%d in XDP, %d copied to the kernel), gateways %d/%d resolved, protocol errors %d\n",
+		s.FEAssociated, s.FERoutes, s.FE.Programmed, s.FE.KernelRoutes, s.FEResolved, s.FENexthops, s.FE.ProtocolErrors)
 	for _, p := range s.FE.Ports {
 		fmt.Fprintf(w, "    port %-8s ifindex %-3d xdp %-7s %v\n", p.Name, p.Ifindex, p.Mode, p.Addrs)
 	}
