@@ -95,6 +95,8 @@ type port struct {
 	Mode    string         `json:"xdp_mode"`
 	Up      bool           `json:"up"`
 	mac     net.HardwareAddr
+	// rxQueues is the port's receive queue count, from netlink.
+	rxQueues int
 }
 
 type neighKey struct {
@@ -119,6 +121,7 @@ type Status struct {
 	Resolved       int               `json:"gateways_resolved"`
 	Neighbors      int               `json:"neighbors"`
 	DatapathErrors uint64            `json:"datapath_errors"`
+	Lanes          []Lane            `json:"lanes"`
 	Low            LowStatus         `json:"low_channel"`
 	KernelRoutes   int               `json:"kernel_routes"`
 	KernelErrors   uint64            `json:"kernel_route_errors"`
@@ -309,7 +312,18 @@ func (a *Agent) Status() Status {
 		}
 	}
 	dp := a.dp
+	var queues []portQueues
+	for _, name := range a.cfg.Ports {
+		for _, p := range a.ports {
+			if p.Name == name {
+				queues = append(queues, portQueues{p.Name, p.rxQueues})
+			}
+		}
+	}
 	a.mu.Unlock()
+	if !a.noPorts {
+		st.Lanes = lanes("/sys", "/proc/interrupts", queues)
+	}
 	if dp != nil {
 		st.Counters, _ = dp.Counters()
 	}
@@ -381,7 +395,7 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
 		}
 		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
-		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr}
+		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr, rxQueues: attrs.NumRxQueues}
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
 		if err != nil {
 			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)

@@ -73,6 +73,9 @@ func (s Status) Print(w io.Writer) {
 	for _, p := range s.FE.Ports {
 		fmt.Fprintf(w, "    port %-8s ifindex %-3d xdp %-7s %v\n", p.Name, p.Ifindex, p.Mode, p.Addrs)
 	}
+	for _, l := range s.FE.Lanes {
+		fmt.Fprintf(w, "    lane %s rx-%d: cpus %s (%s)\n", l.Port, l.Queue, l.CPUs, l.Via)
+	}
 	names := make([]string, 0, len(s.Counters))
 	for k := range s.Counters {
 		names = append(names, k)
