@@ -128,8 +128,10 @@ type Datapath struct {
 	// trie is the LPM trie baseline, loaded for benchmarks only.
 	trie *trieObjects
 
-	mu     sync.Mutex
-	links  map[int]link.Link // by ifindex
+	mu    sync.Mutex
+	links map[int]link.Link // by ifindex
+	// slots holds the port_stats slot of each tx port, by ifindex.
+	slots  map[int]uint32
 	closed bool
 
 	// fibMu serialises FIB changes; fib and fib6 are nil once closed.
@@ -153,6 +155,10 @@ type routerObjects struct {
 	LocalAddrs6 *ebpf.Map     `ebpf:"local_addrs6"`
 	TxPorts     *ebpf.Map     `ebpf:"tx_ports"`
 	Stats       *ebpf.Map     `ebpf:"stats"`
+	PortStats   *ebpf.Map     `ebpf:"port_stats"`
+	// PortSlots and PortSlotsHash map an ifindex to its PortStats slot.
+	PortSlots     *ebpf.Map `ebpf:"port_slots"`
+	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
 	// BenchDsts and BenchDsts6 are the address arrays of bench_rotate.
 	BenchDsts  *ebpf.Variable `ebpf:"bench_dsts"`
 	BenchDsts6 *ebpf.Variable `ebpf:"bench_dsts6"`
@@ -160,7 +166,8 @@ type routerObjects struct {
 
 func (o *routerObjects) Close() error {
 	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6, o.Nexthops, o.Neighbors, o.Neighbors6,
-		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats)
+		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
+		o.PortSlots, o.PortSlotsHash)
 }
 
 // trieObjects are the extra objects of the baseline xdp_router_trie.
@@ -242,7 +249,7 @@ func load(opts loadOptions) (*Datapath, error) {
 	if opts.fib6Entries > 0 {
 		spec.Maps[xdpMapFib6].MaxEntries = uint32(opts.fib6Entries)
 	}
-	d := &Datapath{links: make(map[int]link.Link)}
+	d := &Datapath{links: make(map[int]link.Link), slots: make(map[int]uint32)}
 	var err2 error
 	if opts.trie {
 		var all struct {
@@ -359,15 +366,86 @@ func (d *Datapath) detach(ifindex int, l link.Link) error {
 	return nil
 }
 
+// portSlotsDirect is PORT_SLOTS_DIRECT of xdp.c: ifindexes below it have
+// their slot in port_slots, the others in port_slots_hash.
+const portSlotsDirect = 65536
+
+// addTxPort makes ifindex a redirect target and gives it a port_stats slot
+// whose counters start from zero. d.mu is held, or the Datapath is not yet
+// shared.
 func (d *Datapath) addTxPort(ifindex int) error {
+	if err := d.addPortSlot(ifindex); err != nil {
+		return fmt.Errorf("add port counters %d: %w", ifindex, err)
+	}
 	if err := d.objs.TxPorts.Put(uint32(ifindex), uint32(ifindex)); err != nil {
+		_ = d.deletePortSlot(ifindex)
 		return fmt.Errorf("add tx port %d: %w", ifindex, err)
 	}
 	return nil
 }
 
+// deleteTxPort undoes addTxPort; its error wraps ebpf.ErrKeyNotExist if
+// the kernel already dropped the tx port with its device.
 func (d *Datapath) deleteTxPort(ifindex int) error {
-	return d.objs.TxPorts.Delete(uint32(ifindex))
+	err := d.objs.TxPorts.Delete(uint32(ifindex))
+	if serr := d.deletePortSlot(ifindex); serr != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			err = nil // only the counters' error matters then
+		}
+		return errors.Join(err, fmt.Errorf("delete port counters %d: %w", ifindex, serr))
+	}
+	return err
+}
+
+// addPortSlot gives ifindex the lowest free slot, zeroes its counters and
+// then publishes it to the program, so that the port's first packet counts.
+func (d *Datapath) addPortSlot(ifindex int) error {
+	used := make([]bool, MaxPorts+1)
+	for _, s := range d.slots {
+		used[s] = true
+	}
+	slot := uint32(1) // 0 collects unknown ports
+	for ; slot <= MaxPorts && used[slot]; slot++ {
+	}
+	if slot > MaxPorts {
+		return fmt.Errorf("all %d port slots in use: %w", MaxPorts, ErrInvalid)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	if err := d.objs.PortStats.Put(slot, make([]xdpPortCounters, ncpu)); err != nil {
+		return err
+	}
+	if ifindex < portSlotsDirect {
+		err = d.objs.PortSlots.Put(uint32(ifindex), slot)
+	} else {
+		err = d.objs.PortSlotsHash.Put(uint32(ifindex), slot)
+	}
+	if err != nil {
+		return err
+	}
+	d.slots[ifindex] = slot
+	return nil
+}
+
+// deletePortSlot frees the slot of ifindex; packets in flight may still add
+// to it, and the next port to take the slot starts from zero anyway.
+func (d *Datapath) deletePortSlot(ifindex int) error {
+	if _, ok := d.slots[ifindex]; !ok {
+		return nil
+	}
+	var err error
+	if ifindex < portSlotsDirect {
+		err = d.objs.PortSlots.Put(uint32(ifindex), uint32(0))
+	} else {
+		err = d.objs.PortSlotsHash.Delete(uint32(ifindex))
+	}
+	if err != nil {
+		return err
+	}
+	delete(d.slots, ifindex)
+	return nil
 }
 
 // Close detaches the program from every port and releases the program and
@@ -640,18 +718,90 @@ func (d *Datapath) localKey(ip netip.Addr) (*ebpf.Map, any, error) {
 // Counters returns all counters summed over the CPUs.
 func (d *Datapath) Counters() (Counters, error) {
 	c := make(Counters, len(counterNames))
-	var perCPU []uint64
-	for i, name := range counterNames {
-		if err := d.objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
-			return nil, fmt.Errorf("read counter %s: %w", name, err)
-		}
+	err := d.readCounters(func(name string, perCPU []uint64) {
 		var sum uint64
 		for _, v := range perCPU {
 			sum += v
 		}
 		c[name] = sum
+	})
+	if err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// CPUCounters returns the counters of Counters for each possible CPU,
+// indexed by CPU number, so that an operator can see which cores did the
+// work. Each counter summed over the CPUs gives Counters, up to the packets
+// counted between the two reads.
+func (d *Datapath) CPUCounters() ([]Counters, error) {
+	var cs []Counters
+	err := d.readCounters(func(name string, perCPU []uint64) {
+		for len(cs) < len(perCPU) {
+			cs = append(cs, make(Counters, len(counterNames)))
+		}
+		for cpu, v := range perCPU {
+			cs[cpu][name] = v
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// readCounters calls f with the per-CPU values of each counter.
+func (d *Datapath) readCounters(f func(name string, perCPU []uint64)) error {
+	var perCPU []uint64
+	for i, name := range counterNames {
+		if err := d.objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
+			return fmt.Errorf("read counter %s: %w", name, err)
+		}
+		f(name, perCPU)
+	}
+	return nil
+}
+
+// PortCounters counts the packets of one port, summed over the CPUs, since
+// the port was attached. Every packet received on the port counts in
+// RxPackets and RxBytes, and those handed to the kernel (XDP_PASS) also in
+// Passed; every packet the fast path forwards out of the port counts in
+// TxPackets and TxBytes. Bytes are Ethernet frame bytes without the FCS.
+// The fast path drops nothing itself, so there is no drop counter.
+type PortCounters struct {
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	Passed    uint64 `json:"passed"`
+}
+
+// PortCounters returns the counters of every attached port, keyed by
+// ifindex. A port's counters start from zero when it is attached.
+func (d *Datapath) PortCounters() (map[int]PortCounters, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	pcs := make(map[int]PortCounters, len(d.slots))
+	var perCPU []xdpPortCounters
+	for ifindex, slot := range d.slots {
+		if err := d.objs.PortStats.Lookup(slot, &perCPU); err != nil {
+			return nil, fmt.Errorf("read counters of %s: %w", ifName(ifindex), err)
+		}
+		var pc PortCounters
+		for _, c := range perCPU {
+			pc.RxPackets += c.RxPackets
+			pc.RxBytes += c.RxBytes
+			pc.TxPackets += c.TxPackets
+			pc.TxBytes += c.TxBytes
+			pc.Passed += c.Passed
+		}
+		pcs[ifindex] = pc
+	}
+	return pcs, nil
 }
 
 func deleteKey(m *ebpf.Map, key any, what string) error {

@@ -66,6 +66,15 @@ type xdpNexthop struct {
 	Gateway6 [16]uint8
 }
 
+type xdpPortCounters struct {
+	_         structs.HostLayout
+	RxPackets uint64
+	RxBytes   uint64
+	TxPackets uint64
+	TxBytes   uint64
+	Passed    uint64
+}
+
 type xdpStatReason uint32
 
 const (
@@ -101,6 +110,9 @@ const (
 	xdpMapNeighbors        = "neighbors"
 	xdpMapNeighbors6       = "neighbors6"
 	xdpMapNexthops         = "nexthops"
+	xdpMapPortSlots        = "port_slots"
+	xdpMapPortSlotsHash    = "port_slots_hash"
+	xdpMapPortStats        = "port_stats"
 	xdpMapRoutes           = "routes"
 	xdpMapStats            = "stats"
 	xdpMapTxPorts          = "tx_ports"
@@ -164,17 +176,20 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
-	Fib6        *ebpf.MapSpec `ebpf:"fib6"`
-	FibTbl24    *ebpf.MapSpec `ebpf:"fib_tbl24"`
-	FibTbl8     *ebpf.MapSpec `ebpf:"fib_tbl8"`
-	LocalAddrs  *ebpf.MapSpec `ebpf:"local_addrs"`
-	LocalAddrs6 *ebpf.MapSpec `ebpf:"local_addrs6"`
-	Neighbors   *ebpf.MapSpec `ebpf:"neighbors"`
-	Neighbors6  *ebpf.MapSpec `ebpf:"neighbors6"`
-	Nexthops    *ebpf.MapSpec `ebpf:"nexthops"`
-	Routes      *ebpf.MapSpec `ebpf:"routes"`
-	Stats       *ebpf.MapSpec `ebpf:"stats"`
-	TxPorts     *ebpf.MapSpec `ebpf:"tx_ports"`
+	Fib6          *ebpf.MapSpec `ebpf:"fib6"`
+	FibTbl24      *ebpf.MapSpec `ebpf:"fib_tbl24"`
+	FibTbl8       *ebpf.MapSpec `ebpf:"fib_tbl8"`
+	LocalAddrs    *ebpf.MapSpec `ebpf:"local_addrs"`
+	LocalAddrs6   *ebpf.MapSpec `ebpf:"local_addrs6"`
+	Neighbors     *ebpf.MapSpec `ebpf:"neighbors"`
+	Neighbors6    *ebpf.MapSpec `ebpf:"neighbors6"`
+	Nexthops      *ebpf.MapSpec `ebpf:"nexthops"`
+	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
+	PortSlotsHash *ebpf.MapSpec `ebpf:"port_slots_hash"`
+	PortStats     *ebpf.MapSpec `ebpf:"port_stats"`
+	Routes        *ebpf.MapSpec `ebpf:"routes"`
+	Stats         *ebpf.MapSpec `ebpf:"stats"`
+	TxPorts       *ebpf.MapSpec `ebpf:"tx_ports"`
 }
 
 // xdpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -209,17 +224,20 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
-	Fib6        *ebpf.Map `ebpf:"fib6"`
-	FibTbl24    *ebpf.Map `ebpf:"fib_tbl24"`
-	FibTbl8     *ebpf.Map `ebpf:"fib_tbl8"`
-	LocalAddrs  *ebpf.Map `ebpf:"local_addrs"`
-	LocalAddrs6 *ebpf.Map `ebpf:"local_addrs6"`
-	Neighbors   *ebpf.Map `ebpf:"neighbors"`
-	Neighbors6  *ebpf.Map `ebpf:"neighbors6"`
-	Nexthops    *ebpf.Map `ebpf:"nexthops"`
-	Routes      *ebpf.Map `ebpf:"routes"`
-	Stats       *ebpf.Map `ebpf:"stats"`
-	TxPorts     *ebpf.Map `ebpf:"tx_ports"`
+	Fib6          *ebpf.Map `ebpf:"fib6"`
+	FibTbl24      *ebpf.Map `ebpf:"fib_tbl24"`
+	FibTbl8       *ebpf.Map `ebpf:"fib_tbl8"`
+	LocalAddrs    *ebpf.Map `ebpf:"local_addrs"`
+	LocalAddrs6   *ebpf.Map `ebpf:"local_addrs6"`
+	Neighbors     *ebpf.Map `ebpf:"neighbors"`
+	Neighbors6    *ebpf.Map `ebpf:"neighbors6"`
+	Nexthops      *ebpf.Map `ebpf:"nexthops"`
+	PortSlots     *ebpf.Map `ebpf:"port_slots"`
+	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
+	PortStats     *ebpf.Map `ebpf:"port_stats"`
+	Routes        *ebpf.Map `ebpf:"routes"`
+	Stats         *ebpf.Map `ebpf:"stats"`
+	TxPorts       *ebpf.Map `ebpf:"tx_ports"`
 }
 
 func (m *xdpMaps) Close() error {
@@ -232,6 +250,9 @@ func (m *xdpMaps) Close() error {
 		m.Neighbors,
 		m.Neighbors6,
 		m.Nexthops,
+		m.PortSlots,
+		m.PortSlotsHash,
+		m.PortStats,
 		m.Routes,
 		m.Stats,
 		m.TxPorts,
