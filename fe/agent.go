@@ -46,6 +46,8 @@ type Datapath interface {
 	DeleteNeighbor(ifindex int, ip netip.Addr) error
 	SetLocalAddr(ip netip.Addr) error
 	Counters() (datapath.Counters, error)
+	PortCounters() (map[int]datapath.PortCounters, error)
+	CPUCounters() ([]datapath.Counters, error)
 	Close() error
 }
 
@@ -94,7 +96,9 @@ type port struct {
 	Addrs   []netip.Prefix `json:"addresses"`
 	Mode    string         `json:"xdp_mode"`
 	Up      bool           `json:"up"`
-	mac     net.HardwareAddr
+	// Counters are the XDP program's packets and bytes on this port.
+	Counters datapath.PortCounters `json:"counters"`
+	mac      net.HardwareAddr
 	// rxQueues is the port's receive queue count, from netlink.
 	rxQueues int
 }
@@ -127,6 +131,8 @@ type Status struct {
 	KernelErrors   uint64            `json:"kernel_route_errors"`
 	ProtocolErrors uint64            `json:"protocol_errors"`
 	Counters       datapath.Counters `json:"counters"`
+	// PerCPU are the same counters for each CPU: which core did the work.
+	PerCPU []datapath.Counters `json:"counters_per_cpu"`
 }
 
 // Option changes how New builds an agent.
@@ -326,6 +332,12 @@ func (a *Agent) Status() Status {
 	}
 	if dp != nil {
 		st.Counters, _ = dp.Counters()
+		st.PerCPU, _ = dp.CPUCounters()
+		if pc, err := dp.PortCounters(); err == nil {
+			for i := range st.Ports {
+				st.Ports[i].Counters = pc[st.Ports[i].Ifindex]
+			}
+		}
 	}
 	return st
 }

@@ -537,3 +537,6 @@ func (f *fakeDatapath) DeleteRoutes(ps []netip.Prefix) error {
 	}
 	return nil
 }
+
+func (f *fakeDatapath) PortCounters() (map[int]datapath.PortCounters, error) { return nil, nil }
+func (f *fakeDatapath) CPUCounters() ([]datapath.Counters, error)            { return nil, nil }

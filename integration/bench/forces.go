@@ -649,6 +649,9 @@ func (d *memDatapath) DeleteRoute(p netip.Prefix) error {
 	return nil
 }
 
+func (d *memDatapath) PortCounters() (map[int]datapath.PortCounters, error) { return nil, nil }
+func (d *memDatapath) CPUCounters() ([]datapath.Counters, error)            { return nil, nil }
+
 func (d *memDatapath) SetNexthop(id uint32, nh datapath.Nexthop) error {
 	d.mu.Lock()
 	d.nexthops[id] = nh

@@ -71,7 +71,8 @@ func (s Status) Print(w io.Writer) {
 	fmt.Fprintf(w, "FE: associated=%v, %d routes from the CE (%d in XDP, %d copied to the kernel), gateways %d/%d resolved, protocol errors %d\n",
 		s.FEAssociated, s.FERoutes, s.FE.Programmed, s.FE.KernelRoutes, s.FEResolved, s.FENexthops, s.FE.ProtocolErrors)
 	for _, p := range s.FE.Ports {
-		fmt.Fprintf(w, "    port %-8s ifindex %-3d xdp %-7s %v\n", p.Name, p.Ifindex, p.Mode, p.Addrs)
+		fmt.Fprintf(w, "    port %-8s ifindex %-3d xdp %-7s %-16s rx %d pkts %d B, tx %d pkts %d B, to kernel %d\n", p.Name, p.Ifindex, p.Mode,
+			fmt.Sprint(p.Addrs), p.Counters.RxPackets, p.Counters.RxBytes, p.Counters.TxPackets, p.Counters.TxBytes, p.Counters.Passed)
 	}
 	for _, l := range s.FE.Lanes {
 		fmt.Fprintf(w, "    lane %s rx-%d: cpus %s (%s)\n", l.Port, l.Queue, l.CPUs, l.Via)
