@@ -316,7 +316,7 @@ func (c *CE) accept(ctx context.Context, l net.Listener, wg *sync.WaitGroup, ser
 
 // loop owns the FIB and the set of associated FEs.
 func (c *CE) loop(ctx context.Context) error {
-	fib := NewFIB()
+	fib := fibs{v4: NewFIB(), v6: NewFIB()}
 	fes := map[forces.ID]*session{}
 	var changes []Change
 	for {
@@ -368,17 +368,21 @@ func (c *CE) loop(ctx context.Context) error {
 	}
 }
 
-func (c *CE) apply(fib *FIB, us []bgp.Update, out []Change) []Change {
+func (c *CE) apply(fib fibs, us []bgp.Update, out []Change) []Change {
 	for _, u := range us {
+		f := fib.of(u.Prefix)
 		if u.Withdraw {
-			out = fib.Delete(u.Prefix, out)
+			out = f.Delete(u.Prefix, out)
 			continue
 		}
-		if !u.Prefix.Addr().Is4() || !u.NextHop.Is4() {
-			continue // IPv6 forwarding comes with the full FE datapath
+		if u.NextHop.Is4() != u.Prefix.Addr().Is4() || u.NextHop.Is4In6() {
+			// IPv4 over an IPv6 next hop (RFC 8950) is not supported yet.
+			c.log.Warn("fib: next hop of another address family, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
+			out = f.Delete(u.Prefix, out)
+			continue
 		}
 		var ok bool
-		if out, ok = fib.Set(u.Prefix, u.NextHop, out); !ok {
+		if out, ok = f.Set(u.Prefix, u.NextHop, out); !ok {
 			c.log.Error("fib: nexthop table full, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
 		}
 	}

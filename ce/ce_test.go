@@ -3,9 +3,11 @@ package ce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -381,4 +383,54 @@ func TestMalformedFromFE(t *testing.T) {
 		st := c.Status(context.Background())
 		return st.ProtocolErrors == 2 && len(st.FEs) == 0
 	})
+}
+
+// IPv6 routes reach an FE that has the IPv6 LFBs, as IPv6UcastLPM and
+// IPv6NextHop rows with their own numbering, and never one that has not.
+func TestIPv6Rows(t *testing.T) {
+	c := startCE(t, time.Second)
+	nh4, nh6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	c.updates <- []bgp.Update{
+		{Prefix: netip.MustParsePrefix("198.51.100.0/24"), NextHop: nh4},
+		{Prefix: netip.MustParsePrefix("2001:db8:100::/48"), NextHop: nh6},
+		{Prefix: netip.MustParsePrefix("2001:db8:200::/48"), NextHop: nh4}, // wrong family: refused
+	}
+	waitFor(t, func() bool { return c.Status(context.Background()).Routes == 2 })
+
+	v6 := append(slices.Clone(routingLFBs),
+		forces.SupportedLFB{Name: "IPv6UcastLPM", ClassID: forces.ClassIPv6UcastLPM, Version: "1.0"},
+		forces.SupportedLFB{Name: "IPv6NextHop", ClassID: forces.ClassIPv6NextHop, Version: "1.0"})
+	for _, tc := range []struct {
+		name string
+		lfbs []forces.SupportedLFB
+		want []string
+	}{
+		{"with IPv6", v6, []string{"DEL IPv4UcastLPM [1]", "DEL IPv4NextHop [1]", "DEL IPv6UcastLPM [1]", "DEL IPv6NextHop [1]",
+			"SET IPv4NextHop [1 1]", "SET IPv4UcastLPM [1 1]", "SET IPv6NextHop [1 1]", "SET IPv6UcastLPM [1 1]"}},
+		{"without IPv6", routingLFBs, []string{"DEL IPv4UcastLPM [1]", "DEL IPv4NextHop [1]", "SET IPv4NextHop [1 1]", "SET IPv4UcastLPM [1 1]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", c.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &fakeFE{t: t, nc: nc, conn: forces.NewConn(nc), id: forces.FEID(uint32(10 + len(tc.lfbs))), lfbs: tc.lfbs}
+			defer f.conn.Close()
+			f.conn.WriteMessage(forces.NewAssociationSetup(f.id, forces.CEID(0), 1))
+			f.next(forces.MsgAssociationSetupResponse)
+			var got []string
+			for _, it := range f.fullSync() {
+				got = append(got, fmt.Sprintf("%s %s %v", it.Op, forces.ClassName(it.ClassID), it.Path))
+				if it.ClassID == forces.ClassIPv6UcastLPM && it.Op == forces.OpSet {
+					p, err := forces.ParseIPv6PrefixInfo(it.FullData)
+					if err != nil || p.Prefix.String() != "2001:db8:100::/48" {
+						t.Errorf("IPv6 route row %+v %v", p, err)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("full sync\n got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -161,3 +161,29 @@ func (f *FIB) allocRow() uint32 {
 	f.nextRow++
 	return r
 }
+
+// fibs is the CE's FIB per address family. Each family has its own RFC 6956
+// tables (IPv4UcastLPM/IPv4NextHop, IPv6UcastLPM/IPv6NextHop), so its own row
+// and nexthop numbering.
+type fibs struct{ v4, v6 *FIB }
+
+func (f fibs) of(p netip.Prefix) *FIB {
+	if p.Addr().Is4() {
+		return f.v4
+	}
+	return f.v6
+}
+
+// Len is the number of routes of both families.
+func (f fibs) Len() int { return f.v4.Len() + f.v6.Len() }
+
+// Snapshot is both families' snapshots, IPv4 first.
+func (f fibs) Snapshot() []Change { return append(f.v4.Snapshot(), f.v6.Snapshot()...) }
+
+// ipv6 reports whether a change belongs to the IPv6 tables.
+func (c Change) ipv6() bool {
+	if c.Kind == NexthopSet || c.Kind == NexthopDel {
+		return c.NextHop.Is6()
+	}
+	return c.Prefix.Addr().Is6()
+}

@@ -11,17 +11,40 @@ import (
 // most one entry per row however slow the FE, and the FE gets the final
 // state, not every intermediate one.
 type pending struct {
-	routes   map[uint32]Change // by prefix-table row
-	nexthops map[uint32]Change // by nexthop row
+	routes   map[uint64]Change // by family and prefix-table row
+	nexthops map[uint64]Change // by family and nexthop row
 	// What the FE holds, so a row set and deleted again before it was ever
 	// sent is dropped instead of becoming a DEL of a row the FE never had.
 	// Rows are dense from 1, so a bitmap costs 128 KiB per million.
-	feRows     bitmap
-	feNexthops bitmap
+	feRows, feRows6         bitmap
+	feNexthops, feNexthops6 bitmap
+}
+
+// pkey keys a row by address family and number: the two families' tables
+// number their rows independently.
+func pkey(c Change, n uint32) uint64 {
+	if c.ipv6() {
+		return 1<<32 | uint64(n)
+	}
+	return uint64(n)
+}
+
+func (p *pending) rowsOf(c Change) *bitmap {
+	if c.ipv6() {
+		return &p.feRows6
+	}
+	return &p.feRows
+}
+
+func (p *pending) nexthopsOf(c Change) *bitmap {
+	if c.ipv6() {
+		return &p.feNexthops6
+	}
+	return &p.feNexthops
 }
 
 func newPending() *pending {
-	return &pending{routes: map[uint32]Change{}, nexthops: map[uint32]Change{}}
+	return &pending{routes: map[uint64]Change{}, nexthops: map[uint64]Change{}}
 }
 
 type bitmap []uint64
@@ -54,9 +77,9 @@ func (p *pending) add(ch []Change) {
 	for _, c := range ch {
 		switch c.Kind {
 		case RouteSet, RouteDel:
-			p.routes[c.Row] = c
+			p.routes[pkey(c, c.Row)] = c
 		case NexthopSet, NexthopDel:
-			p.nexthops[c.ID] = c
+			p.nexthops[pkey(c, c.ID)] = c
 		}
 	}
 }
@@ -65,26 +88,26 @@ func (p *pending) add(ch []Change) {
 // set, routes deleted, routes set, nexthops deleted.
 func (p *pending) take() []Change {
 	out := make([]Change, 0, p.len())
-	kind := func(k ChangeKind, m map[uint32]Change, have bitmap, key func(Change) uint32) {
+	kind := func(k ChangeKind, m map[uint64]Change, have func(Change) *bitmap, key func(Change) uint32) {
 		start := len(out)
 		for _, c := range m {
 			if c.Kind != k {
 				continue
 			}
-			if (k == RouteDel || k == NexthopDel) && !have.has(key(c)) {
+			if (k == RouteDel || k == NexthopDel) && !have(c).has(key(c)) {
 				continue // never reached the FE
 			}
 			out = append(out, c)
 		}
 		added := out[start:]
-		slices.SortFunc(added, func(a, b Change) int { return cmp.Compare(key(a), key(b)) })
+		slices.SortFunc(added, func(a, b Change) int { return cmp.Compare(pkey(a, key(a)), pkey(b, key(b))) })
 	}
 	row := func(c Change) uint32 { return c.Row }
 	id := func(c Change) uint32 { return c.ID }
-	kind(NexthopSet, p.nexthops, p.feNexthops, id)
-	kind(RouteDel, p.routes, p.feRows, row)
-	kind(RouteSet, p.routes, p.feRows, row)
-	kind(NexthopDel, p.nexthops, p.feNexthops, id)
+	kind(NexthopSet, p.nexthops, p.nexthopsOf, id)
+	kind(RouteDel, p.routes, p.rowsOf, row)
+	kind(RouteSet, p.routes, p.rowsOf, row)
+	kind(NexthopDel, p.nexthops, p.nexthopsOf, id)
 	for _, c := range out {
 		p.sent(c)
 	}
@@ -96,12 +119,12 @@ func (p *pending) take() []Change {
 func (p *pending) sent(c Change) {
 	switch c.Kind {
 	case RouteSet:
-		p.feRows.set(c.Row)
+		p.rowsOf(c).set(c.Row)
 	case RouteDel:
-		p.feRows.unset(c.Row)
+		p.rowsOf(c).unset(c.Row)
 	case NexthopSet:
-		p.feNexthops.set(c.ID)
+		p.nexthopsOf(c).set(c.ID)
 	case NexthopDel:
-		p.feNexthops.unset(c.ID)
+		p.nexthopsOf(c).unset(c.ID)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,7 +282,7 @@ func (s *session) flush() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	msgs, err := s.configs(toTableOps(batch))
+	msgs, err := s.configs(toTableOps(s.forFE(batch)))
 	if err != nil {
 		return err
 	}
@@ -327,6 +328,12 @@ func (s *session) fullSync(ctx context.Context) error {
 	ops := []forces.TableOp{
 		{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1, Path: []uint32{forces.CompIPv4PrefixTable}},
 		{Op: forces.OpDel, ClassID: forces.ClassIPv4NextHop, InstanceID: 1, Path: []uint32{forces.CompIPv4NextHopTable}},
+	}
+	s.snapshot = s.forFE(s.snapshot)
+	if s.info.supports(forces.ClassIPv6UcastLPM) && s.info.supports(forces.ClassIPv6NextHop) {
+		ops = append(ops,
+			forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1, Path: []uint32{forces.CompIPv6PrefixTable}},
+			forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6NextHop, InstanceID: 1, Path: []uint32{forces.CompIPv6NextHopTable}})
 	}
 	first := true
 	for start := 0; ; start += syncChunk {
@@ -472,6 +479,10 @@ func (s *session) read() error {
 func toTableOps(ch []Change) []forces.TableOp {
 	ops := make([]forces.TableOp, len(ch))
 	for i, c := range ch {
+		if c.ipv6() {
+			ops[i] = toTableOp6(c)
+			continue
+		}
 		switch c.Kind {
 		case NexthopSet:
 			ops[i] = forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv4NextHop, InstanceID: 1,
@@ -498,4 +509,34 @@ func teardownReason(m *forces.Message) forces.TeardownReason {
 		return forces.TeardownUnspecified
 	}
 	return forces.TeardownReason(*m.ASTReason)
+}
+
+// toTableOp6 maps an IPv6 FIB change onto the RFC 6956 IPv6 tables.
+func toTableOp6(c Change) forces.TableOp {
+	switch c.Kind {
+	case NexthopSet:
+		return forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6NextHop, InstanceID: 1,
+			Path:     []uint32{forces.CompIPv6NextHopTable, c.ID},
+			FullData: forces.IPv6NextHopInfo{NextHop: c.NextHop}.MarshalFullData()}
+	case NexthopDel:
+		return forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6NextHop, InstanceID: 1,
+			Path: []uint32{forces.CompIPv6NextHopTable, c.ID}}
+	case RouteSet:
+		return forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1,
+			Path:     []uint32{forces.CompIPv6PrefixTable, c.Row},
+			FullData: forces.IPv6PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.MarshalFullData()}
+	}
+	return forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1,
+		Path: []uint32{forces.CompIPv6PrefixTable, c.Row}}
+}
+
+// forFE drops the IPv6 changes for an FE that has no IPv6 tables.
+func (s *session) forFE(ch []Change) []Change {
+	s.mu.Lock()
+	v6 := s.info.supports(forces.ClassIPv6UcastLPM) && s.info.supports(forces.ClassIPv6NextHop)
+	s.mu.Unlock()
+	if v6 {
+		return ch
+	}
+	return slices.DeleteFunc(ch, Change.ipv6)
 }

@@ -158,9 +158,11 @@ func peerRequest(n Neighbor) *api.AddPeerRequest {
 		}
 		return uint64((d + time.Second - 1) / time.Second)
 	}
-	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
-	if n.Address.Is6() {
-		family.Afi = api.Family_AFI_IP6
+	// Both unicast families on every session: what the neighbour does not
+	// offer, capability negotiation leaves out.
+	families := []*api.AfiSafi{
+		{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
+		{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
 	}
 	p := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: n.Address.String(), PeerAsn: n.ASN},
@@ -170,7 +172,7 @@ func peerRequest(n Neighbor) *api.AddPeerRequest {
 			KeepaliveInterval: secs(n.Keepalive, 30*time.Second),
 		}},
 		Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: n.Port},
-		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: family, Enabled: true}}},
+		AfiSafis:  families,
 	}
 	return &api.AddPeerRequest{Peer: p}
 }
@@ -180,7 +182,7 @@ func peerRequest(n Neighbor) *api.AddPeerRequest {
 func toUpdates(paths []*apiutil.Path) []Update {
 	out := make([]Update, 0, len(paths))
 	for _, p := range paths {
-		if p.Family != gobgp.RF_IPv4_UC {
+		if p.Family != gobgp.RF_IPv4_UC && p.Family != gobgp.RF_IPv6_UC {
 			continue
 		}
 		nlri, ok := p.Nlri.(*gobgp.IPAddrPrefix)
@@ -190,8 +192,11 @@ func toUpdates(paths []*apiutil.Path) []Update {
 		u := Update{Prefix: nlri.Prefix.Masked(), Withdraw: p.Withdrawal}
 		if !u.Withdraw {
 			for _, a := range p.Attrs {
-				if nh, ok := a.(*gobgp.PathAttributeNextHop); ok {
+				switch nh := a.(type) {
+				case *gobgp.PathAttributeNextHop:
 					u.NextHop = nh.Value
+				case *gobgp.PathAttributeMpReachNLRI: // IPv6 (RFC 4760)
+					u.NextHop = nh.Nexthop
 				}
 			}
 			if !u.NextHop.IsValid() {
