@@ -295,9 +295,9 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	st := Status{
-		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: len(a.table.routes),
-		Nexthops: len(a.table.nexthops), Gateways: len(a.prog.slots), Neighbors: len(a.neighbors),
-		Programmed: len(a.prog.routes), DatapathErrors: a.prog.errors,
+		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: len(a.table.v4.routes) + len(a.table.v6.routes),
+		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: len(a.neighbors),
+		Programmed: len(a.prog.routes) + len(a.prog.routes6), DatapathErrors: a.prog.errors,
 	}
 	for _, s := range a.prog.slots {
 		if s.ifindex != 0 {

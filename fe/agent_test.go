@@ -540,3 +540,40 @@ func (f *fakeDatapath) DeleteRoutes(ps []netip.Prefix) error {
 
 func (f *fakeDatapath) PortCounters() (map[int]datapath.PortCounters, error) { return nil, nil }
 func (f *fakeDatapath) CPUCounters() ([]datapath.Counters, error)            { return nil, nil }
+
+func setNH6(id uint32, ip string) forces.TableOp {
+	return forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6NextHop, InstanceID: 1, Path: []uint32{1, id},
+		FullData: forces.IPv6NextHopInfo{NextHop: netip.MustParseAddr(ip)}.MarshalFullData()}
+}
+
+func setRoute6(row uint32, p string, nh uint32) forces.TableOp {
+	return forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1, Path: []uint32{1, row},
+		FullData: forces.IPv6PrefixInfo{Prefix: netip.MustParsePrefix(p), HopSelector: nh}.MarshalFullData()}
+}
+
+// IPv6 rows have their own numbering: IPv4 and IPv6 row 1 coexist, and a
+// deletion of one leaves the other.
+func TestApplyIPv6(t *testing.T) {
+	a, dp := testAgent(t, Config{})
+	resp, failed := a.applyConfig(configMsg(t,
+		setNH(1, "192.0.2.1"), setRoute(1, "198.51.100.0/24", 1),
+		setNH6(1, "2001:db8::1"), setRoute6(1, "2001:db8:100::/48", 1),
+		// IPv4 rows sent to the IPv6 tables.
+		forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1, Path: []uint32{1, 2},
+			FullData: setRoute(2, "198.51.100.0/24", 1).FullData},
+		forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6NextHop, InstanceID: 1, Path: []uint32{1, 2},
+			FullData: setNH(2, "192.0.2.2").FullData},
+	))
+	want := fmt.Sprint([]forces.ResultCode{forces.ResultSuccess, forces.ResultSuccess, forces.ResultSuccess, forces.ResultSuccess,
+		forces.ResultInvalidParameters, forces.ResultInvalidParameters})
+	if got := fmt.Sprint(results(t, resp)); !failed || got != want {
+		t.Fatalf("results %s, want %s", got, want)
+	}
+	if dp.gateway("198.51.100.0/24") != "192.0.2.1" || dp.gateway("2001:db8:100::/48") != "2001:db8::1" {
+		t.Fatalf("datapath: %q %q", dp.gateway("198.51.100.0/24"), dp.gateway("2001:db8:100::/48"))
+	}
+	a.applyConfig(configMsg(t, forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1, Path: []uint32{1, 1}}))
+	if dp.gateway("2001:db8:100::/48") != "" || dp.gateway("198.51.100.0/24") != "192.0.2.1" {
+		t.Fatal("deleting IPv6 row 1 did not remove exactly the IPv6 route")
+	}
+}

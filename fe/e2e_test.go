@@ -101,6 +101,16 @@ func TestCEAndFEOverTLS(t *testing.T) {
 	waitUntil(t, "low-priority channel", func() bool { return c.Status(ctx).FEs[0].LowChannel && a.Status().Low.Up })
 	waitUntil(t, "heartbeat round trips", func() bool { return c.Status(ctx).FEs[0].HeartbeatRTT.Samples >= 3 })
 
+	// IPv6 goes the same way, through the IPv6UcastLPM and IPv6NextHop LFBs.
+	v6 := ce.RouteUpdate{Prefix: netip.MustParsePrefix("2001:db8:100::/48"), NextHop: netip.MustParseAddr("2001:db8::9")}
+	if err := c.Update(ctx, []ce.RouteUpdate{v6}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "IPv6 route in the datapath", func() bool { return dp.gateway("2001:db8:100::/48") == "2001:db8::9" })
+	if st := a.Status(); st.Routes != 3001 || st.Programmed != 3001 {
+		t.Fatalf("FE status after the IPv6 route: %d routes, %d programmed", st.Routes, st.Programmed)
+	}
+
 	// An incremental change after the sync.
 	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: us[0].Prefix, Withdraw: true}}); err != nil {
 		t.Fatal(err)

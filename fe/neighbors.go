@@ -46,7 +46,7 @@ func (a *Agent) resolveLoop(ctx context.Context) {
 		}
 		a.mu.Unlock()
 		for _, gw := range solicit {
-			if c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(gw, 9))); err == nil {
+			if c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(gw, 9))); err == nil {
 				_, _ = c.Write([]byte{0})
 				c.Close()
 			}
@@ -93,11 +93,14 @@ const usableNeighbor = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_D
 
 func (a *Agent) neighborUpdate(u netlink.NeighUpdate) {
 	n := u.Neigh
-	if n.Family != unix.AF_INET {
-		return
+	var ip netip.Addr
+	switch n.Family {
+	case unix.AF_INET:
+		ip, _ = netip.AddrFromSlice(n.IP.To4())
+	case unix.AF_INET6:
+		ip, _ = netip.AddrFromSlice(n.IP.To16())
 	}
-	ip, ok := netip.AddrFromSlice(n.IP.To4())
-	if !ok {
+	if !ip.IsValid() || ip.Is4In6() {
 		return
 	}
 	a.mu.Lock()

@@ -18,7 +18,8 @@ type slot struct {
 
 // programmed is what the datapath holds for the CE's routes.
 type programmed struct {
-	routes  map[prefix4]uint32 // prefix -> gateway (ip4) it is programmed with
+	routes  map[prefix4]uint32          // IPv4 prefix -> gateway (ip4) it is programmed with
+	routes6 map[netip.Prefix]netip.Addr // IPv6 prefix -> gateway
 	slots   map[netip.Addr]*slot
 	free    []uint32
 	next    uint32
@@ -27,40 +28,66 @@ type programmed struct {
 }
 
 func newProgrammed() *programmed {
-	return &programmed{routes: map[prefix4]uint32{}, slots: map[netip.Addr]*slot{}, next: 1}
+	return &programmed{routes: map[prefix4]uint32{}, routes6: map[netip.Prefix]netip.Addr{}, slots: map[netip.Addr]*slot{}, next: 1}
+}
+
+// famProg is one family's view of the datapath: its programmed routes and
+// how its keys and gateways convert.
+type famProg[K comparable, V comparable] struct {
+	routes   map[K]V
+	enc      func(netip.Addr) V
+	dec      func(V) netip.Addr
+	prefix   func(K) netip.Prefix
+	shadowed func(K) bool // a port's connected route owns the prefix
+}
+
+func (a *Agent) prog4() famProg[prefix4, uint32] {
+	return famProg[prefix4, uint32]{routes: a.prog.routes, enc: ip4, dec: addr4, prefix: prefix4.Prefix,
+		shadowed: func(p prefix4) bool { _, ok := a.connected[p]; return ok }}
+}
+
+func (a *Agent) prog6() famProg[netip.Prefix, netip.Addr] {
+	id := func(x netip.Addr) netip.Addr { return x }
+	return famProg[netip.Prefix, netip.Addr]{routes: a.prog.routes6, enc: id, dec: id,
+		prefix: func(p netip.Prefix) netip.Prefix { return p }, shadowed: func(netip.Prefix) bool { return false }}
 }
 
 // program brings the datapath in line with the table for everything d marks,
 // in one batch of route writes. Called with a.mu held.
 func (a *Agent) program(d *dirty) {
 	var b batch
+	programFam(a, a.table.v4, a.prog4(), d.v4, &b)
+	programFam(a, a.table.v6, a.prog6(), d.v6, &b)
+	a.flush(&b)
+}
+
+func programFam[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg[K, V], d *famDirty[K], b *batch) {
 	if d.all {
-		for p := range a.prog.routes {
-			if _, ok := a.table.routes[p]; !ok {
-				a.programPrefix(p, &b)
+		for p := range fp.routes {
+			if _, ok := t.routes[p]; !ok {
+				programPrefix(a, t, fp, p, b)
 			}
 		}
-		for p := range a.table.routes {
-			a.programPrefix(p, &b)
+		for p := range t.routes {
+			programPrefix(a, t, fp, p, b)
 		}
-	} else {
-		for p := range d.prefixes {
-			a.programPrefix(p, &b)
-		}
-		if len(d.nexthops) > 0 {
-			for p, r := range a.table.routes {
-				if _, ok := d.nexthops[r.nexthop]; ok {
-					a.programPrefix(p, &b)
-				}
+		return
+	}
+	for p := range d.prefixes {
+		programPrefix(a, t, fp, p, b)
+	}
+	if len(d.nexthops) > 0 {
+		for p, r := range t.routes {
+			if _, ok := d.nexthops[r.nexthop]; ok {
+				programPrefix(a, t, fp, p, b)
 			}
-			for p := range a.prog.routes {
-				if _, ok := a.table.routes[p]; !ok {
-					a.programPrefix(p, &b)
-				}
+		}
+		for p := range fp.routes {
+			if _, ok := t.routes[p]; !ok {
+				programPrefix(a, t, fp, p, b)
 			}
 		}
 	}
-	a.flush(&b)
 }
 
 // batch collects the datapath writes of one program call. Slots that lose
@@ -73,13 +100,13 @@ type batch struct {
 
 // programPrefix decides the datapath entry of p from the table. A connected
 // route of a port shadows a CE route for the same prefix.
-func (a *Agent) programPrefix(p prefix4, b *batch) {
-	want, ok := a.table.gateway(p)
-	if _, shadowed := a.connected[p]; shadowed {
+func programPrefix[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg[K, V], p K, b *batch) {
+	want, ok := t.gateway(p)
+	if fp.shadowed(p) {
 		ok = false
 	}
-	have, had := a.prog.routes[p]
-	if ok == had && ip4(want) == have {
+	have, had := fp.routes[p]
+	if ok == had && fp.enc(want) == have {
 		return
 	}
 	if ok {
@@ -87,16 +114,16 @@ func (a *Agent) programPrefix(p prefix4, b *batch) {
 		if s == nil {
 			return
 		}
-		b.sets = append(b.sets, datapath.Route{Prefix: p.Prefix(), Nexthop: s.id})
-		a.prog.routes[p] = ip4(want)
+		b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(p), Nexthop: s.id})
+		fp.routes[p] = fp.enc(want)
 	} else {
-		if _, shadowed := a.connected[p]; !shadowed {
-			b.dels = append(b.dels, p.Prefix())
+		if !fp.shadowed(p) {
+			b.dels = append(b.dels, fp.prefix(p))
 		}
-		delete(a.prog.routes, p)
+		delete(fp.routes, p)
 	}
 	if had {
-		a.unref(addr4(have), b)
+		a.unref(fp.dec(have), b)
 	}
 }
 
@@ -109,10 +136,7 @@ func (a *Agent) flush(b *batch) {
 			for _, r := range b.sets {
 				if err := a.dp.SetRoute(r.Prefix, r.Nexthop); err != nil {
 					a.datapathError(err)
-					p := toPrefix4(r.Prefix)
-					gw := addr4(a.prog.routes[p])
-					delete(a.prog.routes, p)
-					a.unref(gw, b)
+					a.forget(r.Prefix, b)
 				}
 			}
 		}
@@ -128,11 +152,15 @@ func (a *Agent) flush(b *batch) {
 	}
 	if a.kernel != nil {
 		for _, r := range b.sets {
-			p := toPrefix4(r.Prefix)
-			a.kernel.sync(p, a.prog.routes[p])
+			if r.Prefix.Addr().Is4() {
+				p := toPrefix4(r.Prefix)
+				a.kernel.sync(p, a.prog.routes[p])
+			}
 		}
 		for _, p := range b.dels {
-			a.kernel.sync(toPrefix4(p), 0)
+			if p.Addr().Is4() {
+				a.kernel.sync(toPrefix4(p), 0)
+			}
 		}
 	}
 	for _, gw := range b.freed {
@@ -148,6 +176,20 @@ func (a *Agent) flush(b *batch) {
 		}
 		a.prog.free = append(a.prog.free, s.id)
 	}
+}
+
+// forget drops a route the datapath refused from what is programmed.
+func (a *Agent) forget(p netip.Prefix, b *batch) {
+	if p.Addr().Is4() {
+		k := toPrefix4(p)
+		gw := addr4(a.prog.routes[k])
+		delete(a.prog.routes, k)
+		a.unref(gw, b)
+		return
+	}
+	gw := a.prog.routes6[p]
+	delete(a.prog.routes6, p)
+	a.unref(gw, b)
 }
 
 func (a *Agent) ref(gw netip.Addr) *slot {

@@ -14,6 +14,8 @@ var supportedLFBs = []forces.SupportedLFB{
 	{Name: "EtherPHYCop", ClassID: forces.ClassEtherPHYCop, Version: "1.0"},
 	{Name: "IPv4UcastLPM", ClassID: forces.ClassIPv4UcastLPM, Version: "1.0"},
 	{Name: "IPv4NextHop", ClassID: forces.ClassIPv4NextHop, Version: "1.0"},
+	{Name: "IPv6UcastLPM", ClassID: forces.ClassIPv6UcastLPM, Version: "1.0"},
+	{Name: "IPv6NextHop", ClassID: forces.ClassIPv6NextHop, Version: "1.0"},
 }
 
 // answerQuery answers a Query from the FE Object LFB, the FE Protocol LFB and

@@ -8,39 +8,93 @@ import (
 )
 
 // table is the FE's copy of the rows the CE programmed, in RFC 6956 terms:
-// the IPv4UcastLPM prefix table and the IPv4NextHop table. It knows nothing of
-// the datapath; program turns differences between tables into map updates.
+// per address family, the UcastLPM prefix table and the NextHop table. It
+// knows nothing of the datapath; program turns differences between tables
+// into map updates.
 type table struct {
-	rows     map[uint32]prefix4    // prefix-table row -> prefix
-	routes   map[prefix4]route     // prefix -> its row and nexthop row
+	v4 *famTable[prefix4]
+	v6 *famTable[netip.Prefix]
+}
+
+// famTable is one address family's tables. K is the key the family's
+// prefixes are stored under (a pointer-free integer for IPv4).
+type famTable[K comparable] struct {
+	rows     map[uint32]K          // prefix-table row -> prefix
+	routes   map[K]route           // prefix -> its row and nexthop row
 	nexthops map[uint32]netip.Addr // nexthop-table row (HopSelector) -> gateway
 
 	// A staged copy shares the live table's maps until it first changes
 	// them (copy on write): a full sync, which starts by deleting both
 	// tables, never copies them at all.
 	sharedPrefixes, sharedNexthops bool
+
+	fam family[K]
+}
+
+// family describes an address family to the generic table code.
+type family[K comparable] struct {
+	name              string
+	lpmClass, nhClass uint32
+	key               func(netip.Prefix) K
+	is                func(netip.Addr) bool
+	parseRoute        func([]byte) (netip.Prefix, uint32, error)
+	parseNexthop      func([]byte) (netip.Addr, error)
+}
+
+var ipv4 = family[prefix4]{
+	name: "IPv4", lpmClass: forces.ClassIPv4UcastLPM, nhClass: forces.ClassIPv4NextHop,
+	key: toPrefix4, is: netip.Addr.Is4,
+	parseRoute: func(b []byte) (netip.Prefix, uint32, error) {
+		i, err := forces.ParseIPv4PrefixInfo(b)
+		return i.Prefix, i.HopSelector, err
+	},
+	parseNexthop: func(b []byte) (netip.Addr, error) {
+		i, err := forces.ParseIPv4NextHopInfo(b)
+		return i.NextHop, err
+	},
+}
+
+var ipv6 = family[netip.Prefix]{
+	name: "IPv6", lpmClass: forces.ClassIPv6UcastLPM, nhClass: forces.ClassIPv6NextHop,
+	key: netip.Prefix.Masked, is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() },
+	parseRoute: func(b []byte) (netip.Prefix, uint32, error) {
+		i, err := forces.ParseIPv6PrefixInfo(b)
+		return i.Prefix, i.HopSelector, err
+	},
+	parseNexthop: func(b []byte) (netip.Addr, error) {
+		i, err := forces.ParseIPv6NextHopInfo(b)
+		return i.NextHop, err
+	},
 }
 
 type route struct {
 	row, nexthop uint32
 }
 
+func newFamTable[K comparable](f family[K]) *famTable[K] {
+	return &famTable[K]{rows: map[uint32]K{}, routes: map[K]route{}, nexthops: map[uint32]netip.Addr{}, fam: f}
+}
+
 func newTable() *table {
-	return &table{rows: map[uint32]prefix4{}, routes: map[prefix4]route{}, nexthops: map[uint32]netip.Addr{}}
+	return &table{v4: newFamTable(ipv4), v6: newFamTable(ipv6)}
 }
 
 // stage returns a copy of t to stage a transaction on.
 func (t *table) stage() *table {
-	return &table{rows: t.rows, routes: t.routes, nexthops: t.nexthops, sharedPrefixes: true, sharedNexthops: true}
+	return &table{v4: t.v4.stage(), v6: t.v6.stage()}
 }
 
-func (t *table) ownPrefixes() {
+func (t *famTable[K]) stage() *famTable[K] {
+	return &famTable[K]{rows: t.rows, routes: t.routes, nexthops: t.nexthops, sharedPrefixes: true, sharedNexthops: true, fam: t.fam}
+}
+
+func (t *famTable[K]) ownPrefixes() {
 	if t.sharedPrefixes {
 		t.rows, t.routes, t.sharedPrefixes = maps.Clone(t.rows), maps.Clone(t.routes), false
 	}
 }
 
-func (t *table) ownNexthops() {
+func (t *famTable[K]) ownNexthops() {
 	if t.sharedNexthops {
 		t.nexthops, t.sharedNexthops = maps.Clone(t.nexthops), false
 	}
@@ -48,7 +102,7 @@ func (t *table) ownNexthops() {
 
 // gateway returns the gateway prefix p is forwarded to, if it has a route
 // whose nexthop row exists.
-func (t *table) gateway(p prefix4) (netip.Addr, bool) {
+func (t *famTable[K]) gateway(p K) (netip.Addr, bool) {
 	r, ok := t.routes[p]
 	if !ok {
 		return netip.Addr{}, false
@@ -60,37 +114,67 @@ func (t *table) gateway(p prefix4) (netip.Addr, bool) {
 // dirty collects what a batch of row operations touched, so that only those
 // entries are reprogrammed.
 type dirty struct {
+	v4 *famDirty[prefix4]
+	v6 *famDirty[netip.Prefix]
+}
+
+type famDirty[K comparable] struct {
 	all      bool
-	prefixes map[prefix4]struct{}
+	prefixes map[K]struct{}
 	nexthops map[uint32]struct{}
 }
 
 func newDirty() *dirty {
-	return &dirty{prefixes: map[prefix4]struct{}{}, nexthops: map[uint32]struct{}{}}
+	return &dirty{
+		v4: &famDirty[prefix4]{prefixes: map[prefix4]struct{}{}, nexthops: map[uint32]struct{}{}},
+		v6: &famDirty[netip.Prefix]{prefixes: map[netip.Prefix]struct{}{}, nexthops: map[uint32]struct{}{}},
+	}
 }
 
-// The recorders accept nil: staging a transaction needs neither.
-func (d *dirty) prefix(p prefix4) {
+// everything marks both families wholly dirty.
+func (d *dirty) everything() {
+	d.v4.everything()
+	d.v6.everything()
+}
+
+// The recorders accept nil: staging a transaction needs none.
+func (d *famDirty[K]) prefix(p K) {
 	if d != nil {
 		d.prefixes[p] = struct{}{}
 	}
 }
 
-func (d *dirty) nexthop(id uint32) {
+func (d *famDirty[K]) nexthop(id uint32) {
 	if d != nil {
 		d.nexthops[id] = struct{}{}
 	}
 }
 
-func (d *dirty) everything() {
+func (d *famDirty[K]) everything() {
 	if d != nil {
 		d.all = true
 	}
 }
 
-// apply performs one row operation on t. It records what it touched in d and
-// how to reverse it in undo, so a batch can be made all-or-none.
+// apply performs one row operation on t. It records what it touched in d
+// (nil: nothing) and how to reverse it in undo (nil: no undo), so a batch can
+// be made all-or-none.
 func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
+	var d4 *famDirty[prefix4]
+	var d6 *famDirty[netip.Prefix]
+	if d != nil {
+		d4, d6 = d.v4, d.v6
+	}
+	switch it.ClassID {
+	case forces.ClassIPv4UcastLPM, forces.ClassIPv4NextHop:
+		return t.v4.apply(it, d4, undo)
+	case forces.ClassIPv6UcastLPM, forces.ClassIPv6NextHop:
+		return t.v6.apply(it, d6, undo)
+	}
+	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
+}
+
+func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) error {
 	if it.InstanceID != 1 {
 		return reject(forces.ResultLFBInstanceIDNotFound, "%s instance %d does not exist", forces.ClassName(it.ClassID), it.InstanceID)
 	}
@@ -101,17 +185,18 @@ func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
 	if it.Op == forces.OpSet && (wholeTable || !it.HasFullData) {
 		return reject(forces.ResultInvalidParameters, "SET of path %v needs a row and FULLDATA", it.Path)
 	}
+	lpm := it.ClassID == t.fam.lpmClass
 	switch {
-	case it.Op == forces.OpDel && wholeTable && it.ClassID == forces.ClassIPv4UcastLPM:
+	case it.Op == forces.OpDel && wholeTable && lpm:
 		rows, routes := t.rows, t.routes
-		t.rows, t.routes = make(map[uint32]prefix4, len(rows)), make(map[prefix4]route, len(routes))
+		t.rows, t.routes = make(map[uint32]K, len(rows)), make(map[K]route, len(routes))
 		t.sharedPrefixes = false
 		if undo != nil {
 			*undo = append(*undo, func() { t.rows, t.routes = rows, routes })
 		}
 		d.everything()
 		return nil
-	case it.Op == forces.OpDel && wholeTable && it.ClassID == forces.ClassIPv4NextHop:
+	case it.Op == forces.OpDel && wholeTable:
 		nexthops := t.nexthops
 		t.nexthops, t.sharedNexthops = map[uint32]netip.Addr{}, false
 		if undo != nil {
@@ -120,40 +205,41 @@ func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
 		d.everything()
 		return nil
 	}
-	if it.ClassID == forces.ClassIPv4UcastLPM {
+	if lpm {
 		t.ownPrefixes()
 	} else {
 		t.ownNexthops()
 	}
+	row := it.Path[1]
 	switch {
-	case it.ClassID == forces.ClassIPv4UcastLPM && it.Op == forces.OpSet:
-		info, err := forces.ParseIPv4PrefixInfo(it.FullData)
+	case lpm && it.Op == forces.OpSet:
+		p, nh, err := t.fam.parseRoute(it.FullData)
 		if err != nil {
-			return reject(forces.ResultInvalidParameters, "row %d: %v", it.Path[1], err)
+			return reject(forces.ResultInvalidParameters, "row %d: %v", row, err)
 		}
-		return t.setRoute(it.Path[1], info.Prefix, info.HopSelector, d, undo)
-	case it.ClassID == forces.ClassIPv4UcastLPM && it.Op == forces.OpDel:
-		return t.deleteRow(it.Path[1], d, undo)
-	case it.ClassID == forces.ClassIPv4NextHop && it.Op == forces.OpSet:
-		info, err := forces.ParseIPv4NextHopInfo(it.FullData)
+		return t.setRoute(row, p, nh, d, undo)
+	case lpm && it.Op == forces.OpDel:
+		return t.deleteRow(row, d, undo)
+	case it.Op == forces.OpSet:
+		gw, err := t.fam.parseNexthop(it.FullData)
 		if err != nil {
-			return reject(forces.ResultInvalidParameters, "row %d: %v", it.Path[1], err)
+			return reject(forces.ResultInvalidParameters, "row %d: %v", row, err)
 		}
-		return t.setNexthop(it.Path[1], info.NextHop, d, undo)
-	case it.ClassID == forces.ClassIPv4NextHop && it.Op == forces.OpDel:
-		return t.deleteNexthop(it.Path[1], d, undo)
+		return t.setNexthop(row, gw, d, undo)
+	case it.Op == forces.OpDel:
+		return t.deleteNexthop(row, d, undo)
 	}
 	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
 }
 
-func (t *table) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *dirty, undo *[]func()) error {
-	if !pfx.Addr().Is4() {
-		return reject(forces.ResultInvalidParameters, "row %d: prefix %s is not IPv4", row, pfx)
+func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *famDirty[K], undo *[]func()) error {
+	if !t.fam.is(pfx.Addr()) {
+		return reject(forces.ResultInvalidParameters, "row %d: prefix %s is not %s", row, pfx, t.fam.name)
 	}
 	if _, ok := t.nexthops[nh]; !ok {
 		return reject(forces.ResultNotFound, "row %d: prefix %s: HopSelector %d: no such nexthop", row, pfx, nh)
 	}
-	p := toPrefix4(pfx)
+	p := t.fam.key(pfx)
 	// The row may have held another prefix, and the prefix may have sat in
 	// another row: both are replaced.
 	if old, ok := t.rows[row]; ok && old != p {
@@ -186,7 +272,7 @@ func (t *table) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *dirty, undo
 	return nil
 }
 
-func (t *table) deleteRow(row uint32, d *dirty, undo *[]func()) error {
+func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) error {
 	p, ok := t.rows[row]
 	if !ok {
 		return reject(forces.ResultNotFound, "prefix table row %d does not exist", row)
@@ -201,12 +287,12 @@ func (t *table) deleteRow(row uint32, d *dirty, undo *[]func()) error {
 	return nil
 }
 
-func (t *table) setNexthop(id uint32, gw netip.Addr, d *dirty, undo *[]func()) error {
+func (t *famTable[K]) setNexthop(id uint32, gw netip.Addr, d *famDirty[K], undo *[]func()) error {
 	if id == 0 || id > MaxCENexthopID {
 		return reject(forces.ResultValueOutOfRange, "nexthop row %d: outside 1..%d", id, MaxCENexthopID)
 	}
-	if !gw.Is4() || gw.IsUnspecified() {
-		return reject(forces.ResultInvalidParameters, "nexthop row %d: NextHopIPAddr %s is not a usable IPv4 address", id, gw)
+	if !t.fam.is(gw) || gw.IsUnspecified() {
+		return reject(forces.ResultInvalidParameters, "nexthop row %d: NextHopIPAddr %s is not a usable %s address", id, gw, t.fam.name)
 	}
 	old, had := t.nexthops[id]
 	t.nexthops[id] = gw
@@ -227,7 +313,7 @@ func (t *table) setNexthop(id uint32, gw netip.Addr, d *dirty, undo *[]func()) e
 	return nil
 }
 
-func (t *table) deleteNexthop(id uint32, d *dirty, undo *[]func()) error {
+func (t *famTable[K]) deleteNexthop(id uint32, d *famDirty[K], undo *[]func()) error {
 	old, ok := t.nexthops[id]
 	if !ok {
 		return reject(forces.ResultNotFound, "nexthop row %d does not exist", id)
@@ -242,6 +328,11 @@ func (t *table) deleteNexthop(id uint32, d *dirty, undo *[]func()) error {
 
 // diff marks in d every prefix whose forwarding differs between a and b.
 func diff(a, b *table, d *dirty) {
+	diffFam(a.v4, b.v4, d.v4)
+	diffFam(a.v6, b.v6, d.v6)
+}
+
+func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
 	if len(a.routes) == 0 || len(b.routes) == 0 {
 		d.everything() // cheaper than listing every prefix
 		return
@@ -250,12 +341,12 @@ func diff(a, b *table, d *dirty) {
 		ga, oka := a.gateway(p)
 		gb, okb := b.gateway(p)
 		if oka != okb || ga != gb {
-			d.prefixes[p] = struct{}{}
+			d.prefix(p)
 		}
 	}
 	for p := range b.routes {
 		if _, ok := a.routes[p]; !ok {
-			d.prefixes[p] = struct{}{}
+			d.prefix(p)
 		}
 	}
 }
