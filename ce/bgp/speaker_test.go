@@ -82,20 +82,25 @@ func TestSpeakerLearnsAndForgets(t *testing.T) {
 
 	nh := netip.MustParseAddr("192.0.2.10")
 	extra := netip.MustParsePrefix("198.51.100.0/24")
+	extra6, nh6 := netip.MustParsePrefix("2001:db8:100::/48"), netip.MustParseAddr("2001:db8::10")
 	p, err := peer.Start(ctx, peer.Config{
 		ASN: 65002, RouterID: netip.MustParseAddr("127.0.0.2"), ListenPort: -1, LocalAddress: netip.MustParseAddr("127.0.0.2"),
 		Neighbor: netip.MustParseAddr("127.0.0.1"), NeighborASN: 65001, NeighborPort: uint32(port),
-		Routes: 500, Seed: 7, NextHop: nh, Extra: []netip.Prefix{extra},
+		Routes: 500, Seed: 7, NextHop: nh, Extra: []netip.Prefix{extra, extra6}, NextHop6: nh6,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Stop()
 
-	eventually(t, "501 routes learned", func() bool { return len(col.snapshot()) == 501 })
+	eventually(t, "502 routes learned", func() bool { return len(col.snapshot()) == 502 })
 	for pfx, got := range col.snapshot() {
-		if got != nh {
-			t.Fatalf("%s via %s, want %s", pfx, got, nh)
+		want := nh
+		if pfx.Addr().Is6() {
+			want = nh6 // from MP_REACH_NLRI
+		}
+		if got != want {
+			t.Fatalf("%s via %s, want %s", pfx, got, want)
 		}
 	}
 	if n := sp.Neighbors(); len(n) != 1 || n[0].State != "established" || n[0].Address != "127.0.0.2" {

@@ -79,13 +79,13 @@ func feCmd() *cobra.Command {
 
 func peerCmd() *cobra.Command {
 	var (
-		asn, neighborASN       uint32
-		routerID, neighbor, nh string
-		extra                  []string
-		routes                 int
-		seed                   int64
-		listenPort             int32
-		control                string
+		asn, neighborASN            uint32
+		routerID, neighbor, nh, nh6 string
+		extra                       []string
+		routes                      int
+		seed                        int64
+		listenPort                  int32
+		control                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "peer",
@@ -102,6 +102,11 @@ func peerCmd() *cobra.Command {
 			}
 			if cfg.NextHop, err = netip.ParseAddr(nh); err != nil {
 				return fmt.Errorf("%w: --next-hop %q: %v", errUsage, nh, err)
+			}
+			if nh6 != "" {
+				if cfg.NextHop6, err = netip.ParseAddr(nh6); err != nil {
+					return fmt.Errorf("%w: --next-hop6 %q: %v", errUsage, nh6, err)
+				}
 			}
 			for _, e := range extra {
 				p, err := netip.ParsePrefix(strings.TrimSpace(e))
@@ -135,7 +140,8 @@ func peerCmd() *cobra.Command {
 	f.StringVar(&routerID, "router-id", "", "BGP identifier (IPv4)")
 	f.StringVar(&neighbor, "neighbor", "", "neighbour address")
 	f.Uint32Var(&neighborASN, "neighbor-asn", 65001, "neighbour AS number")
-	f.StringVar(&nh, "next-hop", "", "NEXT_HOP of every announced route")
+	f.StringVar(&nh, "next-hop", "", "NEXT_HOP of every announced IPv4 route")
+	f.StringVar(&nh6, "next-hop6", "", "next hop of announced IPv6 routes (--extra may then hold IPv6 prefixes)")
 	f.IntVar(&routes, "routes", 10000, "number of generated prefixes to announce")
 	f.Int64Var(&seed, "seed", 1, "seed of the prefix generator")
 	f.StringSliceVar(&extra, "extra", nil, "extra prefixes to announce (comma separated)")

@@ -45,6 +45,9 @@ type Config struct {
 	Routes  int
 	Seed    int64
 	NextHop netip.Addr // IPv4, required; typically a host behind the neighbour's link, not this speaker
+	// NextHop6 is the next hop of IPv6 prefixes (in Extra, or announced
+	// later), carried in MP_REACH_NLRI; needed only to announce IPv6.
+	NextHop6 netip.Addr
 	// Extra prefixes are announced besides the generated ones, with the same
 	// next hop.
 	Extra []netip.Prefix
@@ -122,9 +125,15 @@ func (c Config) validate() error {
 		// GoBGP would replace 0.0.0.0 by its own session address.
 		return invalid("NextHop", c.NextHop, "must be a non-zero IPv4 address")
 	}
+	if c.NextHop6.IsValid() && (!c.NextHop6.Is6() || c.NextHop6.Is4In6() || c.NextHop6.IsUnspecified()) {
+		return invalid("NextHop6", c.NextHop6, "must be a non-zero IPv6 address")
+	}
 	for _, p := range c.Extra {
 		if err := checkPrefix(p); err != nil {
 			return invalid("Extra", p, err.Error())
+		}
+		if p.Addr().Is6() && !c.NextHop6.IsValid() {
+			return invalid("Extra", p, "an IPv6 prefix needs NextHop6")
 		}
 	}
 	if err := wholeSeconds("HoldTime", c.HoldTime); err != nil {
@@ -156,14 +165,13 @@ func wholeSeconds(field string, d time.Duration) error {
 	return nil
 }
 
-// checkPrefix accepts masked IPv4 prefixes, the only family the speaker
-// announces.
+// checkPrefix accepts masked IPv4 and IPv6 prefixes.
 func checkPrefix(p netip.Prefix) error {
 	switch {
 	case !p.IsValid():
 		return errors.New("not a valid prefix")
-	case !p.Addr().Is4():
-		return errors.New("not an IPv4 prefix")
+	case p.Addr().Is4In6() || p.Addr().Zone() != "":
+		return errors.New("not a plain IPv4 or IPv6 prefix")
 	case p.Masked() != p:
 		return fmt.Errorf("host bits set (did you mean %v?)", p.Masked())
 	}

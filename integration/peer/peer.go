@@ -158,7 +158,10 @@ func (p *Peer) start(ctx context.Context) error {
 		return err
 	}
 
-	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	families := []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true}}}
+	if cfg.NextHop6.IsValid() {
+		families = append(families, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}, Enabled: true}})
+	}
 	peer := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: cfg.Neighbor.String(), PeerAsn: cfg.NeighborASN},
 		Timers: &api.Timers{Config: &api.TimersConfig{
@@ -167,7 +170,7 @@ func (p *Peer) start(ctx context.Context) error {
 			ConnectRetry:      uint64(cfg.ConnectRetry / time.Second),
 		}},
 		Transport: &api.Transport{PassiveMode: cfg.Passive, RemotePort: cfg.NeighborPort},
-		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: family, Enabled: true}}},
+		AfiSafis:  families,
 	}
 	if cfg.LocalAddress.IsValid() {
 		peer.Transport.LocalAddress = cfg.LocalAddress.String()
@@ -343,7 +346,21 @@ func (p *Peer) paths(prefixes []netip.Prefix, withdraw bool) ([]*apiutil.Path, e
 		}
 		// PeerASN 0 makes the path local to GoBGP, which is what keeps
 		// its NEXT_HOP on eBGP sessions.
-		paths[i] = &apiutil.Path{Family: bgp.RF_IPv4_UC, Nlri: nlri, Attrs: p.attrs, Withdrawal: withdraw}
+		if q.Addr().Is4() {
+			paths[i] = &apiutil.Path{Family: bgp.RF_IPv4_UC, Nlri: nlri, Attrs: p.attrs, Withdrawal: withdraw}
+			continue
+		}
+		if !p.cfg.NextHop6.IsValid() {
+			return nil, fmt.Errorf("%w %v: announcing IPv6 needs NextHop6", ErrInvalidPrefix, q)
+		}
+		// IPv6 travels in MP_REACH_NLRI (RFC 4760), whose next hop is the
+		// IPv6 one.
+		reach, err := bgp.NewPathAttributeMpReachNLRI(bgp.RF_IPv6_UC, []bgp.PathNLRI{{NLRI: nlri}}, p.cfg.NextHop6)
+		if err != nil {
+			return nil, fmt.Errorf("%w %v: %w", ErrInvalidPrefix, q, err)
+		}
+		paths[i] = &apiutil.Path{Family: bgp.RF_IPv6_UC, Nlri: nlri, Withdrawal: withdraw,
+			Attrs: []bgp.PathAttributeInterface{p.attrs[0], reach}}
 	}
 	return paths, nil
 }

@@ -342,7 +342,7 @@ func testControl(t *testing.T, p *Peer, recv *server.BgpServer) {
 		}
 	}
 
-	for _, bad := range []string{"bogus", "10.0.0.1%2F24", "2001%3Adb8%3A%3A%2F32", "300.0.0.0%2F8"} {
+	for _, bad := range []string{"bogus", "10.0.0.1%2F24", "%3A%3Affff%3A192.0.2.0%2F120", "300.0.0.0%2F8"} {
 		code, body := do("POST", "/withdraw?prefix="+bad)
 		if code != http.StatusBadRequest {
 			t.Errorf("POST /withdraw?prefix=%s = %d %s, want 400", bad, code, body)
@@ -387,7 +387,7 @@ func TestAnnounceRejectsBadPrefixes(t *testing.T) {
 	}
 	defer p.Stop()
 	good := netip.MustParsePrefix("203.0.114.0/24")
-	for _, bad := range []netip.Prefix{{}, netip.MustParsePrefix("10.0.0.1/8"), netip.MustParsePrefix("2001:db8::/32")} {
+	for _, bad := range []netip.Prefix{{}, netip.MustParsePrefix("10.0.0.1/8"), netip.MustParsePrefix("::ffff:192.0.2.0/120")} {
 		if err := p.Announce(good, bad); !errors.Is(err, ErrInvalidPrefix) {
 			t.Errorf("Announce(%v) = %v, want ErrInvalidPrefix", bad, err)
 		}
@@ -449,7 +449,8 @@ func TestConfigValidation(t *testing.T) {
 		{"next hop unspecified", func(c *Config) { c.NextHop = netip.IPv4Unspecified() }, []string{"NextHop", "0.0.0.0"}},
 		{"next hop v6", func(c *Config) { c.NextHop = netip.MustParseAddr("2001:db8::1") }, []string{"NextHop", "2001:db8::1"}},
 		{"extra unmasked", func(c *Config) { c.Extra = []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24")} }, []string{"Extra", "198.51.100.1/24", "198.51.100.0/24"}},
-		{"extra v6", func(c *Config) { c.Extra = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32")} }, []string{"Extra", "2001:db8::/32"}},
+		{"extra v6 without NextHop6", func(c *Config) { c.Extra = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32")} }, []string{"Extra", "2001:db8::/32", "NextHop6"}},
+		{"bad NextHop6", func(c *Config) { c.NextHop6 = netip.MustParseAddr("192.0.2.1") }, []string{"NextHop6", "192.0.2.1"}},
 		{"hold time short", func(c *Config) { c.HoldTime = 2 * time.Second }, []string{"HoldTime", "2s"}},
 		{"hold time fraction", func(c *Config) { c.HoldTime = 4500 * time.Millisecond }, []string{"HoldTime", "4.5s"}},
 		{"keepalive not below hold", func(c *Config) { c.HoldTime, c.Keepalive = 6*time.Second, 6*time.Second }, []string{"Keepalive", "6s"}},
