@@ -72,6 +72,7 @@ type Agent struct {
 	txn        *txn               // an open transaction, if any
 	prog       *programmed        // what the datapath holds for them
 	connected  map[prefix4]uint32 // prefix -> local nexthop ID
+	connected6 map[netip.Prefix]uint32
 	neighbors  map[neighKey]net.HardwareAddr
 	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 	sendEvery  atomic.Int64           // heartbeat interval (ns), 0: send none
@@ -163,7 +164,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
 		load:  func() (Datapath, error) { return datapath.Load() },
 		kick:  make(chan struct{}, 1),
-		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{},
+		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{}, connected6: map[netip.Prefix]uint32{},
 		neighbors: map[neighKey]net.HardwareAddr{},
 	}
 	a.egressPort = a.kernelEgressPort
@@ -408,7 +409,7 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 		}
 		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
 		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr, rxQueues: attrs.NumRxQueues}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
 			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
 		}
@@ -417,7 +418,11 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 			return fmt.Errorf("ports[%d] %q: connected nexthop: %w", i, name, err)
 		}
 		for _, ad := range addrs {
-			ip, _ := netip.AddrFromSlice(ad.IP.To4())
+			ip, ok := netip.AddrFromSlice(ad.IP)
+			if !ok || ip.IsLinkLocalUnicast() {
+				continue // link-local traffic always goes to the kernel
+			}
+			ip = ip.Unmap()
 			ones, _ := ad.Mask.Size()
 			pfx := netip.PrefixFrom(ip, ones)
 			p.Addrs = append(p.Addrs, pfx)
@@ -427,7 +432,11 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 			if err := a.dp.SetRoute(pfx.Masked(), localID); err != nil {
 				return err
 			}
-			a.connected[toPrefix4(pfx)] = localID
+			if ip.Is4() {
+				a.connected[toPrefix4(pfx)] = localID
+			} else {
+				a.connected6[pfx.Masked()] = localID
+			}
 		}
 		a.ports[attrs.Index] = p
 		a.log.Info("fe: port ready", "port", name, "ifindex", attrs.Index, "xdp", mode.String(), "addresses", p.Addrs)

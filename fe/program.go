@@ -49,7 +49,8 @@ func (a *Agent) prog4() famProg[prefix4, uint32] {
 func (a *Agent) prog6() famProg[netip.Prefix, netip.Addr] {
 	id := func(x netip.Addr) netip.Addr { return x }
 	return famProg[netip.Prefix, netip.Addr]{routes: a.prog.routes6, enc: id, dec: id,
-		prefix: func(p netip.Prefix) netip.Prefix { return p }, shadowed: func(netip.Prefix) bool { return false }}
+		prefix:   func(p netip.Prefix) netip.Prefix { return p },
+		shadowed: func(p netip.Prefix) bool { _, ok := a.connected6[p]; return ok }}
 }
 
 // program brings the datapath in line with the table for everything d marks,

@@ -131,12 +131,6 @@ func newDirty() *dirty {
 	}
 }
 
-// everything marks both families wholly dirty.
-func (d *dirty) everything() {
-	d.v4.everything()
-	d.v6.everything()
-}
-
 // The recorders accept nil: staging a transaction needs none.
 func (d *famDirty[K]) prefix(p K) {
 	if d != nil {

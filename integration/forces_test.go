@@ -253,3 +253,54 @@ func checkTTLExceeded(t *testing.T, o lab.Options) {
 		t.Fatalf("pass_ttl did not grow (counters %v)", st.Counters)
 	}
 }
+
+// checkIPv6: host A reaches host B's IPv6 address, learned over BGP
+// (MP_REACH_NLRI) and sent to the FE as IPv6UcastLPM/IPv6NextHop rows,
+// through XDP: the router kernel's IPv6 forwarding counter does not move.
+func checkIPv6(t *testing.T, o lab.Options) {
+	t.Helper()
+	ping6 := func(count int) error {
+		out, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
+			"ping", "-6", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "1", lab.HostBAddr6.String()).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), " 0% packet loss") {
+			return fmt.Errorf("ping -6: %v: %s", err, out)
+		}
+		return nil
+	}
+	eventually(t, 20*time.Second, "ping6 A -> B", func() error { return ping6(1) })
+	st, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, kernelBefore := st.Counters["forwarded_ipv6"], snmp6(t, o.Namespace("rtr"), "Ip6OutForwDatagrams")
+	if err := ping6(3); err != nil {
+		t.Fatal(err)
+	}
+	st, err = lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Counters["forwarded_ipv6"] - before; got < 6 {
+		t.Fatalf("XDP forwarded %d IPv6 packets for a 3-packet ping6, want >= 6 (counters %v)", got, st.Counters)
+	}
+	if k := snmp6(t, o.Namespace("rtr"), "Ip6OutForwDatagrams") - kernelBefore; k != 0 {
+		t.Fatalf("the router's kernel forwarded %d IPv6 packets of the ping; XDP should have", k)
+	}
+}
+
+// snmp6 reads a counter of /proc/net/snmp6 in a namespace.
+func snmp6(t *testing.T, ns, name string) int {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "cat", "/proc/net/snmp6").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			v, _ := strconv.Atoi(f[1])
+			return v
+		}
+	}
+	t.Fatalf("no %s in /proc/net/snmp6", name)
+	return 0
+}

@@ -106,11 +106,11 @@ func TestSkeletonEndToEnd(t *testing.T) {
 	if st.BGPState != "established" || !st.FEAssociated {
 		t.Fatalf("after lab up: bgp %q, fe associated %v", st.BGPState, st.FEAssociated)
 	}
-	if st.CERoutes != routes+1 || st.FERoutes != routes+1 {
-		t.Fatalf("routes: CE %d, FE %d, want %d in both", st.CERoutes, st.FERoutes, routes+1)
+	if st.CERoutes != routes+2 || st.FERoutes != routes+2 {
+		t.Fatalf("routes: CE %d, FE %d, want %d in both", st.CERoutes, st.FERoutes, routes+2)
 	}
 	out, err := splitplane(t, bin, args("lab", "status")...)
-	if err != nil || !strings.Contains(out, "established") || !strings.Contains(out, fmt.Sprint(routes+1)) {
+	if err != nil || !strings.Contains(out, "established") || !strings.Contains(out, fmt.Sprint(routes+2)) {
 		t.Fatalf("lab status: %v\n%s", err, out)
 	}
 
@@ -143,6 +143,7 @@ func TestSkeletonEndToEnd(t *testing.T) {
 		t.Fatalf("XDP forwarded %d packets for a successful 3-packet ping, want >= 6 (counters %v)", got, st.Counters)
 	}
 
+	checkIPv6(t, o) // before the link flap below, which drops host A's IPv6 addresses
 	checkRedirection(t, o)
 	checkPortEvents(t, o)
 	checkTTLExceeded(t, o)
@@ -156,8 +157,8 @@ func TestSkeletonEndToEnd(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.FERoutes != routes {
-			return fmt.Errorf("FE has %d routes, want %d", st.FERoutes, routes)
+		if st.FERoutes != routes+1 {
+			return fmt.Errorf("FE has %d routes, want %d", st.FERoutes, routes+1)
 		}
 		return nil
 	})
@@ -263,7 +264,7 @@ func TestCERestartWithoutLoss(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 2001 {
+		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 2002 {
 			return fmt.Errorf("CE routes %d, FEs %+v", st.CERoutes, st.CE.FEs)
 		}
 		return nil
@@ -278,7 +279,7 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.FERoutes != 2001 || after.FE.DatapathErrors != 0 || after.FE.ProtocolErrors != before.FE.ProtocolErrors {
+	if after.FERoutes != 2002 || after.FE.DatapathErrors != 0 || after.FE.ProtocolErrors != before.FE.ProtocolErrors {
 		t.Fatalf("after the restart: FE routes %d, datapath errors %d, protocol errors %d", after.FERoutes, after.FE.DatapathErrors, after.FE.ProtocolErrors)
 	}
 }

@@ -51,12 +51,19 @@ type Options struct {
 // The lab's fixed addressing. Only private and documentation ranges, inside
 // the lab's own namespaces.
 var (
-	HostA     = netip.MustParseAddr("10.10.1.2")
-	HostB     = netip.MustParseAddr("10.10.2.2")
-	HostBNet  = netip.MustParsePrefix("198.51.100.0/24") // announced by the peer, reached through host B
-	HostBAddr = netip.MustParseAddr("198.51.100.10")     // host B's address in it
-	RouterASN = uint32(65001)
-	PeerASN   = uint32(65002)
+	HostA    = netip.MustParseAddr("10.10.1.2")
+	HostB    = netip.MustParseAddr("10.10.2.2")
+	HostBNet = netip.MustParsePrefix("198.51.100.0/24") // announced by the peer, reached through host B
+
+	// The same over IPv6: links in fd00:10:N::/64, host B's address in the
+	// documentation prefix the peer announces (over the IPv4 BGP session).
+	HostA6     = netip.MustParseAddr("fd00:10:1::2")
+	HostB6     = netip.MustParseAddr("fd00:10:2::2")
+	HostBNet6  = netip.MustParsePrefix("2001:db8:b::/48")
+	HostBAddr6 = netip.MustParseAddr("2001:db8:b::10")
+	HostBAddr  = netip.MustParseAddr("198.51.100.10") // host B's address in it
+	RouterASN  = uint32(65001)
+	PeerASN    = uint32(65002)
 )
 
 func (o *Options) defaults() error {

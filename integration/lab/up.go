@@ -15,16 +15,16 @@ import (
 
 // link is one veth pair of the lab.
 type link struct {
-	ns1, if1, addr1 string
-	ns2, if2, addr2 string
+	ns1, if1, addr1, addr61 string
+	ns2, if2, addr2, addr62 string
 }
 
 func (o *Options) links() []link {
 	r := o.Namespace("rtr")
 	return []link{
-		{r, "to-a", "10.10.1.1/24", o.Namespace("a"), "eth0", HostA.String() + "/24"},
-		{r, "to-b", "10.10.2.1/24", o.Namespace("b"), "eth0", HostB.String() + "/24"},
-		{r, "to-peer", "10.10.3.1/24", o.Namespace("peer"), "eth0", "10.10.3.2/24"},
+		{r, "to-a", "10.10.1.1/24", "fd00:10:1::1/64", o.Namespace("a"), "eth0", HostA.String() + "/24", HostA6.String() + "/64"},
+		{r, "to-b", "10.10.2.1/24", "fd00:10:2::1/64", o.Namespace("b"), "eth0", HostB.String() + "/24", HostB6.String() + "/64"},
+		{r, "to-peer", "10.10.3.1/24", "fd00:10:3::1/64", o.Namespace("peer"), "eth0", "10.10.3.2/24", "fd00:10:3::2/64"},
 	}
 }
 
@@ -74,8 +74,11 @@ func Up(ctx context.Context, o Options) (err error) {
 		if err := run("ip", "link", "add", l.if1, "netns", l.ns1, "type", "veth", "peer", "name", l.if2, "netns", l.ns2); err != nil {
 			return err
 		}
-		for _, e := range [][3]string{{l.ns1, l.if1, l.addr1}, {l.ns2, l.if2, l.addr2}} {
+		for _, e := range [][4]string{{l.ns1, l.if1, l.addr1, l.addr61}, {l.ns2, l.if2, l.addr2, l.addr62}} {
 			if err := inNS(e[0], "ip", "addr", "add", e[2], "dev", e[1]); err != nil {
+				return err
+			}
+			if err := inNS(e[0], "ip", "-6", "addr", "add", e[3], "dev", e[1], "nodad"); err != nil {
 				return err
 			}
 			if err := inNS(e[0], "ip", "link", "set", e[1], "up"); err != nil {
@@ -88,12 +91,18 @@ func Up(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
-	for _, h := range []struct{ ns, gw string }{{o.Namespace("a"), "10.10.1.1"}, {o.Namespace("b"), "10.10.2.1"}} {
+	for _, h := range []struct{ ns, gw, gw6 string }{{o.Namespace("a"), "10.10.1.1", "fd00:10:1::1"}, {o.Namespace("b"), "10.10.2.1", "fd00:10:2::1"}} {
 		if err := inNS(h.ns, "ip", "route", "add", "default", "via", h.gw); err != nil {
+			return err
+		}
+		if err := inNS(h.ns, "ip", "-6", "route", "add", "default", "via", h.gw6); err != nil {
 			return err
 		}
 	}
 	if err := inNS(o.Namespace("b"), "ip", "addr", "add", HostBAddr.String()+"/32", "dev", "eth0"); err != nil {
+		return err
+	}
+	if err := inNS(o.Namespace("b"), "ip", "-6", "addr", "add", HostBAddr6.String()+"/128", "dev", "eth0", "nodad"); err != nil {
 		return err
 	}
 	// The router's kernel is the slow path for what XDP hands it (TTL
@@ -101,7 +110,7 @@ func Up(ctx context.Context, o Options) (err error) {
 	// unresolved neighbour: it resolves and forwards). The FE copies the
 	// CE's routes into its FIB for that; the tests check that the kernel
 	// itself forwards none of the traffic.
-	if err := inNS(o.Namespace("rtr"), "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+	if err := inNS(o.Namespace("rtr"), "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"); err != nil {
 		return err
 	}
 
@@ -116,7 +125,7 @@ func Up(ctx context.Context, o Options) (err error) {
 		{"fe", o.Namespace("rtr"), []string{"fe", "--config", filepath.Join(o.Dir, "fe.yaml")}},
 		{"peer", o.Namespace("peer"), []string{"peer", "--asn", fmt.Sprint(PeerASN), "--router-id", "10.10.3.2",
 			"--neighbor", "10.10.3.1", "--neighbor-asn", fmt.Sprint(RouterASN), "--next-hop", HostB.String(),
-			"--extra", HostBNet.String(), "--routes", strconv.Itoa(o.Routes), "--seed", strconv.FormatInt(o.Seed, 10),
+			"--extra", HostBNet.String() + "," + HostBNet6.String(), "--next-hop6", HostB6.String(), "--routes", strconv.Itoa(o.Routes), "--seed", strconv.FormatInt(o.Seed, 10),
 			"--control", o.Socket("peer")}},
 	} {
 		pid, err := o.start(d.name, d.ns, d.args...)
@@ -131,7 +140,7 @@ func Up(ctx context.Context, o Options) (err error) {
 		fmt.Fprintf(o.Out, "started %s in %s (pid %d, log %s)\n", d.name, d.ns, pid, filepath.Join(o.Dir, d.name+".log"))
 	}
 
-	want := o.Routes + 1
+	want := o.Routes + 2 // and 198.51.100.0/24 and 2001:db8:b::/48
 	fmt.Fprintf(o.Out, "waiting for BGP and for %d routes in the FE\n", want)
 	started := time.Now()
 	if err := o.waitFor(ctx, 120*time.Second, func(st Status) error {
