@@ -1,0 +1,130 @@
+//go:build linux
+
+package datapath
+
+import "fmt"
+
+// counterNames names the stats map entries; the index type is the C enum, so
+// the compiler rejects a reason that no longer exists.
+var counterNames = [xdpStatReasonSTAT_MAX]string{
+	xdpStatReasonSTAT_RX:               "rx",
+	xdpStatReasonSTAT_FORWARDED:        "forwarded",
+	xdpStatReasonSTAT_FORWARDED_BYTES:  "forwarded_bytes",
+	xdpStatReasonSTAT_PASS_TRUNCATED:   "pass_truncated",
+	xdpStatReasonSTAT_PASS_NOT_IPV4:    "pass_not_ipv4",
+	xdpStatReasonSTAT_PASS_VLAN:        "pass_vlan",
+	xdpStatReasonSTAT_PASS_NOT_UNICAST: "pass_not_unicast",
+	xdpStatReasonSTAT_PASS_BAD_HEADER:  "pass_bad_header",
+	xdpStatReasonSTAT_PASS_OPTIONS:     "pass_options",
+	xdpStatReasonSTAT_PASS_LOCAL:       "pass_local",
+	xdpStatReasonSTAT_PASS_TTL:         "pass_ttl",
+	xdpStatReasonSTAT_PASS_NO_ROUTE:    "pass_no_route",
+	xdpStatReasonSTAT_PASS_NO_NEXTHOP:  "pass_no_nexthop",
+	xdpStatReasonSTAT_PASS_NO_NEIGH:    "pass_no_neigh",
+	xdpStatReasonSTAT_PASS_NO_TX_PORT:  "pass_no_tx_port",
+	// Added with IPv6, so after the older names.
+	xdpStatReasonSTAT_FORWARDED_IPV6:    "forwarded_ipv6",
+	xdpStatReasonSTAT_PASS_NOT_ROUTABLE: "pass_not_routable",
+}
+
+// CounterNames returns the names of all counters in the order of the C enum,
+// for stable printing. The names never change meaning.
+func CounterNames() []string {
+	return append([]string(nil), counterNames[:]...)
+}
+
+// Counters holds the datapath counters summed over all CPUs, keyed by the
+// names of CounterNames. Every packet counts once as "rx" and once under
+// "forwarded" or one "pass_*" reason; "forwarded_bytes" counts frame bytes
+// and "forwarded_ipv6" the IPv6 packets among "forwarded". "pass_not_ipv4"
+// counts frames that are neither IPv4 nor IPv6 (ARP, LLDP, ...).
+type Counters map[string]uint64
+
+// Counters returns all counters summed over the CPUs.
+func (d *Datapath) Counters() (Counters, error) {
+	c := make(Counters, len(counterNames))
+	err := d.readCounters(func(name string, perCPU []uint64) {
+		var sum uint64
+		for _, v := range perCPU {
+			sum += v
+		}
+		c[name] = sum
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// CPUCounters returns the counters of Counters for each possible CPU,
+// indexed by CPU number, so that an operator can see which cores did the
+// work. Each counter summed over the CPUs gives Counters, up to the packets
+// counted between the two reads.
+func (d *Datapath) CPUCounters() ([]Counters, error) {
+	var cs []Counters
+	err := d.readCounters(func(name string, perCPU []uint64) {
+		for len(cs) < len(perCPU) {
+			cs = append(cs, make(Counters, len(counterNames)))
+		}
+		for cpu, v := range perCPU {
+			cs[cpu][name] = v
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// readCounters calls f with the per-CPU values of each counter.
+func (d *Datapath) readCounters(f func(name string, perCPU []uint64)) error {
+	var perCPU []uint64
+	for i, name := range counterNames {
+		if err := d.objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
+			return fmt.Errorf("read counter %s: %w", name, err)
+		}
+		f(name, perCPU)
+	}
+	return nil
+}
+
+// PortCounters counts the packets of one port, summed over the CPUs, since
+// the port was attached. Every packet received on the port counts in
+// RxPackets and RxBytes, and those handed to the kernel (XDP_PASS) also in
+// Passed; every packet the fast path forwards out of the port counts in
+// TxPackets and TxBytes. Bytes are Ethernet frame bytes without the FCS.
+// The fast path drops nothing itself, so there is no drop counter.
+type PortCounters struct {
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	Passed    uint64 `json:"passed"`
+}
+
+// PortCounters returns the counters of every attached port, keyed by
+// ifindex. A port's counters start from zero when it is attached.
+func (d *Datapath) PortCounters() (map[int]PortCounters, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	pcs := make(map[int]PortCounters, len(d.slots))
+	var perCPU []xdpPortCounters
+	for ifindex, slot := range d.slots {
+		if err := d.objs.PortStats.Lookup(slot, &perCPU); err != nil {
+			return nil, fmt.Errorf("read counters of %s: %w", ifName(ifindex), err)
+		}
+		var pc PortCounters
+		for _, c := range perCPU {
+			pc.RxPackets += c.RxPackets
+			pc.RxBytes += c.RxBytes
+			pc.TxPackets += c.TxPackets
+			pc.TxBytes += c.TxBytes
+			pc.Passed += c.Passed
+		}
+		pcs[ifindex] = pc
+	}
+	return pcs, nil
+}

@@ -1,0 +1,333 @@
+//go:build linux
+
+package datapath
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+)
+
+// SetRoute makes packets to p (masked to its prefix length) use nexthop
+// nexthopID, replacing any previous route for p. p is IPv4 or IPv6 (not
+// IPv4-mapped IPv6). Setting a route it already has changes nothing.
+func (d *Datapath) SetRoute(p netip.Prefix, nexthopID uint32) error {
+	if err := d.SetRoutes([]Route{{Prefix: p, Nexthop: nexthopID}}); err != nil {
+		return fmt.Errorf("set route: %w", err)
+	}
+	return nil
+}
+
+// SetRoutes sets all routes as SetRoute does, as one batch: either all are
+// applied, or none is and the error says why (ErrInvalid for a bad route,
+// ErrFIBFull when the tbl8 groups, MaxRoutes or MaxRoutes6 would be
+// exceeded). Packets forwarded meanwhile use, for each address, its old or
+// its new route; longer prefixes are installed first so that no address
+// passes through a shorter prefix of the batch that does not apply to it. A
+// prefix given twice ends with the last nexthop.
+func (d *Datapath) SetRoutes(routes []Route) error {
+	var ps []prefix
+	var nhs []uint32
+	var ps6 []prefix6
+	var nhs6 []uint32
+	for _, r := range routes {
+		p, p6, is6, err := routePrefix(r.Prefix)
+		if err != nil {
+			return err
+		}
+		if err := checkNexthopID(r.Nexthop); err != nil {
+			return fmt.Errorf("route %s: %w", r.Prefix.Masked(), err)
+		}
+		if is6 {
+			ps6, nhs6 = append(ps6, p6), append(nhs6, r.Nexthop)
+		} else {
+			ps, nhs = append(ps, p), append(nhs, r.Nexthop)
+		}
+	}
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return ErrClosed
+	}
+	// IPv6 first: fib6 can undo its part if the IPv4 part is refused,
+	// while fib.set either applies everything or nothing.
+	undo6, err := d.fib6.set(ps6, nhs6)
+	if err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	if err := d.fib.set(ps, nhs); err != nil {
+		return errors.Join(err, undo6())
+	}
+	return nil
+}
+
+// DeleteRoute removes the route for p (masked to its prefix length); a
+// missing route gives an error wrapping ErrNotFound. Addresses it covered
+// fall back to the next shorter prefix that covers them.
+func (d *Datapath) DeleteRoute(p netip.Prefix) error {
+	if err := d.DeleteRoutes([]netip.Prefix{p}); err != nil {
+		return fmt.Errorf("delete route: %w", err)
+	}
+	return nil
+}
+
+// DeleteRoutes removes the routes for all prefixes as one batch: if one is
+// not present (ErrNotFound) or invalid (ErrInvalid), none is removed.
+// Shorter prefixes are removed first, so that no address passes through a
+// prefix of the batch that does not apply to it. A prefix given twice is
+// removed once.
+func (d *Datapath) DeleteRoutes(prefixes []netip.Prefix) error {
+	var ps []prefix
+	var ps6 []prefix6
+	for _, p := range prefixes {
+		p4, p6, is6, err := routePrefix(p)
+		if err != nil {
+			return err
+		}
+		if is6 {
+			ps6 = append(ps6, p6)
+		} else {
+			ps = append(ps, p4)
+		}
+	}
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return ErrClosed
+	}
+	// Check both families before changing either; after that, only the
+	// kernel can fail, and only fib6 talks to it.
+	if err := d.fib.check(ps); err != nil {
+		return err
+	}
+	if err := d.fib6.delete(ps6); err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return d.fib.delete(ps)
+}
+
+// RouteCount returns the number of routes of both address families.
+func (d *Datapath) RouteCount() (int, error) {
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return 0, ErrClosed
+	}
+	return d.fib.count + d.fib6.count(), nil
+}
+
+// SetNexthop stores nexthop id, replacing what was there.
+func (d *Datapath) SetNexthop(id uint32, nh Nexthop) error {
+	if err := checkNexthopID(id); err != nil {
+		return fmt.Errorf("set nexthop: %w", err)
+	}
+	if err := checkIfindex(nh.Ifindex); err != nil {
+		return fmt.Errorf("set nexthop %d: %w", id, err)
+	}
+	if err := checkMAC("source MAC", nh.SrcMAC); err != nil {
+		return fmt.Errorf("set nexthop %d: %w", id, err)
+	}
+	v := xdpNexthop{Ifindex: uint32(nh.Ifindex)}
+	if gw := nh.Gateway; gw.IsValid() && !gw.IsUnspecified() {
+		is6, err := checkAddr("gateway", gw)
+		if err != nil {
+			return fmt.Errorf("set nexthop %d: %w", id, err)
+		}
+		if is6 {
+			v.GwFamily, v.Gateway6 = gwIPv6, gw.As16()
+		} else {
+			v.GwFamily, v.Gateway = gwIPv4, be32(gw)
+		}
+	}
+	copy(v.Smac[:], nh.SrcMAC)
+	if err := d.objs.Nexthops.Put(id, &v); err != nil {
+		return fmt.Errorf("set nexthop %d: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteNexthop empties slot id; routes still pointing at it then send their
+// packets to the kernel. An empty slot gives an error wrapping ErrNotFound.
+func (d *Datapath) DeleteNexthop(id uint32) error {
+	if err := checkNexthopID(id); err != nil {
+		return fmt.Errorf("delete nexthop: %w", err)
+	}
+	var v xdpNexthop
+	if err := d.objs.Nexthops.Lookup(id, &v); err != nil {
+		return fmt.Errorf("delete nexthop %d: %w", id, err)
+	}
+	if v.Ifindex == 0 {
+		return fmt.Errorf("delete nexthop %d: %w", id, ErrNotFound)
+	}
+	// Array slots cannot be deleted; ifindex 0 marks them empty.
+	if err := d.objs.Nexthops.Put(id, &xdpNexthop{}); err != nil {
+		return fmt.Errorf("delete nexthop %d: %w", id, err)
+	}
+	return nil
+}
+
+// SetNeighbor records that ip is reachable at mac through port ifindex.
+func (d *Datapath) SetNeighbor(ifindex int, ip netip.Addr, mac net.HardwareAddr) error {
+	key, err := neighKey(ifindex, ip)
+	if err != nil {
+		return fmt.Errorf("set neighbor: %w", err)
+	}
+	if err := checkMAC("neighbor MAC", mac); err != nil {
+		return fmt.Errorf("set neighbor %s on %s: %w", ip, ifName(ifindex), err)
+	}
+	var v xdpNeigh
+	copy(v.Mac[:], mac)
+	if err := d.neighMap(ip).Put(key, &v); err != nil {
+		return fmt.Errorf("set neighbor %s on %s: %w", ip, ifName(ifindex), err)
+	}
+	return nil
+}
+
+// DeleteNeighbor forgets the neighbour ip on port ifindex; a missing entry
+// gives an error wrapping ErrNotFound.
+func (d *Datapath) DeleteNeighbor(ifindex int, ip netip.Addr) error {
+	key, err := neighKey(ifindex, ip)
+	if err != nil {
+		return fmt.Errorf("delete neighbor: %w", err)
+	}
+	return deleteKey(d.neighMap(ip), key, fmt.Sprintf("delete neighbor %s on %s", ip, ifName(ifindex)))
+}
+
+// SetLocalAddr marks ip (IPv4 or IPv6) as an address of the router: packets
+// to it go to the kernel. IPv6 link-local and multicast destinations go to
+// the kernel anyway.
+func (d *Datapath) SetLocalAddr(ip netip.Addr) error {
+	m, key, err := d.localKey(ip)
+	if err != nil {
+		return fmt.Errorf("set local address: %w", err)
+	}
+	if err := m.Put(key, uint8(1)); err != nil {
+		return fmt.Errorf("set local address %s: %w", ip, err)
+	}
+	return nil
+}
+
+// DeleteLocalAddr unmarks ip; a missing address gives an error wrapping
+// ErrNotFound.
+func (d *Datapath) DeleteLocalAddr(ip netip.Addr) error {
+	m, key, err := d.localKey(ip)
+	if err != nil {
+		return fmt.Errorf("delete local address: %w", err)
+	}
+	return deleteKey(m, key, "delete local address "+ip.String())
+}
+
+func (d *Datapath) localKey(ip netip.Addr) (*ebpf.Map, any, error) {
+	is6, err := checkAddr("local address", ip)
+	if err != nil {
+		return nil, nil, err
+	}
+	if is6 {
+		return d.objs.LocalAddrs6, ip.As16(), nil
+	}
+	return d.objs.LocalAddrs, be32(ip), nil
+}
+
+func deleteKey(m *ebpf.Map, key any, what string) error {
+	err := m.Delete(key)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// neighKey returns the key of neighbour ip on ifindex in the map of its
+// family (see neighMap).
+func neighKey(ifindex int, ip netip.Addr) (any, error) {
+	if err := checkIfindex(ifindex); err != nil {
+		return nil, err
+	}
+	is6, err := checkAddr("neighbor address", ip)
+	if err != nil {
+		return nil, err
+	}
+	if is6 {
+		return &xdpNeighKey6{Ifindex: uint32(ifindex), Addr: ip.As16()}, nil
+	}
+	return &xdpNeighKey{Ifindex: uint32(ifindex), Addr: be32(ip)}, nil
+}
+
+// neighMap returns the neighbour map of ip's family; ip has passed checkAddr.
+func (d *Datapath) neighMap(ip netip.Addr) *ebpf.Map {
+	if ip.Is4() {
+		return d.objs.Neighbors
+	}
+	return d.objs.Neighbors6
+}
+
+func checkNexthopID(id uint32) error {
+	if id >= MaxNexthops {
+		return fmt.Errorf("nexthop id %d out of range [0, %d): %w", id, MaxNexthops, ErrInvalid)
+	}
+	return nil
+}
+
+func checkIfindex(ifindex int) error {
+	if ifindex <= 0 || ifindex > 1<<31-1 {
+		return fmt.Errorf("ifindex %d out of range: %w", ifindex, ErrInvalid)
+	}
+	return nil
+}
+
+func checkMAC(field string, mac net.HardwareAddr) error {
+	if len(mac) != 6 {
+		return fmt.Errorf("%s %q is %d bytes, want 6: %w", field, mac.String(), len(mac), ErrInvalid)
+	}
+	return nil
+}
+
+// Values of nexthop.gw_family (GW_* in xdp.c).
+const (
+	gwIPv4 = 4
+	gwIPv6 = 6
+)
+
+// checkAddr accepts IPv4 and IPv6 addresses and says which ip is. IPv4-mapped
+// IPv6 addresses are refused (the IPv4 path never looks them up), and so are
+// zones (the ifindex names the link).
+func checkAddr(field string, ip netip.Addr) (is6 bool, err error) {
+	switch {
+	case ip.Is4():
+		return false, nil
+	case !ip.IsValid():
+		return false, fmt.Errorf("%s %s is not IPv4 or IPv6: %w", field, ip, ErrInvalid)
+	case ip.Is4In6():
+		return false, fmt.Errorf("%s %s is IPv4-mapped IPv6, give the IPv4 address: %w", field, ip, ErrInvalid)
+	case ip.Zone() != "":
+		return false, fmt.Errorf("%s %s has a zone: %w", field, ip, ErrInvalid)
+	}
+	return true, nil
+}
+
+// be32 returns the IPv4 address as the uint32 whose in-memory bytes are in
+// network order, as the BPF program keeps addresses.
+func be32(ip netip.Addr) uint32 {
+	a := ip.As4()
+	return binary.NativeEndian.Uint32(a[:])
+}
+
+// ifName names a port in error messages.
+func ifName(ifindex int) string {
+	if ifi, err := net.InterfaceByIndex(ifindex); err == nil {
+		return fmt.Sprintf("%s (ifindex %d)", ifi.Name, ifindex)
+	}
+	return fmt.Sprintf("ifindex %d", ifindex)
+}
