@@ -1,0 +1,91 @@
+package fe
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/splitplane/splitplane/fe/datapath"
+)
+
+// lookupPorts finds every configured port, before anything is loaded, so a
+// wrong name is reported first and changes nothing.
+func (a *Agent) lookupPorts() ([]netlink.Link, error) {
+	links := make([]netlink.Link, len(a.cfg.Ports))
+	for i, name := range a.cfg.Ports {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("ports[%d] %q: no such interface: %w", i, name, err)
+		}
+		if len(l.Attrs().HardwareAddr) != 6 {
+			return nil, fmt.Errorf("ports[%d] %q: not an Ethernet interface", i, name)
+		}
+		links[i] = l
+	}
+	return links, nil
+}
+
+// setupPorts attaches XDP to every port and installs what the FE knows by
+// itself: its own addresses (for-us traffic goes to the kernel) and the
+// connected routes of its ports.
+func (a *Agent) setupPorts(links []netlink.Link) error {
+	mode, _ := a.cfg.mode()
+	for i, l := range links {
+		name := a.cfg.Ports[i]
+		attrs := l.Attrs()
+		if attrs.Flags&net.FlagUp == 0 {
+			if err := netlink.LinkSetUp(l); err != nil {
+				return fmt.Errorf("ports[%d] %q: set up: %w", i, name, err)
+			}
+		}
+		portMode := mode
+		err := a.dp.Attach(attrs.Index, mode)
+		if err != nil && mode == datapath.ModeNative {
+			// The driver may lack native XDP: generic mode works everywhere,
+			// about three times slower.
+			if gerr := a.dp.Attach(attrs.Index, datapath.ModeGeneric); gerr == nil {
+				a.log.Warn("fe: native XDP not available, using generic mode (slower)", "port", name, "driver_error", err)
+				portMode, err = datapath.ModeGeneric, nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
+		}
+		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
+		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr, rxQueues: attrs.NumRxQueues}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
+		}
+		localID := uint32(MaxCENexthopID + 1 + i)
+		if err := a.dp.SetNexthop(localID, datapath.Nexthop{Ifindex: attrs.Index, SrcMAC: attrs.HardwareAddr}); err != nil {
+			return fmt.Errorf("ports[%d] %q: connected nexthop: %w", i, name, err)
+		}
+		for _, ad := range addrs {
+			ip, ok := netip.AddrFromSlice(ad.IP)
+			if !ok || ip.IsLinkLocalUnicast() {
+				continue // link-local traffic always goes to the kernel
+			}
+			ip = ip.Unmap()
+			ones, _ := ad.Mask.Size()
+			pfx := netip.PrefixFrom(ip, ones)
+			p.Addrs = append(p.Addrs, pfx)
+			if err := a.dp.SetLocalAddr(ip); err != nil {
+				return err
+			}
+			if err := a.dp.SetRoute(pfx.Masked(), localID); err != nil {
+				return err
+			}
+			if ip.Is4() {
+				a.connected[toPrefix4(pfx)] = localID
+			} else {
+				a.connected6[pfx.Masked()] = localID
+			}
+		}
+		a.ports[attrs.Index] = p
+		a.log.Info("fe: port ready", "port", name, "ifindex", attrs.Index, "xdp", mode.String(), "addresses", p.Addrs)
+	}
+	return nil
+}

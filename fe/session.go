@@ -1,0 +1,199 @@
+package fe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/splitplane/splitplane/forces"
+)
+
+// socketBuffer bounds the kernel's buffering of a ForCES connection: a full
+// table queued in socket buffers would put a heartbeat seconds behind the
+// configs ahead of it, while a few large messages keep the link busy.
+const socketBuffer = 256 << 10
+
+func boundBuffers(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(socketBuffer)
+		_ = tc.SetWriteBuffer(socketBuffer)
+	}
+}
+
+// newConn wraps a connection to the CE in the ForCES TML.
+func (a *Agent) newConn(nc net.Conn) *forces.Conn {
+	conn := forces.NewConn(nc)
+	if a.pcap != nil {
+		conn.SetTap(a.pcap.Tap(false))
+	}
+	return conn
+}
+
+// associate runs one association with the CE, from TCP connect to teardown.
+func (a *Agent) associate(ctx context.Context) error {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	nc, err := a.dial(dctx, d, a.cfg.CEAddress)
+	cancel()
+	if err != nil {
+		return err
+	}
+	conn := a.newConn(nc)
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.WriteMessage(forces.NewAssociationTeardown(a.id, forces.CEID(0), uint32(forces.TeardownNormal)))
+		conn.Close()
+	})
+	defer stop()
+
+	next := func() uint64 { return a.corr.Add(1) }
+	if err := conn.WriteMessage(forces.NewAssociationSetup(a.id, forces.CEID(0), next())); err != nil {
+		return err
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := conn.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("waiting for association setup response: %w", err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	if resp.Header.Type != forces.MsgAssociationSetupResponse || resp.ASResult == nil {
+		return fmt.Errorf("expected an Association Setup Response, got %s", resp.Header.Type)
+	}
+	if forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
+		return fmt.Errorf("CE refused the association: %s", forces.SetupResult(*resp.ASResult))
+	}
+	ce := resp.Header.Src
+	// The FIB of an earlier association stays in place (non-stop
+	// forwarding); the CE's full sync replaces it in one transaction.
+	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress)
+	a.mu.Lock()
+	a.associated = true
+	a.mu.Unlock()
+	a.ceID.Store(ce)
+	defer func() {
+		a.mu.Lock()
+		a.associated = false
+		a.mu.Unlock()
+	}()
+
+	lowCtx, lowStop := context.WithCancel(ctx)
+	lowDone := make(chan struct{})
+	defer func() { lowStop(); <-lowDone }()
+	go func() {
+		defer close(lowDone)
+		if err := a.lowChannel(lowCtx, ce, next); err != nil && lowCtx.Err() == nil {
+			a.log.Warn("forces: low-priority channel down; redirects and events are dropped until the next association", "err", err)
+		}
+	}()
+
+	// Heartbeats go out from their own goroutine; incoming messages, or their
+	// absence, tell the reader that the CE is alive.
+	var wmu sync.Mutex
+	write := func(m *forces.Message) error { wmu.Lock(); defer wmu.Unlock(); return conn.WriteMessage(m) }
+	hbCtx, hbStop := context.WithCancel(ctx)
+	defer hbStop()
+	go func() {
+		for {
+			send, _ := a.intervals()
+			if send == 0 {
+				send = time.Second // policy: no heartbeats; look again later
+			}
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-time.After(send):
+			}
+			if s, _ := a.intervals(); s == 0 {
+				continue
+			}
+			if write(forces.NewHeartbeat(a.id, ce, next(), forces.NoACK)) != nil {
+				return
+			}
+		}
+	}()
+
+	// The reader answers heartbeats at once and hands configs and queries to
+	// the applier through a short queue: when the applier falls behind, the
+	// reader stops reading and TCP pushes back on the CE.
+	work := make(chan *forces.Message, 1)
+	applied := make(chan error, 1)
+	go func() { applied <- a.applier(work, write) }()
+	defer func() {
+		close(work)
+		<-applied
+	}()
+	for {
+		_, dead := a.intervals()
+		conn.SetReadDeadline(time.Now().Add(dead))
+		m, err := conn.ReadMessage()
+		if err != nil {
+			if forces.IsProtocolError(err) {
+				a.protocolErrors.Add(1)
+				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownUnspecified)))
+				return fmt.Errorf("malformed message from the CE: %w", err)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownLossOfHeartbeats)))
+				return fmt.Errorf("loss of heartbeats: nothing from the CE for %s", dead)
+			}
+			return err
+		}
+		if m.Header.Dst != a.id || m.Header.Src != ce {
+			a.protocolErrors.Add(1)
+			a.log.Warn("forces: message with wrong IDs dropped", "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
+			continue
+		}
+		switch m.Header.Type {
+		case forces.MsgHeartbeat:
+			if m.Header.Flags.ACK == forces.AlwaysACK {
+				if err := write(forces.NewHeartbeat(a.id, ce, m.Header.Correlator, forces.NoACK)); err != nil {
+					return err
+				}
+			}
+		case forces.MsgConfig, forces.MsgQuery:
+			select {
+			case work <- m:
+			case err := <-applied:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case forces.MsgAssociationTeardown:
+			reason := forces.TeardownUnspecified
+			if m.ASTReason != nil {
+				reason = forces.TeardownReason(*m.ASTReason)
+			}
+			return fmt.Errorf("CE tore down the association: %s", reason)
+		default:
+			a.log.Warn("forces: unexpected message from CE", "type", m.Header.Type)
+		}
+	}
+}
+
+// applier applies Configs and answers Queries, in order, until work is closed.
+func (a *Agent) applier(work <-chan *forces.Message, write func(*forces.Message) error) error {
+	var werr error
+	for m := range work {
+		if werr != nil {
+			continue // drain, so the reader never blocks on a dead applier
+		}
+		var resp *forces.Message
+		switch m.Header.Type {
+		case forces.MsgConfig:
+			r, failed := a.applyConfig(m)
+			if ack := m.Header.Flags.ACK; ack == forces.AlwaysACK || ack == forces.SuccessACK && !failed || ack == forces.FailureACK && failed {
+				resp = r
+			}
+		case forces.MsgQuery:
+			resp = a.answerQuery(m)
+		}
+		if resp != nil {
+			werr = write(resp)
+		}
+	}
+	return werr
+}
