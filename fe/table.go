@@ -235,20 +235,25 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *famDi
 	}
 	p := t.fam.key(pfx)
 	// The row may have held another prefix, and the prefix may have sat in
-	// another row: both are replaced.
-	if old, ok := t.rows[row]; ok && old != p {
+	// another row: both are replaced. (Four map operations in the common
+	// case of a new row: this runs a million times in a full sync.)
+	old, hadRow := t.rows[row]
+	if hadRow && old != p {
 		if err := t.deleteRow(row, d, undo); err != nil {
 			return err
 		}
-	}
-	if r, ok := t.routes[p]; ok && r.row != row {
-		if err := t.deleteRow(r.row, d, undo); err != nil {
-			return err
-		}
+		hadRow = false
 	}
 	oldRoute, hadRoute := t.routes[p]
-	_, hadRow := t.rows[row]
-	t.rows[row] = p
+	if hadRoute && oldRoute.row != row {
+		if err := t.deleteRow(oldRoute.row, d, undo); err != nil {
+			return err
+		}
+		hadRoute = false
+	}
+	if !hadRow {
+		t.rows[row] = p
+	}
 	t.routes[p] = route{row: row, nexthop: nh}
 	d.prefix(p)
 	if undo != nil {
