@@ -9,9 +9,10 @@ LAB     ?= sp
 # What the lab and the tests run: iproute2 (ip, netns), ethtool (GRO on veth
 # peers), iputils-ping (lab traffic), util-linux (nsenter), procps (sysctl).
 RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps
-# What regenerating the BPF object needs (checked by `make test`), and tshark,
-# which the tests use to decode ForCES as an independent implementation.
-GEN_DEPS := clang llvm libbpf-dev tshark
+# What regenerating the BPF object needs (checked by `make test`), tshark,
+# which the tests use to decode ForCES as an independent implementation, and
+# BIRD 2, a third-party BGP peer for the interoperability test.
+GEN_DEPS := clang llvm libbpf-dev tshark bird2
 
 .PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz clean
 

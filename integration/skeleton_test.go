@@ -283,3 +283,65 @@ func TestCERestartWithoutLoss(t *testing.T) {
 		t.Fatalf("after the restart: FE routes %d, datapath errors %d, protocol errors %d", after.FERoutes, after.FE.DatapathErrors, after.FE.ProtocolErrors)
 	}
 }
+
+// TestBIRDPeer: BIRD 2, a third-party BGP daemon, as the lab's peer. Its
+// routes are learned, reach the FE over ForCES and forward through XDP
+// (towards BIRD, their next hop); when BIRD stops announcing, they leave the FE.
+func TestBIRDPeer(t *testing.T) {
+	requireLab(t)
+	if _, err := exec.LookPath("bird"); err != nil {
+		t.Skip("needs BIRD 2 (make test installs bird2)")
+	}
+	bin := buildBinary(t)
+	o := lab.Options{Name: "spbird", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
+	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	if out, err := splitplane(t, bin, args("lab", "up", "--peer", "bird", "--routes", "1000")...); err != nil {
+		t.Fatalf("lab up with BIRD: %v\n%s", err, out)
+	}
+	st, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BGPState != "established" || st.CERoutes != 1001 || st.FERoutes != 1001 {
+		t.Fatalf("with BIRD: bgp %q, CE %d routes, FE %d routes; want established, 1001, 1001", st.BGPState, st.CERoutes, st.FERoutes)
+	}
+
+	// Traffic to BIRD's prefixes leaves through the peer port, forwarded by XDP.
+	txBefore := portTx(st, "to-peer")
+	exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"), "ping", "-c", "3", "-i", "0.2", "-W", "1", lab.HostBAddr.String()).Run()
+	eventually(t, 10*time.Second, "packets forwarded towards BIRD", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if n := portTx(st, "to-peer") - txBefore; n < 3 {
+			return fmt.Errorf("to-peer sent %d packets through XDP, want >= 3", n)
+		}
+		return nil
+	})
+
+	// BIRD stops announcing: the routes leave the FE.
+	if out, err := exec.Command("birdc", "-s", o.Socket("bird"), "disable", "table4").CombinedOutput(); err != nil {
+		t.Fatalf("birdc: %v %s", err, out)
+	}
+	eventually(t, 20*time.Second, "BIRD's routes withdrawn from the FE", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if st.FERoutes != 0 || st.CERoutes != 0 {
+			return fmt.Errorf("CE %d, FE %d routes", st.CERoutes, st.FERoutes)
+		}
+		return nil
+	})
+}
+
+func portTx(st lab.Status, name string) uint64 {
+	for _, p := range st.FE.Ports {
+		if p.Name == name {
+			return p.Counters.TxPackets
+		}
+	}
+	return 0
+}

@@ -42,6 +42,7 @@ func labCmd() *cobra.Command {
 	up.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the prefix generator")
 	up.Flags().StringVar(&o.XDPMode, "xdp-mode", "native", "XDP attach mode of the FE: native or generic")
 	up.Flags().BoolVar(&o.Traffic, "traffic", false, "keep pinging host B from host A")
+	up.Flags().StringVar(&o.Peer, "peer", "splitplane", "the BGP peer: splitplane (GoBGP) or bird (BIRD 2)")
 
 	var asJSON, watch bool
 	st := &cobra.Command{

@@ -44,6 +44,10 @@ type Options struct {
 	XDPMode string
 	// Traffic starts a steady ping from host A to host B after the lab is up.
 	Traffic bool
+	// Peer is the BGP peer's implementation: "splitplane" (the default, a
+	// GoBGP speaker) or "bird" (BIRD 2 from Debian, announcing the same
+	// IPv4 table with itself as the next hop).
+	Peer string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 }
@@ -98,6 +102,13 @@ func (o *Options) defaults() error {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	switch o.Peer {
+	case "":
+		o.Peer = "splitplane"
+	case "splitplane", "bird":
+	default:
+		return fmt.Errorf("peer %q: splitplane or bird", o.Peer)
+	}
 	return nil
 }
 
@@ -116,6 +127,18 @@ type state struct {
 	Namespaces []string           `json:"namespaces"`
 	Processes  map[string]int     `json:"processes"` // name -> pid
 	Commands   map[string]command `json:"commands"`  // name -> how it was started
+}
+
+// program is what the command line of the lab's process name contains: the
+// splitplane binary, or ping or bird.
+func (o *Options) program(s state, name string) string {
+	if name == "traffic" {
+		return "ping"
+	}
+	if c, ok := s.Commands[name]; ok && len(c.Args) > 0 && c.Args[0] == "bird" {
+		return "bird"
+	}
+	return filepath.Base(o.Binary)
 }
 
 // command is how a daemon was started, so lab restart can do it again.
@@ -140,10 +163,10 @@ func Restart(o Options, name string, kill bool) error {
 		return fmt.Errorf("lab %q has no daemon %q (ce, fe or peer)", o.Name, name)
 	}
 	if pid, ok := s.Processes[name]; ok {
-		if kill && alive(pid, filepath.Base(o.Binary)) {
+		if kill && alive(pid, o.program(s, name)) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if err := stopPid(pid, filepath.Base(o.Binary)); err != nil {
+		if err := stopPid(pid, o.program(s, name)); err != nil {
 			return err
 		}
 	}
@@ -195,7 +218,7 @@ func (o *Options) start(name, ns string, args ...string) (int, error) {
 	}
 	defer logf.Close()
 	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, o.Binary}, args...)...)
-	if args[0] == "ping" {
+	if args[0] == "ping" || args[0] == "bird" {
 		cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns}, args...)...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -268,10 +291,7 @@ func Down(o Options) error {
 		if !ok {
 			continue
 		}
-		want := filepath.Base(o.Binary)
-		if name == "traffic" {
-			want = "ping"
-		}
+		want := o.program(s, name)
 		fmt.Fprintf(o.Out, "stopping %s (pid %d)\n", name, pid)
 		if err := stopPid(pid, want); err != nil {
 			errs = append(errs, err)

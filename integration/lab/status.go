@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -40,7 +41,9 @@ func GetStatus(o Options) (Status, error) {
 	if err := status.Get(o.Socket("fe"), "/", &st.FE); err != nil {
 		return st, fmt.Errorf("fe: %w", err)
 	}
-	if err := status.Get(o.Socket("peer"), "/status", &st.Peer); err != nil {
+	if _, err := os.Stat(o.Socket("bird")); err == nil {
+		st.Peer.State = "bird" // BIRD has no status socket of ours; the CE's view of the session is below
+	} else if err := status.Get(o.Socket("peer"), "/status", &st.Peer); err != nil {
 		return st, fmt.Errorf("peer: %w", err)
 	}
 	st.BGPState = "not configured"
