@@ -4,6 +4,7 @@ package datapath
 
 import (
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -50,6 +51,13 @@ func portCounters(tb testing.TB, d *Datapath) map[int]PortCounters {
 func TestPortCounters(t *testing.T) {
 	d := loadForTest(t, loadOptions{})
 	netnstest.Run(t, func(h *netlink.Handle) {
+		// No IPv6 on these links: the kernel's own NDP and MLD packets on a
+		// link coming up would show in the counters this test checks.
+		for _, conf := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+conf+"/disable_ipv6", []byte("1"), 0o644); err != nil {
+				t.Fatalf("disable IPv6 in the test namespace: %v", err)
+			}
+		}
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sptest0"}, PeerName: "sptest1"}
 		if err := h.LinkAdd(veth); err != nil {
 			t.Fatalf("add veth: %v", err)
