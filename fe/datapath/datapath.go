@@ -23,6 +23,16 @@ const (
 	MaxPorts      = 1024      // ports that can be attached at once
 )
 
+// ECMP nexthop groups (NH_GROUP_* in xdp.c). Route targets share one id
+// space: ids below MaxNexthops are nexthops, ids GroupIDBase ..
+// GroupIDBase+MaxGroups-1 are nexthop groups, and every other id is
+// rejected.
+const (
+	GroupIDBase     = 0x10000 // id of the first nexthop group; equals MaxNexthops
+	MaxGroups       = 4096    // group ids are GroupIDBase .. GroupIDBase+MaxGroups-1
+	MaxGroupMembers = 16      // nexthops per group
+)
+
 // Errors returned (wrapped) by Datapath methods.
 var (
 	// ErrNotFound means the route, nexthop, neighbour or address to delete
@@ -112,6 +122,7 @@ type routerObjects struct {
 	FibTbl8     *ebpf.Map     `ebpf:"fib_tbl8"`
 	Fib6        *ebpf.Map     `ebpf:"fib6"`
 	Nexthops    *ebpf.Map     `ebpf:"nexthops"`
+	NhGroups    *ebpf.Map     `ebpf:"nh_groups"`
 	Neighbors   *ebpf.Map     `ebpf:"neighbors"`
 	Neighbors6  *ebpf.Map     `ebpf:"neighbors6"`
 	LocalAddrs  *ebpf.Map     `ebpf:"local_addrs"`
@@ -128,7 +139,7 @@ type routerObjects struct {
 }
 
 func (o *routerObjects) Close() error {
-	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6, o.Nexthops, o.Neighbors, o.Neighbors6,
+	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash)
 }

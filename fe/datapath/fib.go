@@ -14,7 +14,7 @@ const (
 	fibGroupEntries = 256
 	fibGroup        = 1 << 31 // tbl24 entry points at a tbl8 group
 	fibValid        = 1 << 30 // entry holds a nexthop id
-	fibNexthopMask  = 0xffff
+	fibNexthopMask  = 0x1ffff // nexthop ids and group ids (GroupIDBase+i)
 	fibGroupMask    = 0xffffff
 
 	// FIBGroups is the number of tbl8 groups: at most this many /24s can
@@ -29,7 +29,8 @@ const (
 var ErrFIBFull = errors.New("FIB full")
 
 // Route is one IPv4 or IPv6 route: packets to Prefix (masked to its length)
-// use nexthop Nexthop.
+// use nexthop Nexthop, or, when Nexthop is a group id (GroupIDBase and up),
+// one member of that ECMP group per flow.
 type Route struct {
 	Prefix  netip.Prefix
 	Nexthop uint32

@@ -13,7 +13,8 @@ import (
 )
 
 // SetRoute makes packets to p (masked to its prefix length) use nexthop
-// nexthopID, replacing any previous route for p. p is IPv4 or IPv6 (not
+// nexthopID, or the nexthop group nexthopID (see GroupIDBase), replacing
+// any previous route for p. p is IPv4 or IPv6 (not
 // IPv4-mapped IPv6). Setting a route it already has changes nothing.
 func (d *Datapath) SetRoute(p netip.Prefix, nexthopID uint32) error {
 	if err := d.SetRoutes([]Route{{Prefix: p, Nexthop: nexthopID}}); err != nil {
@@ -39,7 +40,7 @@ func (d *Datapath) SetRoutes(routes []Route) error {
 		if err != nil {
 			return err
 		}
-		if err := checkNexthopID(r.Nexthop); err != nil {
+		if err := checkRouteTarget(r.Nexthop); err != nil {
 			return fmt.Errorf("route %s: %w", r.Prefix.Masked(), err)
 		}
 		if is6 {

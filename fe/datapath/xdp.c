@@ -38,9 +38,15 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 #define MAX_LOCAL_ADDRS 4096 // per address family
 #define MAX_TX_PORTS 1024
 
+// ECMP nexthop groups; datapath.go repeats these. A route's nexthop id
+// below NH_GROUP_BASE is a nexthop, NH_GROUP_BASE + i is nh_groups[i].
+#define NH_GROUP_BASE 0x10000
+#define MAX_NH_GROUPS 4096
+#define NH_GROUP_MEMBERS 16 // a power of two: the index mask relies on it
+
 // DIR-24-8 FIB; fib.go repeats these. A tbl24 entry is indexed by the top 24
 // bits of the destination. An entry of either table is 0 (no route),
-// FIB_VALID | nexthop id, or (tbl24 only) FIB_GROUP | index of a tbl8 group
+// FIB_VALID | nexthop or group id, or (tbl24 only) FIB_GROUP | index of a tbl8 group
 // of 256 entries indexed by the last address byte, for the /24s that hold
 // longer prefixes. One 32-bit load decides, so a reader never sees half an
 // entry.
@@ -54,7 +60,7 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 #define FIB_TBL8_GROUPS 8192
 #define FIB_GROUP (1u << 31)
 #define FIB_VALID (1u << 30)
-#define FIB_NEXTHOP_MASK 0xffff
+#define FIB_NEXTHOP_MASK 0x1ffff // nexthop ids and NH_GROUP_BASE + group
 #define FIB_GROUP_MASK 0xffffff
 
 #define BENCH_DSTS 65536
@@ -143,6 +149,16 @@ struct neigh {
 	__u8 pad[2];
 };
 
+// nh_group is an ECMP group: a flow uses members[flow_hash % count]. The Go
+// side fills all NH_GROUP_MEMBERS slots, repeating the members cyclically,
+// so that a reader racing with an update (array values are copied, not
+// swapped) only ever picks an old or a new member, never a stale slot.
+// count 0 marks an empty group.
+struct nh_group {
+	__u32 count;
+	__u32 members[NH_GROUP_MEMBERS]; // nexthop ids
+};
+
 struct fib_row {
 	__u32 e[FIB_ROW];
 };
@@ -189,6 +205,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_NH_GROUPS);
+	__type(key, __u32);
+	__type(value, struct nh_group);
+} nh_groups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -427,6 +450,92 @@ static __always_inline struct neigh *neigh_lookup(const struct nexthop *nh, __be
 	return neigh4(nh->ifindex, daddr);
 }
 
+// mix32 is the 32-bit finaliser of "lowbias32" (Chris Wellons' hash
+// prospector): cheap, branch-free, and every input bit reaches every output
+// bit, so flows that differ in one port bit still spread evenly.
+static __always_inline __u32 mix32(__u32 h)
+{
+	h ^= h >> 16;
+	h *= 0x7feb352d;
+	h ^= h >> 15;
+	h *= 0x846ca68b;
+	h ^= h >> 16;
+	return h;
+}
+
+// hash_add folds the word v into the running flow hash h.
+static __always_inline __u32 hash_add(__u32 h, __u32 v)
+{
+	return mix32(h ^ v) + 0x9e3779b9;
+}
+
+// l4_ports returns the TCP, UDP or SCTP port pair at l4 (both ports, as one
+// word), or 0 for other protocols or a frame too short to hold them.
+static __always_inline __u32 l4_ports(__u8 proto, void *l4, void *data_end)
+{
+	if (proto != 6 /* TCP */ && proto != 17 /* UDP */ && proto != 132 /* SCTP */)
+		return 0;
+	if (l4 + sizeof(__u32) > data_end)
+		return 0;
+	return *(__u32 *)l4;
+}
+
+// flow_hash4 hashes the 5-tuple of an IPv4 packet without options. Fragments
+// hash without ports, which only the first one carries: all fragments of a
+// datagram then take the same member, as in the kernel's multipath hash.
+static __always_inline __u32 flow_hash4(struct iphdr *ip, void *data_end)
+{
+	__u32 h = hash_add(0, ip->saddr);
+
+	h = hash_add(h, ip->daddr);
+	if (!(ip->frag_off & bpf_htons(0x3fff /* IP_MF | IP_OFFSET */)))
+		h = hash_add(h, l4_ports(ip->protocol, ip + 1, data_end));
+	return hash_add(h, ip->protocol);
+}
+
+// flow_hash6 hashes the addresses, the next header and, for TCP, UDP and
+// SCTP directly after the fixed header, the ports; otherwise (extension
+// headers, fragments) the flow label, which the source keeps per flow.
+static __always_inline __u32 flow_hash6(struct ipv6hdr *ip6, void *data_end)
+{
+	__u32 h = 0, ports;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		h = hash_add(h, ip6->saddr.s6_addr32[i]);
+	for (i = 0; i < 4; i++)
+		h = hash_add(h, ip6->daddr.s6_addr32[i]);
+	ports = l4_ports(ip6->nexthdr, ip6 + 1, data_end);
+	if (!ports)
+		ports = *(__u32 *)ip6 & bpf_htonl(0x000fffff); // flow label
+	h = hash_add(h, ports);
+	return hash_add(h, ip6->nexthdr);
+}
+
+// group_member replaces the group id *nh_id by the member that hash picks,
+// or returns STAT_PASS_NO_NEXTHOP when the group is empty. Only routes via
+// groups get here, so plain nexthops pay one comparison for ECMP.
+static __always_inline int group_member(__u32 *nh_id, __u32 hash)
+{
+	__u32 key = *nh_id - NH_GROUP_BASE;
+	struct nh_group *g;
+	__u32 n, i;
+
+	g = bpf_map_lookup_elem(&nh_groups, &key);
+	if (!g)
+		return STAT_PASS_NO_NEXTHOP;
+	n = *(volatile __u32 *)&g->count;
+	if (!n || n > NH_GROUP_MEMBERS)
+		return STAT_PASS_NO_NEXTHOP;
+	// hash % n < n <= NH_GROUP_MEMBERS already, but the verifier cannot
+	// bound a modulo by a variable, so the index is masked; the empty asm
+	// hides the bound from clang, which would otherwise drop the mask.
+	i = hash % n;
+	asm volatile("" : "+r"(i));
+	*nh_id = g->members[i & (NH_GROUP_MEMBERS - 1)];
+	return 0;
+}
+
 // egress looks up nexthop nh_id and its neighbour and selects the redirect
 // target. On success it stores the nexthop and the neighbour and returns 0;
 // otherwise it returns the pass reason.
@@ -510,6 +619,11 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 
 	if (!(use_trie ? trie_lookup(daddr, &nh_id) : fib_lookup(daddr, &nh_id)))
 		return pass(STAT_PASS_NO_ROUTE);
+	if (nh_id >= NH_GROUP_BASE) {
+		reason = group_member(&nh_id, flow_hash4(ip, data_end));
+		if (reason)
+			return pass(reason);
+	}
 	reason = egress(nh_id, daddr, 0, &nh, &neigh);
 	if (reason)
 		return pass(reason);
@@ -527,7 +641,7 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end)
 	struct lpm_key6 key = { .prefixlen = 128 };
 	struct nexthop *nh;
 	struct neigh *neigh;
-	__u32 *nh_id;
+	__u32 *v, nh_id;
 	int reason;
 
 	if ((void *)(ip6 + 1) > data_end)
@@ -561,10 +675,16 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end)
 		return pass(STAT_PASS_TTL);
 
 	__builtin_memcpy(key.addr, &ip6->daddr, sizeof(key.addr));
-	nh_id = bpf_map_lookup_elem(&fib6, &key);
-	if (!nh_id)
+	v = bpf_map_lookup_elem(&fib6, &key);
+	if (!v)
 		return pass(STAT_PASS_NO_ROUTE);
-	reason = egress(*nh_id, 0, &ip6->daddr, &nh, &neigh);
+	nh_id = *v;
+	if (nh_id >= NH_GROUP_BASE) {
+		reason = group_member(&nh_id, flow_hash6(ip6, data_end));
+		if (reason)
+			return pass(reason);
+	}
+	reason = egress(nh_id, 0, &ip6->daddr, &nh, &neigh);
 	if (reason)
 		return pass(reason);
 

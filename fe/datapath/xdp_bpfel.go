@@ -66,6 +66,12 @@ type xdpNexthop struct {
 	Gateway6 [16]uint8
 }
 
+type xdpNhGroup struct {
+	_       structs.HostLayout
+	Count   uint32
+	Members [16]uint32
+}
+
 type xdpPortCounters struct {
 	_         structs.HostLayout
 	RxPackets uint64
@@ -110,6 +116,7 @@ const (
 	xdpMapNeighbors        = "neighbors"
 	xdpMapNeighbors6       = "neighbors6"
 	xdpMapNexthops         = "nexthops"
+	xdpMapNhGroups         = "nh_groups"
 	xdpMapPortSlots        = "port_slots"
 	xdpMapPortSlotsHash    = "port_slots_hash"
 	xdpMapPortStats        = "port_stats"
@@ -184,6 +191,7 @@ type xdpMapSpecs struct {
 	Neighbors     *ebpf.MapSpec `ebpf:"neighbors"`
 	Neighbors6    *ebpf.MapSpec `ebpf:"neighbors6"`
 	Nexthops      *ebpf.MapSpec `ebpf:"nexthops"`
+	NhGroups      *ebpf.MapSpec `ebpf:"nh_groups"`
 	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.MapSpec `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.MapSpec `ebpf:"port_stats"`
@@ -232,6 +240,7 @@ type xdpMaps struct {
 	Neighbors     *ebpf.Map `ebpf:"neighbors"`
 	Neighbors6    *ebpf.Map `ebpf:"neighbors6"`
 	Nexthops      *ebpf.Map `ebpf:"nexthops"`
+	NhGroups      *ebpf.Map `ebpf:"nh_groups"`
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.Map `ebpf:"port_stats"`
@@ -250,6 +259,7 @@ func (m *xdpMaps) Close() error {
 		m.Neighbors,
 		m.Neighbors6,
 		m.Nexthops,
+		m.NhGroups,
 		m.PortSlots,
 		m.PortSlotsHash,
 		m.PortStats,
