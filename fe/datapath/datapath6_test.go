@@ -167,18 +167,7 @@ func newFixture6(tb testing.TB, opts loadOptions) *fixture {
 // limit decremented and every other byte unchanged.
 func checkForwarded6(tb testing.TB, in, out []byte, dmac, smac net.HardwareAddr) {
 	tb.Helper()
-	if len(out) != len(in) {
-		tb.Fatalf("output is %d bytes, input %d", len(out), len(in))
-	}
-	if !bytes.Equal(out[0:6], dmac) {
-		tb.Errorf("dst MAC %s, want %s", net.HardwareAddr(out[0:6]), dmac)
-	}
-	if !bytes.Equal(out[6:12], smac) {
-		tb.Errorf("src MAC %s, want %s", net.HardwareAddr(out[6:12]), smac)
-	}
-	if !bytes.Equal(out[12:14], in[12:14]) {
-		tb.Errorf("ethertype changed: % x -> % x", in[12:14], out[12:14])
-	}
+	checkEthernet(tb, in, out, dmac, smac)
 	ipIn, ipOut := in[14:54], out[14:54]
 	if ipOut[7] != ipIn[7]-1 {
 		tb.Errorf("hop limit %d, want %d", ipOut[7], ipIn[7]-1)

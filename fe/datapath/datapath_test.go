@@ -274,9 +274,9 @@ func newFixture(tb testing.TB, opts loadOptions) *fixture {
 
 // --- tests: forwarding ------------------------------------------------
 
-// checkForwarded checks that out is in rewritten for dmac/smac with the TTL
-// decremented and a valid checksum, and nothing else changed.
-func checkForwarded(tb testing.TB, in, out []byte, dmac, smac net.HardwareAddr) {
+// checkEthernet checks that out is in with its MACs rewritten to dmac/smac:
+// same length and EtherType.
+func checkEthernet(tb testing.TB, in, out []byte, dmac, smac net.HardwareAddr) {
 	tb.Helper()
 	if len(out) != len(in) {
 		tb.Fatalf("output is %d bytes, input %d", len(out), len(in))
@@ -290,6 +290,13 @@ func checkForwarded(tb testing.TB, in, out []byte, dmac, smac net.HardwareAddr) 
 	if !bytes.Equal(out[12:14], in[12:14]) {
 		tb.Errorf("ethertype changed: % x -> % x", in[12:14], out[12:14])
 	}
+}
+
+// checkForwarded checks that out is in rewritten for dmac/smac with the TTL
+// decremented and a valid checksum, and nothing else changed.
+func checkForwarded(tb testing.TB, in, out []byte, dmac, smac net.HardwareAddr) {
+	tb.Helper()
+	checkEthernet(tb, in, out, dmac, smac)
 	ipIn, ipOut := in[14:34], out[14:34]
 	if ipOut[8] != ipIn[8]-1 {
 		tb.Errorf("TTL %d, want %d", ipOut[8], ipIn[8]-1)
