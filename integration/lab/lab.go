@@ -132,7 +132,7 @@ type state struct {
 // program is what the command line of the lab's process name contains: the
 // splitplane binary, or ping or bird.
 func (o *Options) program(s state, name string) string {
-	if name == "traffic" {
+	if strings.HasPrefix(name, "traffic") {
 		return "ping"
 	}
 	if c, ok := s.Commands[name]; ok && len(c.Args) > 0 && c.Args[0] == "bird" {
@@ -286,7 +286,7 @@ func Down(o Options) error {
 	}
 	// Daemons first (the FE detaches XDP and the CE tears down its sessions),
 	// in reverse order of start.
-	for _, name := range []string{"traffic", "peer", "fe", "ce"} {
+	for _, name := range []string{"traffic", "traffic6", "peer", "fe", "ce"} {
 		pid, ok := s.Processes[name]
 		if !ok {
 			continue

@@ -160,15 +160,21 @@ func Up(ctx context.Context, o Options) (err error) {
 	}
 	fmt.Fprintf(o.Out, "BGP established and %d routes in the FE %.1fs after the daemons started\n", want, time.Since(started).Seconds())
 	if o.Traffic {
-		pid, err := o.start("traffic", o.Namespace("a"), "ping", "-q", "-i", "0.2", HostBAddr.String())
-		if err != nil {
-			return err
+		pings := [][]string{{"traffic", "ping", "-q", "-i", "0.2", HostBAddr.String()}}
+		if o.Peer != "bird" { // BIRD announces no IPv6 here
+			pings = append(pings, []string{"traffic6", "ping", "-6", "-q", "-i", "0.2", HostBAddr6.String()})
 		}
-		s.Processes["traffic"] = pid
-		if err := save(); err != nil {
-			return err
+		for _, p := range pings {
+			pid, err := o.start(p[0], o.Namespace("a"), p[1:]...)
+			if err != nil {
+				return err
+			}
+			s.Processes[p[0]] = pid
+			if err := save(); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Out, "started traffic: ping from host A to %s every 0.2s (pid %d)\n", p[len(p)-1], pid)
 		}
-		fmt.Fprintf(o.Out, "started traffic: ping from host A to %s every 0.2s (pid %d)\n", HostBAddr, pid)
 	}
 	return nil
 }
@@ -181,7 +187,7 @@ func (o *Options) waitFor(ctx context.Context, timeout time.Duration, cond func(
 	for time.Now().Before(deadline) {
 		if s, err := o.loadState(); err == nil {
 			for name, pid := range s.Processes {
-				if name != "traffic" && !alive(pid, o.program(s, name)) {
+				if !strings.HasPrefix(name, "traffic") && !alive(pid, o.program(s, name)) {
 					return fmt.Errorf("%s (pid %d) exited; its log:\n%s", name, pid, tail(filepath.Join(o.Dir, name+".log"), 20))
 				}
 			}
