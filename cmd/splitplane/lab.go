@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +30,7 @@ func labCmd() *cobra.Command {
 		Short: "Build the lab and wait until the peer's routes are in the FE",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			signal.Ignore(syscall.SIGPIPE) // a failed up must still clean up
 			o.Out = os.Stdout
 			ctx, stop := signalContext()
 			defer stop()
@@ -82,6 +85,9 @@ func labCmd() *cobra.Command {
 		Short: "Stop every lab process by pid and delete the namespaces and links",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Finish the cleanup even if whoever reads the progress lines
+			// goes away (| head): a broken pipe must not stop it halfway.
+			signal.Ignore(syscall.SIGPIPE)
 			o.Out = os.Stdout
 			return lab.Down(o)
 		},
