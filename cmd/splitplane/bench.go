@@ -36,7 +36,10 @@ func benchFIBCmd() *cobra.Command {
   fib_lookup_ns_1k, fib_lookup_ns_100k, fib_lookup_ns_1m   ns per packet, random destinations,
                                                            BPF_PROG_TEST_RUN (1m against lpm_trie)
   lpm_trie_lookup_ns_1m                                    the kernel's LPM trie, same routes
-  fib_install_routes_per_s                                 1M routes into an empty FIB`,
+  fib_install_routes_per_s                                 1M routes into an empty FIB
+  fib6_lookup_ns_1k, fib6_lookup_ns_100k                   the same for IPv6 (stride table;
+                                                           100k against lpm_trie6)
+  lpm_trie6_lookup_ns_100k                                 the kernel's IPv6 LPM trie, same routes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rounds < 1 {
@@ -44,7 +47,7 @@ func benchFIBCmd() *cobra.Command {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			results, err := bench.FIB(ctx, bench.FIBSizes, rounds)
+			results, err := bench.FIB(ctx, bench.FIBSizes, bench.FIB6Sizes, rounds)
 			if err != nil {
 				return err
 			}

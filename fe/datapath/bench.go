@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
 	"github.com/splitplane/splitplane/integration/routegen"
 )
 
@@ -35,6 +36,13 @@ const (
 	MetricFIBLookupPrefix     = "fib_lookup_ns_"
 	MetricTrieLookupPrefix    = "lpm_trie_lookup_ns_"
 	MetricFIBInstallPerSecond = "fib_install_routes_per_s"
+)
+
+// Metric names of BenchFIB6, named by table size like BenchFIB's
+// (fib6_lookup_ns_1k, fib6_lookup_ns_100k, lpm_trie6_lookup_ns_100k).
+const (
+	MetricFIB6LookupPrefix  = "fib6_lookup_ns_"
+	MetricTrie6LookupPrefix = "lpm_trie6_lookup_ns_"
 )
 
 // benchRepeat is the number of runs per BPF_PROG_TEST_RUN call: each call
@@ -111,6 +119,51 @@ func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, erro
 		return nil, fmt.Errorf("bench fib install: %w", err)
 	}
 	figs = append(figs, BenchFigure{Metric: MetricFIBInstallPerSecond, Value: rate, Unit: "routes/s"})
+	return figs, nil
+}
+
+// BenchFIB6 measures the IPv6 FIB of the XDP program (needs root) and
+// returns its figures, each the median of rounds:
+//   - fib6_lookup_ns_SIZE for every size: ns per packet of xdp_router with
+//     SIZE BenchRoutes6 routes in the stride table, every run to another of
+//     65,536 random destinations inside them;
+//   - lpm_trie6_lookup_ns_MAX: the same with the kernel LPM trie
+//     (xdp_router_trie) at the largest size, also given as the baseline of
+//     fib6_lookup_ns_MAX.
+//
+// BenchRoutes6 places prefixes at random, so the tables are much larger
+// than the Internet's: 1M routes take about 2.3M groups (2.4 GB).
+func BenchFIB6(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, error) {
+	if len(sizes) == 0 || rounds < 1 {
+		return nil, fmt.Errorf("bench fib6: sizes %v, rounds %d: %w", sizes, rounds, ErrInvalid)
+	}
+	sizes = slices.Clone(sizes)
+	slices.Sort(sizes)
+	largest := sizes[len(sizes)-1]
+	var figs []BenchFigure
+	var trie float64
+	for _, n := range sizes {
+		lb, err := newLookupBench6(n, 1)
+		if err != nil {
+			return nil, fmt.Errorf("bench fib6 lookup, %d routes: %w", n, err)
+		}
+		ns, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.Program()) })
+		if err == nil && n == largest {
+			trie, err = medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.trie.XdpRouterTrie) })
+		}
+		if cerr := lb.d.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench fib6 lookup, %d routes: %w", n, err)
+		}
+		fig := BenchFigure{Metric: MetricFIB6LookupPrefix + SizeLabel(n), Value: ns, Unit: "ns"}
+		if n == largest {
+			fig.Baseline, fig.BaselineValue = "lpm_trie6", trie
+		}
+		figs = append(figs, fig)
+	}
+	figs = append(figs, BenchFigure{Metric: MetricTrie6LookupPrefix + SizeLabel(largest), Value: trie, Unit: "ns"})
 	return figs, nil
 }
 
@@ -216,30 +269,195 @@ func (lb *lookupBench) nsPerPacket(prog *ebpf.Program) (float64, error) {
 	return float64(perRun.Nanoseconds()), nil
 }
 
-// setTrieRoutes loads routes into the LPM trie of xdp_router_trie.
+// setTrieRoutes loads routes of either family into the LPM tries of
+// xdp_router_trie.
 func (d *Datapath) setTrieRoutes(routes []Route) error {
 	if d.trie == nil {
 		return fmt.Errorf("LPM trie not loaded: %w", ErrInvalid)
 	}
 	const chunk = 10_000
-	keys := make([]xdpLpmKey, 0, chunk)
-	vals := make([]uint32, 0, chunk)
-	for i := 0; i < len(routes); i += chunk {
-		keys, vals = keys[:0], vals[:0]
-		for _, r := range routes[i:min(i+chunk, len(routes))] {
-			p := r.Prefix.Masked()
+	var (
+		keys  []xdpLpmKey
+		keys6 []xdpLpmKey6
+		vals  []uint32
+		vals6 []uint32
+	)
+	flush := func(force bool) error {
+		if len(keys) > 0 && (force || len(keys) == chunk) {
+			if _, err := d.trie.Routes.BatchUpdate(keys, vals, nil); err != nil {
+				return fmt.Errorf("LPM trie batch update: %w", err)
+			}
+			keys, vals = keys[:0], vals[:0]
+		}
+		if len(keys6) > 0 && (force || len(keys6) == chunk) {
+			if _, err := d.trie.Routes6.BatchUpdate(keys6, vals6, nil); err != nil {
+				return fmt.Errorf("IPv6 LPM trie batch update: %w", err)
+			}
+			keys6, vals6 = keys6[:0], vals6[:0]
+		}
+		return nil
+	}
+	for _, r := range routes {
+		p := r.Prefix.Masked()
+		if p.Addr().Is4() {
 			keys = append(keys, xdpLpmKey{Prefixlen: uint32(p.Bits()), Addr: be32(p.Addr())})
 			vals = append(vals, r.Nexthop)
+		} else {
+			keys6 = append(keys6, xdpLpmKey6{Prefixlen: uint32(p.Bits()), Addr: p.Addr().As16()})
+			vals6 = append(vals6, r.Nexthop)
 		}
-		if _, err := d.trie.Routes.BatchUpdate(keys, vals, nil); err != nil {
-			return fmt.Errorf("LPM trie batch update: %w", err)
+		if err := flush(false); err != nil {
+			return err
 		}
 	}
-	return nil
+	return flush(true)
 }
+
+// BenchRoutes6 returns n distinct IPv6 routes (seeded) over nexthops
+// 1..16, with the prefix lengths of today's Internet table, nearly all /48
+// and shorter (45% /48, 10% /32, 38% /33 to /47, 5% /19 to /31, 2% /56 or
+// /64), but placed uniformly at random in 2000::/3, where the real ones
+// cluster inside the RIRs' blocks. Random placement is the worst case for
+// the stride table: few prefixes share a group, so it needs about 2.5
+// groups per route (FIB6GroupsFor).
+func BenchRoutes6(n int, seed int64) []Route {
+	rng := rand.New(rand.NewPCG(uint64(seed), 48))
+	seen := make(map[netip.Prefix]bool, n)
+	rs := make([]Route, 0, n)
+	for len(rs) < n {
+		var bits int
+		switch r := rng.IntN(100); {
+		case r < 45:
+			bits = 48
+		case r < 55:
+			bits = 32
+		case r < 93:
+			bits = 33 + rng.IntN(15)
+		case r < 98:
+			bits = 19 + rng.IntN(13)
+		case r < 99:
+			bits = 56
+		default:
+			bits = 64
+		}
+		a := u128{0x2000_0000_0000_0000 | rng.Uint64()&0x1fff_ffff_ffff_ffff, rng.Uint64()}
+		p := netip.PrefixFrom(netip.AddrFrom16(a.and(mask128(bits)).bytes()), bits)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		rs = append(rs, Route{Prefix: p, Nexthop: 1 + uint32(len(rs)%16)})
+	}
+	return rs
+}
+
+// fib6GroupsFor returns a group pool large enough for n BenchRoutes6
+// routes, at least FIB6Groups.
+func fib6GroupsFor(n int) int {
+	return max(FIB6Groups, 5*n/2+n/10+4096)
+}
+
+// newLookupBench6 is newLookupBench for IPv6: n BenchRoutes6 routes in the
+// stride table and in the LPM trie, nexthops 1..16 that forward via lo to
+// fe80::1, and bench_dsts6 filled with random addresses inside the routes.
+func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
+	d, err := load(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true, fib6Groups: fib6GroupsFor(n)})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return nil, err
+	}
+	if err := d.addTxPort(lo.Index); err != nil {
+		return nil, err
+	}
+	gw := netip.MustParseAddr("fe80::1")
+	if err := d.SetNeighbor(lo.Index, gw, net.HardwareAddr{2, 0, 0, 0, 1, 2}); err != nil {
+		return nil, err
+	}
+	for id := uint32(1); id <= 16; id++ {
+		if err := d.SetNexthop(id, Nexthop{Ifindex: lo.Index, Gateway: gw, SrcMAC: net.HardwareAddr{2, 0, 0, 0, 1, byte(id)}}); err != nil {
+			return nil, err
+		}
+	}
+	routes := BenchRoutes6(n, seed)
+	if err := d.SetRoutes(routes); err != nil {
+		return nil, err
+	}
+	if err := d.setTrieRoutes(routes); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 99))
+	dsts := make([][16]byte, 65536)
+	for i := range dsts {
+		p := routes[rng.IntN(len(routes))].Prefix
+		a := u128Of(p.Addr().As16())
+		host := u128{rng.Uint64(), rng.Uint64()}.and(mask128(p.Bits()).not())
+		dsts[i] = a.or(host).bytes()
+	}
+	if err := d.objs.BenchDsts6.Set(dsts); err != nil {
+		return nil, fmt.Errorf("set bench_dsts6: %w", err)
+	}
+	return &lookupBench{d: d, frame: benchFrame6()}, nil
+}
+
+// u128 is an IPv6 address as two halves, for address arithmetic.
+type u128 struct{ hi, lo uint64 }
+
+func u128Of(a [16]byte) u128 {
+	return u128{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])}
+}
+
+func (x u128) bytes() [16]byte {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], x.hi)
+	binary.BigEndian.PutUint64(b[8:], x.lo)
+	return b
+}
+
+// mask128 returns the netmask of a /bits.
+func mask128(bits int) u128 {
+	switch {
+	case bits == 0:
+		return u128{}
+	case bits <= 64:
+		return u128{^uint64(0) << (64 - bits), 0}
+	}
+	return u128{^uint64(0), ^uint64(0) << (128 - bits)}
+}
+
+func (x u128) and(m u128) u128 { return u128{x.hi & m.hi, x.lo & m.lo} }
+func (x u128) or(m u128) u128  { return u128{x.hi | m.hi, x.lo | m.lo} }
+func (x u128) not() u128       { return u128{^x.hi, ^x.lo} }
 
 func addrFromUint(a uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
+}
+
+// benchFrame6 is a 62-byte IPv6 UDP frame; bench_rotate replaces its
+// destination.
+func benchFrame6() []byte {
+	f := make([]byte, 14+40+8)
+	copy(f[0:6], []byte{2, 0, 0, 0, 0xaa, 2})
+	copy(f[6:12], []byte{2, 0, 0, 0, 0xaa, 1})
+	binary.BigEndian.PutUint16(f[12:], 0x86dd)
+	ip := f[14:]
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], 8)
+	ip[6] = 17
+	ip[7] = 64
+	src := netip.MustParseAddr("2001:db8:aaaa::100").As16()
+	copy(ip[8:24], src[:])
+	binary.BigEndian.PutUint16(ip[40:], 40000)
+	binary.BigEndian.PutUint16(ip[42:], 53)
+	binary.BigEndian.PutUint16(ip[44:], 8)
+	return f
 }
 
 // benchFrame is a 60-byte UDP frame; bench_rotate replaces its destination.

@@ -120,7 +120,8 @@ type routerObjects struct {
 	XdpRouter   *ebpf.Program `ebpf:"xdp_router"`
 	FibTbl24    *ebpf.Map     `ebpf:"fib_tbl24"`
 	FibTbl8     *ebpf.Map     `ebpf:"fib_tbl8"`
-	Fib6        *ebpf.Map     `ebpf:"fib6"`
+	Fib6Tbl16   *ebpf.Map     `ebpf:"fib6_tbl16"`
+	Fib6Tbl8    *ebpf.Map     `ebpf:"fib6_tbl8"`
 	Nexthops    *ebpf.Map     `ebpf:"nexthops"`
 	NhGroups    *ebpf.Map     `ebpf:"nh_groups"`
 	Neighbors   *ebpf.Map     `ebpf:"neighbors"`
@@ -139,7 +140,7 @@ type routerObjects struct {
 }
 
 func (o *routerObjects) Close() error {
-	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
+	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash)
 }
@@ -148,10 +149,11 @@ func (o *routerObjects) Close() error {
 type trieObjects struct {
 	XdpRouterTrie *ebpf.Program `ebpf:"xdp_router_trie"`
 	Routes        *ebpf.Map     `ebpf:"routes"`
+	Routes6       *ebpf.Map     `ebpf:"routes6"`
 }
 
 func (o *trieObjects) Close() error {
-	return closeAll(o.XdpRouterTrie, o.Routes)
+	return closeAll(o.XdpRouterTrie, o.Routes, o.Routes6)
 }
 
 func closeAll(cs ...interface{ Close() error }) error {
@@ -180,13 +182,13 @@ type loadOptions struct {
 	// benchRotate makes every run take its destination from bench_dsts;
 	// see bench_rotate in xdp.c.
 	benchRotate bool
-	// trie also loads xdp_router_trie and its LPM trie (baseline).
+	// trie also loads xdp_router_trie and its LPM tries (baseline).
 	trie bool
 	// tbl8Groups, if not 0, replaces FIBGroups (tests of exhaustion).
 	tbl8Groups int
-	// fib6Entries, if not 0, replaces the kernel's limit of IPv6 routes
-	// but not the one fib6 checks (tests of failed batches).
-	fib6Entries int
+	// fib6Groups, if not 0, replaces FIB6Groups (tests of exhaustion,
+	// benchmarks with large random tables).
+	fib6Groups int
 }
 
 func load(opts loadOptions) (*Datapath, error) {
@@ -220,8 +222,8 @@ func load(opts loadOptions) (*Datapath, error) {
 	if opts.tbl8Groups > 0 {
 		spec.Maps[xdpMapFibTbl8].MaxEntries = uint32(opts.tbl8Groups)
 	}
-	if opts.fib6Entries > 0 {
-		spec.Maps[xdpMapFib6].MaxEntries = uint32(opts.fib6Entries)
+	if opts.fib6Groups > 0 {
+		spec.Maps[xdpMapFib6Tbl8].MaxEntries = uint32(opts.fib6Groups)
 	}
 	d := &Datapath{links: make(map[int]link.Link), slots: make(map[int]uint32)}
 	var err2 error
@@ -265,11 +267,24 @@ func (d *Datapath) initFIB() error {
 	if len(tbl24) != fibTbl24Entries || len(tbl8)%fibGroupEntries != 0 {
 		return fmt.Errorf("FIB: tables of %d and %d entries do not match fib.go", len(tbl24), len(tbl8))
 	}
+	tbl16, unmap16, err := mmapU32Array(d.objs.Fib6Tbl16)
+	if err != nil {
+		return fmt.Errorf("IPv6 FIB: %w", err)
+	}
+	d.unmaps = append(d.unmaps, unmap16)
+	tbl8v6, unmap8v6, err := mmapU32Array(d.objs.Fib6Tbl8)
+	if err != nil {
+		return fmt.Errorf("IPv6 FIB: %w", err)
+	}
+	d.unmaps = append(d.unmaps, unmap8v6)
+	if len(tbl16) != fib6Tbl16Entries || len(tbl8v6)%fibGroupEntries != 0 {
+		return fmt.Errorf("IPv6 FIB: tables of %d and %d entries do not match fib6.go", len(tbl16), len(tbl8v6))
+	}
 	if d.rcu, err = newRCUBarrier(); err != nil {
 		return fmt.Errorf("FIB: %w", err)
 	}
 	d.fib = newFIB(tbl24, tbl8, d.rcu.wait)
-	d.fib6 = newFIB6(d.objs.Fib6)
+	d.fib6 = newFIB6(tbl16, tbl8v6, d.rcu.wait)
 	return nil
 }
 

@@ -132,6 +132,17 @@ func (f *fib) lookup(addr uint32) (uint32, bool) {
 // set applies routes, longest prefixes first. It either applies all of them
 // or returns an error and changes nothing.
 func (f *fib) set(routes []prefix, nexthops []uint32) error {
+	if err := f.prepare(routes); err != nil {
+		return err
+	}
+	f.apply(routes, nexthops)
+	return nil
+}
+
+// prepare checks that routes fit: MaxRoutes and the tbl8 groups they need,
+// which it makes free (waiting for a grace period if it has to). After it,
+// apply cannot fail.
+func (f *fib) prepare(routes []prefix) error {
 	if f.count+len(routes) > MaxRoutes {
 		added := 0
 		for _, p := range routes {
@@ -143,10 +154,12 @@ func (f *fib) set(routes []prefix, nexthops []uint32) error {
 			return fmt.Errorf("%d routes more than the %d present exceed %d: %w", added, f.count, MaxRoutes, ErrFIBFull)
 		}
 	}
-	if err := f.reserve(f.groupsNeeded(routes)); err != nil {
-		return err
-	}
+	return f.reserve(f.groupsNeeded(routes))
+}
 
+// apply inserts routes, longest prefixes first; prepare must have accepted
+// them.
+func (f *fib) apply(routes []prefix, nexthops []uint32) {
 	// Counting sort by length, longest first.
 	var perLen [33]int
 	for _, p := range routes {
@@ -171,7 +184,6 @@ func (f *fib) set(routes []prefix, nexthops []uint32) error {
 	for _, i := range order {
 		f.insert(routes[i], nexthops[i])
 	}
-	return nil
 }
 
 // groupsNeeded returns how many groups inserting routes would allocate.
@@ -301,6 +313,12 @@ func (f *fib) delete(routes []prefix) error {
 	if err := f.check(routes); err != nil {
 		return err
 	}
+	f.deleteChecked(routes)
+	return nil
+}
+
+// deleteChecked is delete after check.
+func (f *fib) deleteChecked(routes []prefix) {
 	var perLen [33][]prefix
 	for _, p := range routes {
 		perLen[p.bits] = append(perLen[p.bits], p)
@@ -310,7 +328,6 @@ func (f *fib) delete(routes []prefix) error {
 			f.remove(p)
 		}
 	}
-	return nil
 }
 
 // remove deletes one route if present: its entries get the next shorter

@@ -3,43 +3,16 @@
 package datapath
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
-	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
-
-// u128 is an IPv6 address as two halves, for address arithmetic in tests.
-type u128 struct{ hi, lo uint64 }
-
-func u128Of(a [16]byte) u128 {
-	return u128{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])}
-}
-
-func (x u128) bytes() [16]byte {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], x.hi)
-	binary.BigEndian.PutUint64(b[8:], x.lo)
-	return b
-}
-
-// mask128 returns the netmask of a /bits.
-func mask128(bits int) u128 {
-	switch {
-	case bits == 0:
-		return u128{}
-	case bits <= 64:
-		return u128{^uint64(0) << (64 - bits), 0}
-	}
-	return u128{^uint64(0), ^uint64(0) << (128 - bits)}
-}
-
-func (x u128) and(m u128) u128 { return u128{x.hi & m.hi, x.lo & m.lo} }
-func (x u128) or(m u128) u128  { return u128{x.hi | m.hi, x.lo | m.lo} }
-func (x u128) not() u128       { return u128{^x.hi, ^x.lo} }
 
 func (x u128) add(d int64) u128 {
 	lo := x.lo + uint64(d)
@@ -148,169 +121,549 @@ func (g *routeGen6) addrsToCheck(ps []prefix6, n int) [][16]byte {
 	return out
 }
 
-// TestFIB6Reference changes the IPv6 FIB in random batches through the
-// Datapath API and compares the program's choice (by running it on frames)
-// with the reference at every prefix boundary and random addresses.
-func TestFIB6Reference(t *testing.T) {
-	d := fibFixture(t, loadOptions{}, 16)
-	seed := uint64(os.Getpid())
-	t.Logf("seed %d", seed)
-	g := newRouteGen6(seed)
-	ref := newRefLPM6()
-	const rounds = 6
-	for round := range rounds {
-		// Add (and replace) a batch.
-		batch := make([]Route, 300)
-		for i := range batch {
-			p := g.prefix()
-			nh := uint32(g.rng.IntN(16))
-			batch[i] = Route{Prefix: netip.PrefixFrom(netip.AddrFrom16(p.addr), int(p.bits)), Nexthop: nh}
-			ref.m[p.bits][p.addr] = nh
-		}
-		if err := d.SetRoutes(batch); err != nil {
-			t.Fatalf("round %d: set: %v", round, err)
-		}
-		checkFIB6(t, fmt.Sprintf("round %d after set", round), d, ref, g)
+// fib6Driver changes an IPv6 FIB through the API under test and reads it
+// back the way the XDP program does.
+type fib6Driver struct {
+	set    func([]Route) error
+	del    func([]netip.Prefix) error
+	lookup func(addr [16]byte) (uint32, bool)
+	fib    func() *fib6
+}
 
-		// Delete a random third.
-		var del []netip.Prefix
-		for _, p := range ref.prefixes() {
-			if g.rng.IntN(3) == 0 {
-				del = append(del, netip.PrefixFrom(netip.AddrFrom16(p.addr), int(p.bits)))
-				delete(ref.m[p.bits], p.addr)
+func (p prefix6) netip() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom16(p.addr), int(p.bits)) }
+
+func toPrefix6(p netip.Prefix) prefix6 {
+	_, p6, _, _ := routePrefix(p)
+	return p6
+}
+
+// memFIB6 is an IPv6 FIB over plain slices, with a grace period that only
+// counts.
+func memFIB6(groups int) (*fib6, *int) {
+	graces := new(int)
+	f := newFIB6(make([]uint32, fib6Tbl16Entries), make([]uint32, groups*fibGroupEntries), func() error {
+		*graces++
+		return nil
+	})
+	return f, graces
+}
+
+func memDriver6(f *fib6) fib6Driver {
+	return fib6Driver{
+		set: func(rs []Route) error {
+			ps := make([]prefix6, len(rs))
+			nhs := make([]uint32, len(rs))
+			for i, r := range rs {
+				ps[i] = toPrefix6(r.Prefix)
+				nhs[i] = r.Nexthop
 			}
-		}
-		if err := d.DeleteRoutes(del); err != nil {
-			t.Fatalf("round %d: delete: %v", round, err)
-		}
-		checkFIB6(t, fmt.Sprintf("round %d after delete", round), d, ref, g)
+			return f.set(ps, nhs)
+		},
+		del: func(np []netip.Prefix) error {
+			ps := make([]prefix6, len(np))
+			for i, p := range np {
+				ps[i] = toPrefix6(p)
+			}
+			return f.delete(ps)
+		},
+		lookup: f.lookup,
+		fib:    func() *fib6 { return f },
 	}
 }
 
-func checkFIB6(t *testing.T, what string, d *Datapath, ref *refLPM6, g *routeGen6) {
+// checkFIB6 compares the FIB with ref at addrs, then its bookkeeping.
+func checkFIB6(t *testing.T, what string, d fib6Driver, ref *refLPM6, addrs [][16]byte) {
 	t.Helper()
-	ps := ref.prefixes()
-	if n, err := d.RouteCount(); err != nil || n != len(ps) {
-		t.Fatalf("%s: RouteCount %d, %v; want %d", what, n, err, len(ps))
-	}
 	bad := 0
-	addrs := g.addrsToCheck(ps, 2000)
 	for _, a := range addrs {
-		addr := netip.AddrFrom16(a)
-		if addr.IsLinkLocalUnicast() || addr.IsMulticast() || addr.IsUnspecified() || addr.IsLoopback() {
-			continue // never forwarded, whatever the routes
-		}
-		gotNH, gotOK := runLookupAddr(t, d, addr)
+		gotNH, gotOK := d.lookup(a)
 		wantNH, wantOK := ref.lookup(a)
 		if gotOK != wantOK || gotNH != wantNH {
 			if bad++; bad <= 5 {
-				t.Errorf("%s: %s -> nexthop %d (found %v), want %d (found %v)", what, addr, gotNH, gotOK, wantNH, wantOK)
+				t.Errorf("%s: %s -> nexthop %d (found %v), want %d (found %v)", what, netip.AddrFrom16(a), gotNH, gotOK, wantNH, wantOK)
 			}
 		}
 	}
 	if bad > 0 {
 		t.Fatalf("%s: %d of %d addresses wrong", what, bad, len(addrs))
 	}
+	checkInvariants6(t, what, d.fib(), ref)
+}
+
+// checkInvariants6 checks the bookkeeping: the groups reachable from tbl16
+// are exactly those on the paths of the prefixes longer than /16, each used
+// once, with a user count equal to the prefixes below it; no other group is
+// in use except the quarantined ones.
+func checkInvariants6(t *testing.T, what string, f *fib6, ref *refLPM6) {
+	t.Helper()
+	type groupKey struct {
+		addr  [16]byte
+		level int
+	}
+	want := map[groupKey]uint32{} // users of each group that must exist
+	n := 0
+	for _, p := range ref.prefixes() {
+		n++
+		for k := 1; k <= level6(p.bits); k++ {
+			want[groupKey{mask6(p.addr, 16+8*(k-1)), k}]++
+		}
+	}
+	if f.count != n {
+		t.Fatalf("%s: count %d, want %d", what, f.count, n)
+	}
+	seen := map[uint32]bool{}
+	found := 0
+	// walk visits the group g at level k, reached by the address bits a.
+	var walk func(g uint32, k int, a [16]byte)
+	walk = func(g uint32, k int, a [16]byte) {
+		if seen[g] {
+			t.Fatalf("%s: group %d used twice", what, g)
+		}
+		seen[g] = true
+		found++
+		key := groupKey{a, k}
+		if f.users[g] != want[key] || want[key] == 0 {
+			t.Fatalf("%s: group %d at %s level %d has %d users, want %d", what, g, netip.AddrFrom16(a), k, f.users[g], want[key])
+		}
+		gt, _ := f.group(g)
+		for j, e := range gt {
+			if e&fibGroup != 0 {
+				if k == fib6Levels {
+					t.Fatalf("%s: group %d at the last level points at a group", what, g)
+				}
+				b := a
+				b[k+1] = byte(j)
+				walk(e&fibGroupMask, k+1, b)
+			}
+		}
+	}
+	for i, e := range f.tbl16 {
+		if e&fibGroup != 0 {
+			var a [16]byte
+			a[0], a[1] = byte(i>>8), byte(i)
+			walk(e&fibGroupMask, 1, a)
+		}
+	}
+	if found != len(want) {
+		t.Fatalf("%s: %d groups reachable, %d needed", what, found, len(want))
+	}
+	if inUse := f.groupsInUse() - len(f.quarantine); inUse != found {
+		t.Fatalf("%s: %d groups allocated and not quarantined, %d published", what, inUse, found)
+	}
+}
+
+// exerciseFIB6 runs rounds of random batches (adds with duplicates,
+// nexthop changes, deletes that uncover shorter prefixes, re-adds) against
+// d and ref, checking after each step at every prefix boundary and nCheck
+// random addresses, then deletes everything.
+func exerciseFIB6(t *testing.T, d fib6Driver, seed uint64, rounds, nCheck int) {
+	g := newRouteGen6(seed)
+	ref := newRefLPM6()
+	nh := func() uint32 { return uint32(g.rng.IntN(16)) } // 0 is a valid id
+	for round := range rounds {
+		var batch []Route
+		for range 200 + g.rng.IntN(800) {
+			p := g.prefix()
+			batch = append(batch, Route{Prefix: p.netip(), Nexthop: nh()})
+		}
+		if g.rng.IntN(3) == 0 {
+			batch = append(batch, Route{Prefix: netip.MustParsePrefix("::/0"), Nexthop: nh()})
+		}
+		if err := d.set(batch); err != nil {
+			t.Fatalf("round %d: set: %v", round, err)
+		}
+		for _, r := range batch {
+			p := toPrefix6(r.Prefix)
+			ref.m[p.bits][p.addr] = r.Nexthop
+		}
+		ps := ref.prefixes()
+		for range 50 {
+			p := ps[g.rng.IntN(len(ps))]
+			n := nh()
+			if err := d.set([]Route{{Prefix: p.netip(), Nexthop: n}}); err != nil {
+				t.Fatalf("round %d: change %s: %v", round, p, err)
+			}
+			ref.m[p.bits][p.addr] = n
+		}
+		checkFIB6(t, fmt.Sprintf("round %d after adds", round), d, ref, g.addrsToCheck(ref.prefixes(), nCheck))
+
+		// Delete about a third, half in one batch, half one at a time.
+		ps = ref.prefixes()
+		g.rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+		dels := ps[:len(ps)/3]
+		var np []netip.Prefix
+		for _, p := range dels[:len(dels)/2] {
+			np = append(np, p.netip())
+		}
+		if err := d.del(np); err != nil {
+			t.Fatalf("round %d: delete batch: %v", round, err)
+		}
+		for _, p := range dels[len(dels)/2:] {
+			if err := d.del([]netip.Prefix{p.netip()}); err != nil {
+				t.Fatalf("round %d: delete %s: %v", round, p, err)
+			}
+		}
+		for _, p := range dels {
+			delete(ref.m[p.bits], p.addr)
+		}
+		check := g.addrsToCheck(dels, nCheck) // where the deleted ones were
+		check = append(check, g.addrsToCheck(ref.prefixes(), 0)...)
+		checkFIB6(t, fmt.Sprintf("round %d after deletes", round), d, ref, check)
+
+		// Deleting a missing route changes nothing.
+		if err := d.del([]netip.Prefix{ps[len(ps)-1].netip(), dels[0].netip()}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("round %d: deleting %s again: %v, want ErrNotFound", round, dels[0], err)
+		}
+		batch = batch[:0]
+		for _, p := range dels[:len(dels)/4] {
+			n := nh()
+			batch = append(batch, Route{Prefix: p.netip(), Nexthop: n})
+			ref.m[p.bits][p.addr] = n
+		}
+		if err := d.set(batch); err != nil {
+			t.Fatalf("round %d: re-add: %v", round, err)
+		}
+		checkFIB6(t, fmt.Sprintf("round %d after re-adds", round), d, ref, g.addrsToCheck(ref.prefixes(), nCheck))
+	}
+
+	var all []netip.Prefix
+	for _, p := range ref.prefixes() {
+		all = append(all, p.netip())
+	}
+	if err := d.del(all); err != nil {
+		t.Fatalf("delete all: %v", err)
+	}
+	ref = newRefLPM6()
+	checkFIB6(t, "after deleting all", d, ref, g.addrsToCheck(nil, nCheck))
+	if slices.ContainsFunc(d.fib().tbl16, func(e uint32) bool { return e != 0 }) {
+		t.Fatalf("tbl16 not empty after deleting every route")
+	}
+}
+
+// TestFIB6Reference needs no kernel: the stride table over plain slices
+// must agree with the reference LPM.
+func TestFIB6Reference(t *testing.T) {
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	f, _ := memFIB6(FIB6Groups)
+	exerciseFIB6(t, memDriver6(f), seed, 5, 200_000)
+}
+
+// TestFIB6Datapath runs the random exercise through the Datapath API. It
+// checks every address by reading the mmapped tables back the way the
+// program does, and one in 200 also by running the program on a frame.
+func TestFIB6Datapath(t *testing.T) {
+	d := fibFixture(t, loadOptions{}, 16)
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	ran := 0
+	drv := fib6Driver{
+		set: d.SetRoutes,
+		del: d.DeleteRoutes,
+		lookup: func(a [16]byte) (uint32, bool) {
+			nh, ok := d.fib6.lookup(a)
+			addr := netip.AddrFrom16(a)
+			never := addr.IsLinkLocalUnicast() || addr.IsMulticast() || addr.IsUnspecified() || addr.IsLoopback()
+			if !never && a[15]%200 == 0 {
+				ran++
+				pnh, pok := runLookupAddr(t, d, addr)
+				if pok != ok || pnh != nh {
+					t.Fatalf("%s: program gives nexthop %d (%v), the tables %d (%v)", addr, pnh, pok, nh, ok)
+				}
+			}
+			return nh, ok
+		},
+		fib: func() *fib6 { return d.fib6 },
+	}
+	exerciseFIB6(t, drv, seed, 3, 200_000)
+	t.Logf("%d addresses also checked through the program", ran)
+	if ran < 1000 {
+		t.Errorf("only %d addresses went through the program", ran)
+	}
+
+	// The mmapped tables are what the kernel sees through the map API.
+	p := netip.MustParsePrefix
+	if err := d.SetRoutes([]Route{{p("2001:db8::/32"), 3}, {p("2001:db8:1:2::/64"), 4}}); err != nil {
+		t.Fatal(err)
+	}
+	var row [256]uint32
+	if err := d.objs.Fib6Tbl16.Lookup(uint32(0x20), &row); err != nil {
+		t.Fatal(err)
+	}
+	e := row[0x01]
+	for _, b := range []byte{0x0d, 0xb8, 0x00, 0x01, 0x00, 0x02} {
+		if e&fibGroup == 0 {
+			t.Fatalf("entry %#x on the way to 2001:db8:1:2::/64 is not a group", e)
+		}
+		if err := d.objs.Fib6Tbl8.Lookup(e&fibGroupMask, &row); err != nil {
+			t.Fatal(err)
+		}
+		e = row[b]
+		if b == 0xb8 && (row[0xb7] != 0 || row[0xb9] != 0) {
+			t.Fatalf("2001:db7::/32 and 2001:db9::/32 have entries %#x %#x", row[0xb7], row[0xb9])
+		}
+	}
+	if e != fibValid|4 || row[1] != fibValid|3 || row[3] != fibValid|3 {
+		t.Fatalf("last group via the map API: %#x, neighbours %#x %#x", e, row[1], row[3])
+	}
+}
+
+// TestFIB6Full checks that running out of groups is an error wrapping
+// ErrFIBFull that leaves the tables exactly as they were, and that released
+// groups are reused only after a grace period.
+func TestFIB6Full(t *testing.T) {
+	f, graces := memFIB6(8)
+	d := memDriver6(f)
+	p := netip.MustParsePrefix
+	base := []Route{
+		{p("::/0"), 9},               // tbl16
+		{p("2001:db8::/32"), 1},      // groups 2001::/16, 2001:d00::/24
+		{p("2001:db8:1::/48"), 2},    // 2001:db8::/32, 2001:db8::/40
+		{p("2001:db8:1:ff::/64"), 3}, // 2001:db8:1::/48, 2001:db8:1::/56
+	}
+	if err := d.set(base); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.groupsInUse(); n != 6 {
+		t.Fatalf("%d groups in use, want 6", n)
+	}
+	tbl16, tbl8, count := slices.Clone(f.tbl16), slices.Clone(f.tbl8), f.count
+	err := d.set([]Route{
+		{p("2001:db8:2::/48"), 5},           // existing groups
+		{p("2400::/12"), 5},                 // tbl16 only
+		{p("2001:db8:100::/48"), 5},         // 7th: 2001:db8:100::/40
+		{p("2001:db8:1:ff:1::/80"), 5},      // 8th and 9th: too many
+		{p("2001:db8:1:ff:1:8000::/81"), 5}, // the same two and a 10th
+	})
+	if !errors.Is(err, ErrFIBFull) {
+		t.Fatalf("set: %v, want ErrFIBFull", err)
+	}
+	t.Logf("error: %v", err)
+	if !slices.Equal(tbl16, f.tbl16) || !slices.Equal(tbl8, f.tbl8) || f.count != count {
+		t.Fatal("a failed batch changed the tables")
+	}
+	if err := d.set([]Route{{p("2001:db8:100::/48"), 5}, {p("2001:db8:2::/48"), 5}}); err != nil {
+		t.Fatalf("the 7th group: %v", err)
+	}
+	if err := d.set([]Route{{p("2a00:1::/32"), 5}}); !errors.Is(err, ErrFIBFull) {
+		t.Fatalf("two more groups with one left: %v, want ErrFIBFull", err)
+	}
+	// Deleting the /64 folds its two groups, which are reused only after
+	// a grace period.
+	if err := d.del([]netip.Prefix{p("2001:db8:1:ff::/64")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.quarantine) != 2 || *graces != 0 {
+		t.Fatalf("%d groups quarantined, %d grace periods; want 2 and 0", len(f.quarantine), *graces)
+	}
+	if err := d.set([]Route{{p("2a00:1::/32"), 5}}); err != nil {
+		t.Fatalf("after freeing groups: %v", err)
+	}
+	if *graces != 1 {
+		t.Fatalf("%d grace periods, want 1", *graces)
+	}
+	for a, want := range map[string]uint32{
+		"2a00:1::1": 5, "2001:db8:1:ff::1": 2, "2001:db8:100::1": 5, "2001:db8:2::1": 5, "2001:db9::": 9, "2400::1": 9,
+	} {
+		if nh, ok := f.lookup(netip.MustParseAddr(a).As16()); !ok || nh != want {
+			t.Errorf("%s: nexthop %d (%v), want %d", a, nh, ok, want)
+		}
+	}
+}
+
+// TestFIB6DatapathFull checks group exhaustion through the API: an error
+// wrapping ErrFIBFull and nothing the program sees changes.
+func TestFIB6DatapathFull(t *testing.T) {
+	d := fibFixture(t, loadOptions{fib6Groups: 4}, 4)
+	p := netip.MustParsePrefix
+	if err := d.SetRoutes([]Route{{p("2001:db8::/32"), 1}, {p("2001:db8:1::/48"), 2}}); err != nil {
+		t.Fatal(err)
+	}
+	err := d.SetRoutes([]Route{{p("2400::/16"), 3}, {p("2001:db8:100::/48"), 3}, {p("10.0.0.0/8"), 3}})
+	if !errors.Is(err, ErrFIBFull) {
+		t.Fatalf("SetRoutes: %v, want ErrFIBFull", err)
+	}
+	if n, _ := d.RouteCount(); n != 2 {
+		t.Errorf("RouteCount %d after a failed batch, want 2", n)
+	}
+	checkRoutes6(t, d, map[string]uint32{"2001:db8:1::1": 2, "2001:db8:100::1": 1, "2400::1": noRoute, "10.0.0.1": noRoute})
+}
+
+// TestFIB6Concurrent is TestFIBConcurrent for IPv6: routes in 2001:db8::/32
+// change all the time, with too few groups for all of them, while the
+// program looks up addresses there. 2001:db8::/32 (nexthop 1) stays, and
+// every candidate always maps to its own nexthop, so any other answer
+// means a packet saw a half-built or reused group.
+func TestFIB6Concurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	type cand struct {
+		p  prefix6
+		nh uint32
+	}
+	var cands []cand
+	for s := range 8 {
+		for _, pl := range []struct {
+			suffix string
+			bits   int
+		}{{"::", 40}, {"::", 48}, {":8000::", 49}, {":1::", 64}, {":1:0:0:7::", 128}, {":ff00::", 56}} {
+			a := netip.MustParseAddr(fmt.Sprintf("2001:db8:%x%s", s<<8, pl.suffix))
+			cands = append(cands, cand{toPrefix6(netip.PrefixFrom(a, pl.bits)), uint32(len(cands) + 2)})
+		}
+	}
+	d := fibFixture(t, loadOptions{fib6Groups: 16}, uint32(len(cands)+2))
+	if err := d.SetRoute(netip.MustParsePrefix("2001:db8::/32"), 1); err != nil {
+		t.Fatal(err)
+	}
+	allowed := func(a [16]byte) []uint32 {
+		out := []uint32{1}
+		for _, c := range cands {
+			if mask6(a, int(c.p.bits)) == c.p.addr {
+				out = append(out, c.nh)
+			}
+		}
+		return out
+	}
+
+	var (
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+		changes atomic.Int64
+		full    atomic.Int64
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(1, 2))
+		present := make([]bool, len(cands))
+		for !stop.Load() {
+			var add []Route
+			var del []netip.Prefix
+			var idx []int
+			for range 1 + rng.IntN(4) {
+				i := rng.IntN(len(cands))
+				if slices.Contains(idx, i) {
+					continue
+				}
+				idx = append(idx, i)
+				if present[i] {
+					del = append(del, cands[i].p.netip())
+				} else {
+					add = append(add, Route{cands[i].p.netip(), cands[i].nh})
+				}
+			}
+			if err := d.SetRoutes(add); errors.Is(err, ErrFIBFull) {
+				full.Add(1)
+				add = nil
+			} else if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := d.DeleteRoutes(del); err != nil {
+				t.Error(err)
+				return
+			}
+			for _, r := range add {
+				present[slices.IndexFunc(cands, func(c cand) bool { return c.p.netip() == r.Prefix })] = true
+			}
+			for _, q := range del {
+				present[slices.IndexFunc(cands, func(c cand) bool { return c.p.netip() == q })] = false
+			}
+			changes.Add(1)
+		}
+	}()
+
+	rng := rand.New(rand.NewPCG(3, 4))
+	deadline := time.Now().Add(3 * time.Second)
+	lookups := 0
+	for time.Now().Before(deadline) && !t.Failed() {
+		c := cands[rng.IntN(len(cands))].p
+		a := c.addr
+		// Somewhere in or next to the candidate: vary the bytes after
+		// its first 5.
+		for i := 5; i < 16; i++ {
+			if rng.IntN(3) == 0 {
+				a[i] = byte(rng.Uint32())
+			}
+		}
+		nh, ok := runLookupAddr(t, d, netip.AddrFrom16(a))
+		if !ok || !slices.Contains(allowed(a), nh) {
+			t.Errorf("%s: nexthop %d (forwarded %v), never valid for it (valid: %v)", netip.AddrFrom16(a), nh, ok, allowed(a))
+		}
+		lookups++
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d lookups during %d route changes (%d refused as FIB full), %d groups in use",
+		lookups, changes.Load(), full.Load(), d.fib6.groupsInUse())
+	if changes.Load() < 1000 || full.Load() == 0 {
+		t.Errorf("too little churn to mean anything: %d changes, %d full", changes.Load(), full.Load())
+	}
 }
 
 // --- benchmark ---------------------------------------------------------
 
-// benchRoutes6 returns n distinct IPv6 routes (seeded) shaped like today's
-// Internet table, nearly all /48 and shorter: 45% /48, 10% /32, 38% /33 to
-// /47, 5% /19 to /31, 2% /56 or /64, all inside 2000::/3, over nexthops
-// 1..16.
-func benchRoutes6(n int, seed uint64) []Route {
-	rng := rand.New(rand.NewPCG(seed, 48))
-	seen := make(map[netip.Prefix]bool, n)
-	rs := make([]Route, 0, n)
-	for len(rs) < n {
-		var bits int
-		switch r := rng.IntN(100); {
-		case r < 45:
-			bits = 48
-		case r < 55:
-			bits = 32
-		case r < 93:
-			bits = 33 + rng.IntN(15)
-		case r < 98:
-			bits = 19 + rng.IntN(13)
-		case r < 99:
-			bits = 56
-		default:
-			bits = 64
-		}
-		a := u128{0x2000_0000_0000_0000 | rng.Uint64()&0x1fff_ffff_ffff_ffff, rng.Uint64()}
-		p := netip.PrefixFrom(netip.AddrFrom16(a.and(mask128(bits)).bytes()), bits)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		rs = append(rs, Route{Prefix: p, Nexthop: 1 + uint32(len(rs)%16)})
-	}
-	return rs
-}
-
-// newLookupBench6 loads a datapath for IPv6 lookup benchmarks: n
-// benchRoutes6 routes, nexthops 1..16 that forward via lo to fe80::1, and
-// bench_dsts6 filled with random addresses inside the routes.
-func newLookupBench6(tb testing.TB, n int) *lookupBench {
-	d := loadForTest(tb, loadOptions{benchIgnoreTTL: true, benchRotate: true})
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := d.addTxPort(lo.Index); err != nil {
-		tb.Fatal(err)
-	}
-	gw := netip.MustParseAddr("fe80::1")
-	if err := d.SetNeighbor(lo.Index, gw, net.HardwareAddr{2, 0, 0, 0, 1, 2}); err != nil {
-		tb.Fatal(err)
-	}
-	for id := uint32(1); id <= 16; id++ {
-		if err := d.SetNexthop(id, Nexthop{Ifindex: lo.Index, Gateway: gw, SrcMAC: net.HardwareAddr{2, 0, 0, 0, 1, byte(id)}}); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	routes := benchRoutes6(n, 1)
-	if err := d.SetRoutes(routes); err != nil {
-		tb.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 99))
-	dsts := make([][16]byte, 65536)
-	for i := range dsts {
-		p := routes[rng.IntN(len(routes))].Prefix
-		a := u128Of(p.Addr().As16())
-		host := u128{rng.Uint64(), rng.Uint64()}.and(mask128(p.Bits()).not())
-		dsts[i] = a.or(host).bytes()
-	}
-	if err := d.objs.BenchDsts6.Set(dsts); err != nil {
-		tb.Fatalf("set bench_dsts6: %v", err)
-	}
-	frame := udp6Frame("2001:db8::2", 64)
-	return &lookupBench{d: d, frame: frame}
-}
-
 // BenchmarkLookup6 reports ns per packet (kernel-timed, BPF_PROG_TEST_RUN)
 // of IPv6 forwarding with every run sent to another of 65,536 random
-// destinations inside the installed routes; the IPv6 FIB is the kernel LPM
-// trie (the IPv6 baseline).
+// destinations inside the installed BenchRoutes6 routes, for the stride
+// table and for the kernel LPM trie baseline loaded with the same routes.
+// The 1m tables need about 4 GB of memory.
 func BenchmarkLookup6(b *testing.B) {
 	needRoot(b)
-	for _, n := range []int{1000, 100_000} {
+	for _, n := range benchSizes {
 		b.Run(SizeLabel(n), func(b *testing.B) {
-			lb := newLookupBench6(b, n)
-			var total float64
-			runs := 0
-			for b.Loop() {
-				ns, err := lb.nsPerPacket(lb.d.Program())
-				if err != nil {
-					b.Fatal(err)
-				}
-				total += ns
-				runs++
+			lb, err := newLookupBench6(n, 1)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(total/float64(runs), "ns/op")
-			b.ReportMetric(1e3*float64(runs)/total, "Mpps")
+			defer lb.d.Close()
+			for _, variant := range []string{"stride", "lpm-trie"} {
+				b.Run(variant, func(b *testing.B) {
+					prog := lb.d.Program()
+					if variant == "lpm-trie" {
+						prog = lb.d.trie.XdpRouterTrie
+					}
+					var total float64
+					runs := 0
+					for b.Loop() {
+						ns, err := lb.nsPerPacket(prog)
+						if err != nil {
+							b.Fatal(err)
+						}
+						total += ns
+						runs++
+					}
+					b.ReportMetric(total/float64(runs), "ns/op")
+					b.ReportMetric(1e3*float64(runs)/total, "Mpps")
+				})
+			}
 		})
+	}
+}
+
+// TestBenchFIB6 runs the bench command's IPv6 function at small sizes and
+// checks the shape of its figures.
+func TestBenchFIB6(t *testing.T) {
+	needRoot(t)
+	if testing.Short() {
+		t.Skip("loads 10k routes twice")
+	}
+	figs, err := BenchFIB6(t.Context(), []int{10_000, 1000}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fib6_lookup_ns_1k", "fib6_lookup_ns_10k", "lpm_trie6_lookup_ns_10k"}
+	if len(figs) != len(want) {
+		t.Fatalf("figures %+v, want %v", figs, want)
+	}
+	for i, f := range figs {
+		t.Logf("%+v", f)
+		if f.Metric != want[i] || !(f.Value > 0) {
+			t.Errorf("figure %d: %+v, want %s > 0", i, f, want[i])
+		}
+		if (f.Baseline != "") != (f.Metric == "fib6_lookup_ns_10k") {
+			t.Errorf("figure %+v: baseline only on the largest FIB lookup", f)
+		}
 	}
 }

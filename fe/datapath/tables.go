@@ -25,8 +25,8 @@ func (d *Datapath) SetRoute(p netip.Prefix, nexthopID uint32) error {
 
 // SetRoutes sets all routes as SetRoute does, as one batch: either all are
 // applied, or none is and the error says why (ErrInvalid for a bad route,
-// ErrFIBFull when the tbl8 groups, MaxRoutes or MaxRoutes6 would be
-// exceeded). Packets forwarded meanwhile use, for each address, its old or
+// ErrFIBFull when the groups of either family's table, MaxRoutes or
+// MaxRoutes6 would be exceeded). Packets forwarded meanwhile use, for each address, its old or
 // its new route; longer prefixes are installed first so that no address
 // passes through a shorter prefix of the batch that does not apply to it. A
 // prefix given twice ends with the last nexthop.
@@ -54,18 +54,16 @@ func (d *Datapath) SetRoutes(routes []Route) error {
 	if d.fib == nil {
 		return ErrClosed
 	}
-	// IPv6 first: fib6 can undo its part if the IPv4 part is refused,
-	// while fib.set either applies everything or nothing.
-	undo6, err := d.fib6.set(ps6, nhs6)
-	if err != nil {
+	// Both families are checked (and their groups reserved) before either
+	// changes; after that nothing can fail.
+	if err := d.fib6.prepare(ps6); err != nil {
 		return err
 	}
-	if len(ps) == 0 {
-		return nil
+	if err := d.fib.prepare(ps); err != nil {
+		return err
 	}
-	if err := d.fib.set(ps, nhs); err != nil {
-		return errors.Join(err, undo6())
-	}
+	d.fib6.apply(ps6, nhs6)
+	d.fib.apply(ps, nhs)
 	return nil
 }
 
@@ -103,18 +101,16 @@ func (d *Datapath) DeleteRoutes(prefixes []netip.Prefix) error {
 	if d.fib == nil {
 		return ErrClosed
 	}
-	// Check both families before changing either; after that, only the
-	// kernel can fail, and only fib6 talks to it.
+	// Both families are checked before either changes.
 	if err := d.fib.check(ps); err != nil {
 		return err
 	}
-	if err := d.fib6.delete(ps6); err != nil {
+	if err := d.fib6.check(ps6); err != nil {
 		return err
 	}
-	if len(ps) == 0 {
-		return nil
-	}
-	return d.fib.delete(ps)
+	d.fib6.deleteChecked(ps6)
+	d.fib.deleteChecked(ps)
+	return nil
 }
 
 // RouteCount returns the number of routes of both address families.
@@ -124,7 +120,7 @@ func (d *Datapath) RouteCount() (int, error) {
 	if d.fib == nil {
 		return 0, ErrClosed
 	}
-	return d.fib.count + d.fib6.count(), nil
+	return d.fib.count + d.fib6.count, nil
 }
 
 // SetNexthop stores nexthop id, replacing what was there.

@@ -108,7 +108,8 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xdpMapFib6             = "fib6"
+	xdpMapFib6Tbl16        = "fib6_tbl16"
+	xdpMapFib6Tbl8         = "fib6_tbl8"
 	xdpMapFibTbl24         = "fib_tbl24"
 	xdpMapFibTbl8          = "fib_tbl8"
 	xdpMapLocalAddrs       = "local_addrs"
@@ -121,6 +122,7 @@ const (
 	xdpMapPortSlotsHash    = "port_slots_hash"
 	xdpMapPortStats        = "port_stats"
 	xdpMapRoutes           = "routes"
+	xdpMapRoutes6          = "routes6"
 	xdpMapStats            = "stats"
 	xdpMapTxPorts          = "tx_ports"
 	xdpProgXdpRouter       = "xdp_router"
@@ -183,7 +185,8 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
-	Fib6          *ebpf.MapSpec `ebpf:"fib6"`
+	Fib6Tbl16     *ebpf.MapSpec `ebpf:"fib6_tbl16"`
+	Fib6Tbl8      *ebpf.MapSpec `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.MapSpec `ebpf:"fib_tbl24"`
 	FibTbl8       *ebpf.MapSpec `ebpf:"fib_tbl8"`
 	LocalAddrs    *ebpf.MapSpec `ebpf:"local_addrs"`
@@ -196,6 +199,7 @@ type xdpMapSpecs struct {
 	PortSlotsHash *ebpf.MapSpec `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.MapSpec `ebpf:"port_stats"`
 	Routes        *ebpf.MapSpec `ebpf:"routes"`
+	Routes6       *ebpf.MapSpec `ebpf:"routes6"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	TxPorts       *ebpf.MapSpec `ebpf:"tx_ports"`
 }
@@ -232,7 +236,8 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
-	Fib6          *ebpf.Map `ebpf:"fib6"`
+	Fib6Tbl16     *ebpf.Map `ebpf:"fib6_tbl16"`
+	Fib6Tbl8      *ebpf.Map `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.Map `ebpf:"fib_tbl24"`
 	FibTbl8       *ebpf.Map `ebpf:"fib_tbl8"`
 	LocalAddrs    *ebpf.Map `ebpf:"local_addrs"`
@@ -245,13 +250,15 @@ type xdpMaps struct {
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.Map `ebpf:"port_stats"`
 	Routes        *ebpf.Map `ebpf:"routes"`
+	Routes6       *ebpf.Map `ebpf:"routes6"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	TxPorts       *ebpf.Map `ebpf:"tx_ports"`
 }
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
-		m.Fib6,
+		m.Fib6Tbl16,
+		m.Fib6Tbl8,
 		m.FibTbl24,
 		m.FibTbl8,
 		m.LocalAddrs,
@@ -264,6 +271,7 @@ func (m *xdpMaps) Close() error {
 		m.PortSlotsHash,
 		m.PortStats,
 		m.Routes,
+		m.Routes6,
 		m.Stats,
 		m.TxPorts,
 	)

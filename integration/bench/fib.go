@@ -9,14 +9,24 @@ import (
 // FIBSizes are the table sizes `splitplane bench fib` measures lookups at.
 var FIBSizes = []int{1_000, 100_000, 1_000_000}
 
-// FIB measures the XDP datapath's FIB: lookup cost with random destinations
-// at each size (DIR-24-8, against the kernel's LPM trie at the largest) and
-// the install rate of the largest table. It needs root (it loads BPF).
-func FIB(ctx context.Context, sizes []int, rounds int) ([]Result, error) {
+// FIB6Sizes are the IPv6 table sizes `splitplane bench fib` measures
+// lookups at (random IPv6 tables of 1M routes need about 2.4 GB).
+var FIB6Sizes = []int{1_000, 100_000}
+
+// FIB measures the XDP datapath's FIBs: lookup cost with random destinations
+// at each size (IPv4 DIR-24-8 at sizes, the IPv6 stride table at sizes6,
+// each against the kernel's LPM trie at the largest) and the install rate
+// of the largest IPv4 table. It needs root (it loads BPF).
+func FIB(ctx context.Context, sizes, sizes6 []int, rounds int) ([]Result, error) {
 	figs, err := datapath.BenchFIB(ctx, sizes, rounds)
 	if err != nil {
 		return nil, err
 	}
+	figs6, err := datapath.BenchFIB6(ctx, sizes6, rounds)
+	if err != nil {
+		return nil, err
+	}
+	figs = append(figs, figs6...)
 	out := make([]Result, len(figs))
 	for i, f := range figs {
 		out[i] = Result{Metric: f.Metric, Value: f.Value, Unit: f.Unit, Baseline: f.Baseline, BaselineValue: f.BaselineValue}
