@@ -14,7 +14,7 @@ import (
 )
 
 // socketBuffer bounds the kernel's buffering of a ForCES connection.
-const socketBuffer = 256 << 10
+const socketBuffer = 128 << 10
 
 // setupTimeout bounds how long a new TCP connection may take to send its
 // Association Setup.

@@ -17,20 +17,25 @@ func (s *session) flush() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	msgs, err := s.configs(toTableOps(s.forFE(batch)))
-	if err != nil {
+	w := forces.NewConfigWriter(s.configHeader(), func(h *forces.Header) { h.Correlator = s.corr.Add(1) })
+	if err := writeChanges(w, s.forFE(batch)); err != nil {
 		return err
 	}
-	return s.send(msgs)
+	return s.sendEncoded(w.Flush())
+}
+
+// configHeader is the header of the Config messages that carry changes:
+// every row is answered, and one refused row does not stop the others.
+func (s *session) configHeader() forces.Header {
+	return forces.Header{
+		Type: forces.MsgConfig, Src: s.ce.id, Dst: s.fe,
+		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure, Priority: forces.PriorityConfig},
+	}
 }
 
 // configs packs row operations into Config messages.
 func (s *session) configs(ops []forces.TableOp) ([]*forces.Message, error) {
-	hdr := forces.Header{
-		Type: forces.MsgConfig, Src: s.ce.id, Dst: s.fe,
-		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure, Priority: forces.PriorityConfig},
-	}
-	msgs, err := forces.BuildConfig(hdr, func() uint64 { return s.corr.Add(1) }, ops)
+	msgs, err := forces.BuildConfig(s.configHeader(), func() uint64 { return s.corr.Add(1) }, ops)
 	if err != nil {
 		return nil, fmt.Errorf("build config: %w", err)
 	}
@@ -46,8 +51,32 @@ func (s *session) send(msgs []*forces.Message) error {
 	return nil
 }
 
+func (s *session) sendEncoded(msgs [][]byte) error {
+	if err := s.conn.WriteEncoded(msgs...); err != nil {
+		return fmt.Errorf("send config: %w", err)
+	}
+	return nil
+}
+
 // syncChunk is how many FIB rows the full sync encodes at a time.
 const syncChunk = 32768
+
+// syncMessage caps the size of the full sync's messages: a heartbeat waits
+// for the message being written and those queued ahead of it, so they are
+// kept small (64 KiB: about 1,600 routes) while still amortising the
+// per-message costs.
+const syncMessage = 64 << 10
+
+// sendEach writes messages one at a time, so the heartbeat goroutine can
+// slip its message in between them.
+func (s *session) sendEach(msgs [][]byte) error {
+	for _, m := range msgs {
+		if err := s.sendEncoded([][]byte{m}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // commitTimeout bounds the wait for an FE's answer to a COMMIT.
 const commitTimeout = 60 * time.Second
@@ -58,42 +87,41 @@ const commitTimeout = 60 * time.Second
 // TRCOMP completes the transaction. The FE programs only what differs, so an
 // FE that kept forwarding through a CE restart sees no gap.
 func (s *session) fullSync(ctx context.Context) error {
-	// Built and sent in chunks, so the first bytes leave at once and a
-	// full table is never held twice in encoded form.
-	ops := []forces.TableOp{
-		{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1, Path: []uint32{forces.CompIPv4PrefixTable}},
-		{Op: forces.OpDel, ClassID: forces.ClassIPv4NextHop, InstanceID: 1, Path: []uint32{forces.CompIPv4NextHopTable}},
+	// Encoded and sent in chunks, so the first bytes leave at once and a
+	// full table is never held twice in encoded form. Only a failure is
+	// answered: the COMMIT's answer acknowledges the whole transaction.
+	hdr := s.configHeader()
+	hdr.Flags.Atomic, hdr.Flags.ExecMode, hdr.Flags.ACK = true, forces.ExecAllOrNone, forces.FailureACK
+	first := true
+	w := forces.NewConfigWriter(hdr, func(h *forces.Header) {
+		h.Correlator, h.Flags.TP = s.corr.Add(1), forces.PhaseMOT
+		if first {
+			h.Flags.TP, first = forces.PhaseSOT, false
+		}
+	})
+	tables := [][2]uint32{
+		{forces.ClassIPv4UcastLPM, forces.CompIPv4PrefixTable}, {forces.ClassIPv4NextHop, forces.CompIPv4NextHopTable},
 	}
 	s.snapshot = s.forFE(s.snapshot)
 	if s.info.supports(forces.ClassIPv6UcastLPM) && s.info.supports(forces.ClassIPv6NextHop) {
-		ops = append(ops,
-			forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1, Path: []uint32{forces.CompIPv6PrefixTable}},
-			forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6NextHop, InstanceID: 1, Path: []uint32{forces.CompIPv6NextHopTable}})
+		tables = append(tables, [2]uint32{forces.ClassIPv6UcastLPM, forces.CompIPv6PrefixTable}, [2]uint32{forces.ClassIPv6NextHop, forces.CompIPv6NextHopTable})
 	}
-	first := true
-	for start := 0; ; start += syncChunk {
-		end := min(start+syncChunk, len(s.snapshot))
-		ops = append(ops, toTableOps(s.snapshot[start:end])...)
-		msgs, err := s.configs(ops)
-		if err != nil {
+	for _, t := range tables {
+		if err := w.Add(forces.OpDel, t[0], 1, t[1:], nil); err != nil {
 			return err
 		}
-		for _, m := range msgs {
-			m.Header.Flags.Atomic = true
-			m.Header.Flags.ExecMode = forces.ExecAllOrNone
-			m.Header.Flags.ACK = forces.FailureACK
-			m.Header.Flags.TP = forces.PhaseMOT
-			if first {
-				m.Header.Flags.TP, first = forces.PhaseSOT, false
-			}
-		}
-		if err := s.send(msgs); err != nil {
+	}
+	w.MaxMessage = syncMessage
+	for chunk := range slices.Chunk(s.snapshot, syncChunk) {
+		if err := writeChanges(w, chunk); err != nil {
 			return err
 		}
-		ops = ops[:0]
-		if end == len(s.snapshot) {
-			break
+		if err := s.sendEach(w.Flush()); err != nil {
+			return err
 		}
+	}
+	if err := s.sendEach(w.Flush()); err != nil { // an empty FIB: just the deletions
+		return err
 	}
 	if err := s.send([]*forces.Message{forces.NewCommit(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
 		return err
@@ -137,51 +165,50 @@ func isCommitResponse(m *forces.Message) bool {
 	return false
 }
 
-// toTableOps maps FIB changes onto RFC 6956 table rows.
-func toTableOps(ch []Change) []forces.TableOp {
-	ops := make([]forces.TableOp, len(ch))
-	for i, c := range ch {
-		if c.ipv6() {
-			ops[i] = toTableOp6(c)
-			continue
+// writeChanges encodes FIB changes as RFC 6956 table rows: IPv4UcastLPM and
+// IPv4NextHop rows, or their IPv6 counterparts.
+func writeChanges(w *forces.ConfigWriter, ch []Change) error {
+	var scratch [forces.IPv6PrefixInfoLen]byte
+	for _, c := range ch {
+		v6 := c.ipv6()
+		lpm, nht := [2]uint32{forces.ClassIPv4UcastLPM, forces.CompIPv4PrefixTable}, [2]uint32{forces.ClassIPv4NextHop, forces.CompIPv4NextHopTable}
+		if v6 {
+			lpm, nht = [2]uint32{forces.ClassIPv6UcastLPM, forces.CompIPv6PrefixTable}, [2]uint32{forces.ClassIPv6NextHop, forces.CompIPv6NextHopTable}
 		}
+		var (
+			op    = forces.OpDel
+			table = nht
+			row   = c.ID
+			data  []byte
+			err   error
+		)
 		switch c.Kind {
 		case NexthopSet:
-			ops[i] = forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv4NextHop, InstanceID: 1,
-				Path:     []uint32{forces.CompIPv4NextHopTable, c.ID},
-				FullData: forces.IPv4NextHopInfo{NextHop: c.NextHop}.MarshalFullData()}
-		case NexthopDel:
-			ops[i] = forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv4NextHop, InstanceID: 1,
-				Path: []uint32{forces.CompIPv4NextHopTable, c.ID}}
+			op = forces.OpSet
+			if v6 {
+				data, err = forces.IPv6NextHopInfo{NextHop: c.NextHop}.AppendFullData(scratch[:0])
+			} else {
+				data, err = forces.IPv4NextHopInfo{NextHop: c.NextHop}.AppendFullData(scratch[:0])
+			}
 		case RouteSet:
-			ops[i] = forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1,
-				Path:     []uint32{forces.CompIPv4PrefixTable, c.Row},
-				FullData: forces.IPv4PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.MarshalFullData()}
+			op, table, row = forces.OpSet, lpm, c.Row
+			if v6 {
+				data, err = forces.IPv6PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.AppendFullData(scratch[:0])
+			} else {
+				data, err = forces.IPv4PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.AppendFullData(scratch[:0])
+			}
 		case RouteDel:
-			ops[i] = forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1,
-				Path: []uint32{forces.CompIPv4PrefixTable, c.Row}}
+			table, row = lpm, c.Row
+		}
+		if err != nil {
+			return fmt.Errorf("encode %v: %w", c, err)
+		}
+		path := [2]uint32{table[1], row}
+		if err := w.Add(op, table[0], 1, path[:], data); err != nil {
+			return fmt.Errorf("encode %v: %w", c, err)
 		}
 	}
-	return ops
-}
-
-// toTableOp6 maps an IPv6 FIB change onto the RFC 6956 IPv6 tables.
-func toTableOp6(c Change) forces.TableOp {
-	switch c.Kind {
-	case NexthopSet:
-		return forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6NextHop, InstanceID: 1,
-			Path:     []uint32{forces.CompIPv6NextHopTable, c.ID},
-			FullData: forces.IPv6NextHopInfo{NextHop: c.NextHop}.MarshalFullData()}
-	case NexthopDel:
-		return forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6NextHop, InstanceID: 1,
-			Path: []uint32{forces.CompIPv6NextHopTable, c.ID}}
-	case RouteSet:
-		return forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1,
-			Path:     []uint32{forces.CompIPv6PrefixTable, c.Row},
-			FullData: forces.IPv6PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.MarshalFullData()}
-	}
-	return forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1,
-		Path: []uint32{forces.CompIPv6PrefixTable, c.Row}}
+	return nil
 }
 
 // forFE drops the IPv6 changes for an FE that has no IPv6 tables.

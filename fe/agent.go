@@ -69,6 +69,7 @@ type Agent struct {
 	ports      map[int]*port      // by ifindex
 	table      *table             // the rows the CE programmed
 	txn        *txn               // an open transaction, if any
+	items      []forces.Item      // applyConfig's buffer, reused message to message
 	prog       *programmed        // what the datapath holds for them
 	connected  map[prefix4]uint32 // prefix -> local nexthop ID
 	connected6 map[netip.Prefix]uint32
@@ -295,7 +296,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	st := Status{
-		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: len(a.table.v4.routes) + len(a.table.v6.routes),
+		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: a.table.v4.len() + a.table.v6.len(),
 		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: len(a.neighbors),
 		Programmed: len(a.prog.routes) + len(a.prog.routes6), DatapathErrors: a.prog.errors,
 	}

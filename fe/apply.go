@@ -38,17 +38,23 @@ type txn struct {
 	committed *table // the table before COMMIT, kept until TRCOMP
 }
 
-// applyConfig applies a Config message and builds its Config Response (one
-// RESULT per PATH-DATA, echoing the path). failed reports whether anything
-// was rejected. It honours the execution mode and the transaction flags.
+// applyConfig applies a Config message and, when its ACK flag asks for one,
+// builds its Config Response (one RESULT per PATH-DATA, echoing the path).
+// failed reports whether anything was rejected. It honours the execution mode
+// and the transaction flags.
 func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed bool) {
-	items := forces.Items(m)
+	a.items = forces.AppendItems(a.items[:0], m)
+	items := a.items
 	results := make([]forces.ResultCode, len(items))
+	defer clear(a.items) // drop references into m
 	a.mu.Lock()
 	switch {
 	case hasOp(m, forces.OpCommit):
 		failed = a.commit(results)
 		a.mu.Unlock()
+		if !wantsResponse(m.Header.Flags.ACK, failed) {
+			return nil, failed
+		}
 		return a.commitResponse(m, failed), failed
 	case hasOp(m, forces.OpTRComp):
 		a.txn = nil // the transaction is complete; nothing left to undo
@@ -60,12 +66,21 @@ func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed boo
 		failed = a.applyNow(m.Header.Flags.ExecMode, items, results)
 	}
 	a.mu.Unlock()
+	if !wantsResponse(m.Header.Flags.ACK, failed) {
+		return nil, failed
+	}
 	resp, err := forces.NewConfigResponse(m, results...)
 	if err != nil {
 		a.log.Error("forces: build config response", "err", err)
 		resp = &forces.Message{Header: forces.Header{Type: forces.MsgConfigResponse, Src: m.Header.Dst, Dst: m.Header.Src, Correlator: m.Header.Correlator}}
 	}
 	return resp, failed
+}
+
+// wantsResponse reports whether a Config with the ACK flag ack is answered
+// (RFC 5810 §7.1.3: SuccessACK only on success, FailureACK only on failure).
+func wantsResponse(ack forces.ACKFlag, failed bool) bool {
+	return ack == forces.AlwaysACK || ack == forces.SuccessACK && !failed || ack == forces.FailureACK && failed
 }
 
 // commitResponse answers a COMMIT with a COMMIT-RESPONSE carrying its RESULT.

@@ -3,6 +3,7 @@ package fe
 import (
 	"errors"
 	"net/netip"
+	"slices"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 )
@@ -35,6 +36,7 @@ func newProgrammed() *programmed {
 // how its keys and gateways convert.
 type famProg[K comparable, V comparable] struct {
 	routes   map[K]V
+	reserve  func(n int) map[K]V // replaces an empty routes with one sized for n
 	enc      func(netip.Addr) V
 	dec      func(V) netip.Addr
 	prefix   func(K) netip.Prefix
@@ -42,13 +44,18 @@ type famProg[K comparable, V comparable] struct {
 }
 
 func (a *Agent) prog4() famProg[prefix4, uint32] {
-	return famProg[prefix4, uint32]{routes: a.prog.routes, enc: ip4, dec: addr4, prefix: prefix4.Prefix,
+	return famProg[prefix4, uint32]{routes: a.prog.routes, enc: ip4,
+		reserve: func(n int) map[prefix4]uint32 { a.prog.routes = make(map[prefix4]uint32, n); return a.prog.routes }, dec: addr4, prefix: prefix4.Prefix,
 		shadowed: func(p prefix4) bool { _, ok := a.connected[p]; return ok }}
 }
 
 func (a *Agent) prog6() famProg[netip.Prefix, netip.Addr] {
 	id := func(x netip.Addr) netip.Addr { return x }
 	return famProg[netip.Prefix, netip.Addr]{routes: a.prog.routes6, enc: id, dec: id,
+		reserve: func(n int) map[netip.Prefix]netip.Addr {
+			a.prog.routes6 = make(map[netip.Prefix]netip.Addr, n)
+			return a.prog.routes6
+		},
 		prefix:   func(p netip.Prefix) netip.Prefix { return p },
 		shadowed: func(p netip.Prefix) bool { _, ok := a.connected6[p]; return ok }}
 }
@@ -69,8 +76,21 @@ func programFam[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg
 				programPrefix(a, t, fp, p, b)
 			}
 		}
-		for p := range t.routes {
-			programPrefix(a, t, fp, p, b)
+		if len(fp.routes) == 0 && t.len() > 0 {
+			// A first full sync: nothing to compare with, everything to
+			// write, all sized once.
+			fp.routes = fp.reserve(t.len())
+			b.sets = slices.Grow(b.sets, t.len())
+			for _, r := range t.rows.all() {
+				if gw, ok := t.nexthops[r.nexthop]; ok && !fp.shadowed(r.prefix) {
+					programNew(a, fp, r.prefix, gw, b)
+				}
+			}
+			return
+		}
+		for _, r := range t.rows.all() {
+			gw, ok := t.nexthops[r.nexthop]
+			programTo(a, fp, r.prefix, gw, ok, b)
 		}
 		return
 	}
@@ -78,8 +98,9 @@ func programFam[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg
 		programPrefix(a, t, fp, p, b)
 	}
 	if len(d.nexthops) > 0 {
-		for p, r := range t.routes {
+		for _, r := range t.rows.all() {
 			if _, ok := d.nexthops[r.nexthop]; ok {
+				p := r.prefix
 				programPrefix(a, t, fp, p, b)
 			}
 		}
@@ -103,6 +124,11 @@ type batch struct {
 // route of a port shadows a CE route for the same prefix.
 func programPrefix[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg[K, V], p K, b *batch) {
 	want, ok := t.gateway(p)
+	programTo(a, fp, p, want, ok, b)
+}
+
+// programTo makes the datapath forward p to want (ok) or not at all (!ok).
+func programTo[K comparable, V comparable](a *Agent, fp famProg[K, V], p K, want netip.Addr, ok bool, b *batch) {
 	if fp.shadowed(p) {
 		ok = false
 	}
@@ -111,12 +137,9 @@ func programPrefix[K comparable, V comparable](a *Agent, t *famTable[K], fp famP
 		return
 	}
 	if ok {
-		s := a.ref(want)
-		if s == nil {
+		if !programNew(a, fp, p, want, b) {
 			return
 		}
-		b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(p), Nexthop: s.id})
-		fp.routes[p] = fp.enc(want)
 	} else {
 		if !fp.shadowed(p) {
 			b.dels = append(b.dels, fp.prefix(p))
@@ -126,6 +149,18 @@ func programPrefix[K comparable, V comparable](a *Agent, t *famTable[K], fp famP
 	if had {
 		a.unref(fp.dec(have), b)
 	}
+}
+
+// programNew programs p, which the datapath does not hold, towards gw. It
+// reports false when no nexthop slot is left.
+func programNew[K comparable, V comparable](a *Agent, fp famProg[K, V], p K, gw netip.Addr, b *batch) bool {
+	s := a.ref(gw)
+	if s == nil {
+		return false
+	}
+	b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(p), Nexthop: s.id})
+	fp.routes[p] = fp.enc(gw)
+	return true
 }
 
 // flush writes a batch: new and changed routes first, then deletions, then

@@ -14,7 +14,7 @@ import (
 // socketBuffer bounds the kernel's buffering of a ForCES connection: a full
 // table queued in socket buffers would put a heartbeat seconds behind the
 // configs ahead of it, while a few large messages keep the link busy.
-const socketBuffer = 256 << 10
+const socketBuffer = 128 << 10
 
 func boundBuffers(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -184,10 +184,7 @@ func (a *Agent) applier(work <-chan *forces.Message, write func(*forces.Message)
 		var resp *forces.Message
 		switch m.Header.Type {
 		case forces.MsgConfig:
-			r, failed := a.applyConfig(m)
-			if ack := m.Header.Flags.ACK; ack == forces.AlwaysACK || ack == forces.SuccessACK && !failed || ack == forces.FailureACK && failed {
-				resp = r
-			}
+			resp, _ = a.applyConfig(m)
 		case forces.MsgQuery:
 			resp = a.answerQuery(m)
 		}

@@ -19,8 +19,8 @@ type table struct {
 // famTable is one address family's tables. K is the key the family's
 // prefixes are stored under (a pointer-free integer for IPv4).
 type famTable[K comparable] struct {
-	rows     map[uint32]K          // prefix-table row -> prefix
-	routes   map[K]route           // prefix -> its row and nexthop row
+	rows     rowTable[K]           // prefix-table row -> prefix and nexthop row
+	routes   map[K]uint32          // prefix -> its row
 	nexthops map[uint32]netip.Addr // nexthop-table row (HopSelector) -> gateway
 
 	// A staged copy shares the live table's maps until it first changes
@@ -67,13 +67,12 @@ var ipv6 = family[netip.Prefix]{
 	},
 }
 
-type route struct {
-	row, nexthop uint32
+func newFamTable[K comparable](f family[K]) *famTable[K] {
+	return &famTable[K]{rows: newRowTable[K](), routes: map[K]uint32{}, nexthops: map[uint32]netip.Addr{}, fam: f}
 }
 
-func newFamTable[K comparable](f family[K]) *famTable[K] {
-	return &famTable[K]{rows: map[uint32]K{}, routes: map[K]route{}, nexthops: map[uint32]netip.Addr{}, fam: f}
-}
+// len is the number of routes.
+func (t *famTable[K]) len() int { return len(t.routes) }
 
 func newTable() *table {
 	return &table{v4: newFamTable(ipv4), v6: newFamTable(ipv6)}
@@ -90,7 +89,7 @@ func (t *famTable[K]) stage() *famTable[K] {
 
 func (t *famTable[K]) ownPrefixes() {
 	if t.sharedPrefixes {
-		t.rows, t.routes, t.sharedPrefixes = maps.Clone(t.rows), maps.Clone(t.routes), false
+		t.rows, t.routes, t.sharedPrefixes = t.rows.clone(), maps.Clone(t.routes), false
 	}
 }
 
@@ -103,10 +102,11 @@ func (t *famTable[K]) ownNexthops() {
 // gateway returns the gateway prefix p is forwarded to, if it has a route
 // whose nexthop row exists.
 func (t *famTable[K]) gateway(p K) (netip.Addr, bool) {
-	r, ok := t.routes[p]
+	row, ok := t.routes[p]
 	if !ok {
 		return netip.Addr{}, false
 	}
+	r, _ := t.rows.get(row)
 	gw, ok := t.nexthops[r.nexthop]
 	return gw, ok
 }
@@ -183,7 +183,7 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 	switch {
 	case it.Op == forces.OpDel && wholeTable && lpm:
 		rows, routes := t.rows, t.routes
-		t.rows, t.routes = make(map[uint32]K, len(rows)), make(map[K]route, len(routes))
+		t.rows, t.routes = newRowTable[K](), make(map[K]uint32, len(routes))
 		t.sharedPrefixes = false
 		if undo != nil {
 			*undo = append(*undo, func() { t.rows, t.routes = rows, routes })
@@ -235,36 +235,39 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *famDi
 	}
 	p := t.fam.key(pfx)
 	// The row may have held another prefix, and the prefix may have sat in
-	// another row: both are replaced. (Four map operations in the common
-	// case of a new row: this runs a million times in a full sync.)
-	old, hadRow := t.rows[row]
-	if hadRow && old != p {
+	// another row: both are replaced. (One map lookup and one insertion in
+	// the common case of a new row: this runs a million times in a full
+	// sync.)
+	old, hadRow := t.rows.get(row)
+	if hadRow && old.prefix != p {
 		if err := t.deleteRow(row, d, undo); err != nil {
 			return err
 		}
 		hadRow = false
 	}
-	oldRoute, hadRoute := t.routes[p]
-	if hadRoute && oldRoute.row != row {
-		if err := t.deleteRow(oldRoute.row, d, undo); err != nil {
+	oldRow, hadRoute := t.routes[p]
+	if hadRoute && oldRow != row {
+		if err := t.deleteRow(oldRow, d, undo); err != nil {
 			return err
 		}
 		hadRoute = false
 	}
-	if !hadRow {
-		t.rows[row] = p
+	if !t.rows.set(row, p, nh) {
+		return reject(forces.ResultMemoryError, "row %d: prefix %s: no room for more prefix-table rows (%d pages of %d rows in use)", row, pfx, maxRowPages, rowPageSize)
 	}
-	t.routes[p] = route{row: row, nexthop: nh}
+	if !hadRoute {
+		t.routes[p] = row
+	}
 	d.prefix(p)
 	if undo != nil {
 		*undo = append(*undo, func() {
-			if hadRoute {
-				t.routes[p] = oldRoute
+			if hadRow {
+				t.rows.set(row, old.prefix, old.nexthop)
 			} else {
-				delete(t.routes, p)
+				t.rows.del(row)
 			}
-			if !hadRow {
-				delete(t.rows, row)
+			if !hadRoute {
+				delete(t.routes, p)
 			}
 		})
 	}
@@ -272,16 +275,15 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *famDi
 }
 
 func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) error {
-	p, ok := t.rows[row]
+	r, ok := t.rows.get(row)
 	if !ok {
 		return reject(forces.ResultNotFound, "prefix table row %d does not exist", row)
 	}
-	r := t.routes[p]
-	delete(t.rows, row)
-	delete(t.routes, p)
-	d.prefix(p)
+	t.rows.del(row)
+	delete(t.routes, r.prefix)
+	d.prefix(r.prefix)
 	if undo != nil {
-		*undo = append(*undo, func() { t.rows[row] = p; t.routes[p] = r })
+		*undo = append(*undo, func() { t.rows.set(row, r.prefix, r.nexthop); t.routes[r.prefix] = row })
 	}
 	return nil
 }

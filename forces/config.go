@@ -2,6 +2,7 @@ package forces
 
 import (
 	"fmt"
+	"slices"
 )
 
 // NewAssociationSetup returns an Association Setup request from src to dst.
@@ -183,6 +184,12 @@ type Item struct {
 // This is the order NewConfigResponse and ConfigResults use. Paths alias m
 // where no concatenation is needed.
 func Items(m *Message) []Item {
+	return AppendItems(nil, m)
+}
+
+// AppendItems appends m's leaf PATH-DATAs to dst, as Items does, so that a
+// caller can reuse one slice for every message.
+func AppendItems(dst []Item, m *Message) []Item {
 	n := 0
 	for _, s := range m.LFBs {
 		for _, op := range s.Ops {
@@ -192,9 +199,9 @@ func Items(m *Message) []Item {
 		}
 	}
 	if n == 0 {
-		return nil
+		return dst
 	}
-	out := make([]Item, 0, n)
+	out := slices.Grow(dst, n)
 	for _, s := range m.LFBs {
 		for _, op := range s.Ops {
 			for i := range op.Paths {

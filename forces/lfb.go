@@ -122,19 +122,25 @@ func (p IPv4PrefixInfo) Validate() error {
 // MarshalFullData returns the 20-byte FULLDATA encoding of p, or nil when p
 // fails Validate (BuildConfig rejects a SET without data).
 func (p IPv4PrefixInfo) MarshalFullData() []byte {
-	if p.Validate() != nil {
+	b, err := p.AppendFullData(make([]byte, 0, IPv4PrefixInfoLen))
+	if err != nil {
 		return nil
 	}
-	return p.appendFullData(make([]byte, 0, IPv4PrefixInfoLen))
+	return b
 }
 
-func (p IPv4PrefixInfo) appendFullData(b []byte) []byte {
+// AppendFullData appends the FULLDATA encoding of p to b, or returns b and
+// Validate's error.
+func (p IPv4PrefixInfo) AppendFullData(b []byte) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return b, err
+	}
 	a := p.Prefix.Masked().Addr().As4()
 	b = append(b, a[:]...)
 	b = append(b, byte(p.Prefix.Bits()), 0, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, p.HopSelector)
 	b = append(b, boolByte(p.ECMP), 0, 0, 0)
-	return append(b, boolByte(p.DefaultRoute), 0, 0, 0)
+	return append(b, boolByte(p.DefaultRoute), 0, 0, 0), nil
 }
 
 // ParseIPv4PrefixInfo decodes a FULLDATA value written by MarshalFullData. It
@@ -187,10 +193,19 @@ func (n IPv4NextHopInfo) Validate() error {
 // MarshalFullData returns the 20-byte FULLDATA encoding of n, or nil when n
 // fails Validate.
 func (n IPv4NextHopInfo) MarshalFullData() []byte {
-	if n.Validate() != nil {
+	b, err := n.AppendFullData(make([]byte, 0, IPv4NextHopInfoLen))
+	if err != nil {
 		return nil
 	}
-	b := make([]byte, 0, IPv4NextHopInfoLen)
+	return b
+}
+
+// AppendFullData appends the FULLDATA encoding of n to b, or returns b and
+// Validate's error.
+func (n IPv4NextHopInfo) AppendFullData(b []byte) ([]byte, error) {
+	if err := n.Validate(); err != nil {
+		return b, err
+	}
 	b = binary.BigEndian.AppendUint32(b, n.L3PortID)
 	b = binary.BigEndian.AppendUint32(b, n.MTU)
 	var a [4]byte
@@ -199,7 +214,7 @@ func (n IPv4NextHopInfo) MarshalFullData() []byte {
 	}
 	b = append(b, a[:]...)
 	b = binary.BigEndian.AppendUint32(b, n.MediaEncapInfoIndex)
-	return append(b, n.LFBOutputSelectIndex, 0, 0, 0)
+	return append(b, n.LFBOutputSelectIndex, 0, 0, 0), nil
 }
 
 // ParseIPv4NextHopInfo decodes a FULLDATA value written by MarshalFullData.

@@ -48,16 +48,25 @@ func (p IPv6PrefixInfo) Validate() error {
 // MarshalFullData returns the 32-byte FULLDATA encoding of p, or nil when p
 // fails Validate.
 func (p IPv6PrefixInfo) MarshalFullData() []byte {
-	if p.Validate() != nil {
+	b, err := p.AppendFullData(make([]byte, 0, IPv6PrefixInfoLen))
+	if err != nil {
 		return nil
 	}
+	return b
+}
+
+// AppendFullData appends the FULLDATA encoding of p to b, or returns b and
+// Validate's error.
+func (p IPv6PrefixInfo) AppendFullData(b []byte) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return b, err
+	}
 	a := p.Prefix.Masked().Addr().As16()
-	b := make([]byte, 0, IPv6PrefixInfoLen)
 	b = append(b, a[:]...)
 	b = append(b, byte(p.Prefix.Bits()), 0, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, p.HopSelector)
 	b = append(b, boolByte(p.ECMP), 0, 0, 0)
-	return append(b, boolByte(p.DefaultRoute), 0, 0, 0)
+	return append(b, boolByte(p.DefaultRoute), 0, 0, 0), nil
 }
 
 // ParseIPv6PrefixInfo decodes a FULLDATA value written by MarshalFullData,
@@ -114,10 +123,19 @@ func (n IPv6NextHopInfo) Validate() error {
 // MarshalFullData returns the 32-byte FULLDATA encoding of n, or nil when n
 // fails Validate. A zone on the next hop is not carried.
 func (n IPv6NextHopInfo) MarshalFullData() []byte {
-	if n.Validate() != nil {
+	b, err := n.AppendFullData(make([]byte, 0, IPv6NextHopInfoLen))
+	if err != nil {
 		return nil
 	}
-	b := make([]byte, 0, IPv6NextHopInfoLen)
+	return b
+}
+
+// AppendFullData appends the FULLDATA encoding of n to b, or returns b and
+// Validate's error. A zone on the next hop is not carried.
+func (n IPv6NextHopInfo) AppendFullData(b []byte) ([]byte, error) {
+	if err := n.Validate(); err != nil {
+		return b, err
+	}
 	b = binary.BigEndian.AppendUint32(b, n.L3PortID)
 	b = binary.BigEndian.AppendUint32(b, n.MTU)
 	var a [16]byte
@@ -126,7 +144,7 @@ func (n IPv6NextHopInfo) MarshalFullData() []byte {
 	}
 	b = append(b, a[:]...)
 	b = binary.BigEndian.AppendUint32(b, n.MediaEncapInfoIndex)
-	return append(b, n.LFBOutputSelectIndex, 0, 0, 0)
+	return append(b, n.LFBOutputSelectIndex, 0, 0, 0), nil
 }
 
 // ParseIPv6NextHopInfo decodes a FULLDATA value written by MarshalFullData.

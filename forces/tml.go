@@ -212,6 +212,30 @@ func (c *Conn) WriteMessages(ms ...*Message) error {
 	return nil
 }
 
+// WriteEncoded writes messages already encoded (by ConfigWriter, say) as one
+// unit, as WriteMessages does. Each must be exactly one message whose header
+// Length matches its size; otherwise nothing is written.
+func (c *Conn) WriteEncoded(msgs ...[]byte) error {
+	for _, m := range msgs {
+		if err := checkHeader(m, len(m)); err != nil {
+			return err
+		}
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for _, m := range msgs {
+		if _, err := c.c.Write(m); err != nil {
+			return fmt.Errorf("forces: write: %w", err)
+		}
+	}
+	if tap := c.tap.Load(); tap != nil {
+		for _, m := range msgs {
+			(*tap)(m, true)
+		}
+	}
+	return nil
+}
+
 // Close closes the underlying connection.
 func (c *Conn) Close() error { return c.c.Close() }
 

@@ -115,9 +115,10 @@ const (
 
 // Forces measures the ForCES path from CE to FE, each figure the median over
 // the rounds:
-//   - forces_codec_ns_per_entry: encoding a route SET (FULLDATA, BuildConfig,
-//     MarshalBinary) and decoding it (Parse, Items, ParseIPv4PrefixInfo), per
-//     route, against copying the encoded bytes (bytes.Clone per message);
+//   - forces_codec_ns_per_entry: encoding a route SET (FULLDATA into a
+//     ConfigWriter, as the CE does) and decoding it (Parse, AppendItems,
+//     ParseIPv4PrefixInfo, as the FE does), per route, against copying the
+//     encoded bytes (bytes.Clone per message);
 //   - forces_transfer_entries_per_s: routes per second of a full sync from an
 //     in-process CE to an in-process FE over loopback TCP, from the FE's start
 //     until the CE has the commit acknowledged and the FE holds every route;
@@ -214,24 +215,22 @@ func codecRound(prefixes []netip.Prefix) (codec, memcopy float64, err error) {
 		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure},
 	}
 	start := time.Now()
-	ops := make([]forces.TableOp, n)
+	// Encoding as the CE does it: rows straight into the wire form.
+	w := forces.NewConfigWriter(hdr, nil)
+	var scratch [forces.IPv4PrefixInfoLen]byte
 	for i, p := range prefixes {
-		ops[i] = forces.TableOp{
-			Op: forces.OpSet, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1,
-			Path:     []uint32{forces.CompIPv4PrefixTable, uint32(i + 1)},
-			FullData: forces.IPv4PrefixInfo{Prefix: p, HopSelector: uint32(1 + i%64)}.MarshalFullData(),
+		data, err := forces.IPv4PrefixInfo{Prefix: p, HopSelector: uint32(1 + i%64)}.AppendFullData(scratch[:0])
+		if err != nil {
+			return 0, 0, fmt.Errorf("bench forces: encode %s: %w", p, err)
+		}
+		path := [2]uint32{forces.CompIPv4PrefixTable, uint32(i + 1)}
+		if err := w.Add(forces.OpSet, forces.ClassIPv4UcastLPM, 1, path[:], data); err != nil {
+			return 0, 0, fmt.Errorf("bench forces: encode %s: %w", p, err)
 		}
 	}
-	msgs, err := forces.BuildConfig(hdr, nil, ops)
-	if err != nil {
-		return 0, 0, fmt.Errorf("bench forces: build config: %w", err)
-	}
-	wire := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		if wire[i], err = m.MarshalBinary(); err != nil {
-			return 0, 0, fmt.Errorf("bench forces: marshal: %w", err)
-		}
-	}
+	wire := w.Flush()
+	// Decoding as the FE does it.
+	var items []forces.Item
 	var rows int
 	var hops uint64
 	for _, b := range wire {
@@ -239,7 +238,8 @@ func codecRound(prefixes []netip.Prefix) (codec, memcopy float64, err error) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("bench forces: parse: %w", err)
 		}
-		for _, it := range forces.Items(m) {
+		items = forces.AppendItems(items[:0], m)
+		for _, it := range items {
 			info, err := forces.ParseIPv4PrefixInfo(it.FullData)
 			if err != nil {
 				return 0, 0, fmt.Errorf("bench forces: row %v: %w", it.Path, err)
@@ -450,7 +450,7 @@ func startCE(ctx context.Context, opts ForcesOptions) (*harness, error) {
 }
 
 func (h *harness) startFE(ctx context.Context) error {
-	h.dp = newMemDatapath()
+	h.dp = newMemDatapath(h.opts.Routes)
 	h.dp.setRouteErr = h.opts.setRouteErr
 	a, err := fe.New(fe.Config{
 		ID: 1, CEAddress: h.ce.Addr().String(), Ports: []string{"bench0"}, HeartbeatInterval: h.opts.HeartbeatInterval,
@@ -585,8 +585,10 @@ func key(p netip.Prefix) uint64 {
 	return uint64(a[0])<<32 | uint64(a[1])<<24 | uint64(a[2])<<16 | uint64(a[3])<<8 | uint64(p.Bits())
 }
 
-func newMemDatapath() *memDatapath {
-	return &memDatapath{routes: map[uint64]uint32{}, nexthops: map[uint32]datapath.Nexthop{}}
+// newMemDatapath returns a datapath sized for n routes, as the real FIB's
+// arrays are allocated whole.
+func newMemDatapath(n int) *memDatapath {
+	return &memDatapath{routes: make(map[uint64]uint32, n), nexthops: map[uint32]datapath.Nexthop{}}
 }
 
 func (d *memDatapath) Attach(int, datapath.Mode) error { return nil }

@@ -1,0 +1,76 @@
+package fe
+
+import (
+	"maps"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/splitplane/splitplane/forces"
+)
+
+// The paged row table must behave like a map of rows.
+func TestRowTableAgainstMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	rows := newRowTable[prefix4]()
+	ref := map[uint32]rowSlot[prefix4]{}
+	for i := range 100_000 {
+		row := uint32(r.IntN(5000))
+		if i%97 == 0 {
+			row = r.Uint32() // sparse rows get pages of their own
+		}
+		switch r.IntN(3) {
+		case 0, 1:
+			s := rowSlot[prefix4]{prefix: prefix4(r.Uint64()), nexthop: r.Uint32(), used: true}
+			if !rows.set(row, s.prefix, s.nexthop) {
+				t.Fatalf("set row %d refused with %d pages", row, len(rows.pages))
+			}
+			ref[row] = s
+		case 2:
+			rows.del(row)
+			delete(ref, row)
+		}
+		if got, ok := rows.get(row); ok != (ref[row].used) || got != ref[row] {
+			t.Fatalf("row %d: got %+v %t, want %+v", row, got, ok, ref[row])
+		}
+		if i%2000 == 0 {
+			c := rows.clone()
+			c.set(row, 1, 1) // a clone does not share pages
+			if got, _ := rows.get(row); got != ref[row] {
+				t.Fatalf("clone changed the original's row %d", row)
+			}
+		}
+	}
+	if rows.n != len(ref) {
+		t.Fatalf("n = %d, want %d", rows.n, len(ref))
+	}
+	got := map[uint32]rowSlot[prefix4]{}
+	maps.Insert(got, rows.all())
+	if !maps.Equal(got, ref) {
+		t.Fatalf("all yields %d rows, want %d", len(got), len(ref))
+	}
+}
+
+// A CE cannot make the FE allocate without bound: past maxRowPages pages a
+// row is refused with a result code, not a panic.
+func TestRowTablePageLimit(t *testing.T) {
+	rows := newRowTable[prefix4]()
+	for i := range maxRowPages {
+		if !rows.set(uint32(i)<<rowPageBits, 1, 1) {
+			t.Fatalf("page %d refused", i)
+		}
+	}
+	if rows.set(uint32(maxRowPages)<<rowPageBits, 1, 1) {
+		t.Fatal("a row beyond the page limit was accepted")
+	}
+	if !rows.set(5, 1, 1) {
+		t.Fatal("a row in an existing page was refused")
+	}
+	ft := newFamTable(ipv4)
+	ft.rows = rows
+	ft.nexthops[1] = addr4(0xc0000201)
+	err := ft.setRoute(uint32(maxRowPages)<<rowPageBits, netip.MustParsePrefix("198.51.100.0/24"), 1, nil, nil)
+	if resultOf(err) != forces.ResultMemoryError {
+		t.Fatalf("err = %v (result %v), want a memory error", err, resultOf(err))
+	}
+}
