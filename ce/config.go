@@ -28,6 +28,12 @@ type Config struct {
 	BGPListenAddrs []string `yaml:"bgp_listen_addresses"`
 	// Neighbors are the BGP neighbours.
 	Neighbors []NeighborConfig `yaml:"neighbors"`
+	// BGPMultipath turns on BGP multipath, ECMP (false by default): for
+	// every prefix the CE then learns all the equal-cost paths GoBGP selects
+	// (all from eBGP or all from iBGP neighbours, with the same LOCAL_PREF,
+	// AS_PATH length, ORIGIN and MED; their ASes may differ) and forwards
+	// over all their next hops.
+	BGPMultipath bool `yaml:"bgp_multipath"`
 	// ForCESListen is the TCP address FEs associate to (ForCES TML over TCP).
 	ForCESListen string `yaml:"forces_listen"`
 	// ForCESListenLow is the TCP address of the low-priority channel
@@ -138,7 +144,7 @@ func (c *Config) bgpConfig() (bgp.Config, error) {
 	if err != nil || !rid.Is4() {
 		return bgp.Config{}, fmt.Errorf("%w: router_id %q: must be an IPv4 address", ErrConfig, c.RouterID)
 	}
-	bc := bgp.Config{ASN: c.ASN, RouterID: rid, ListenPort: c.BGPListenPort, ListenAddrs: c.BGPListenAddrs}
+	bc := bgp.Config{ASN: c.ASN, RouterID: rid, ListenPort: c.BGPListenPort, ListenAddrs: c.BGPListenAddrs, Multipath: c.BGPMultipath}
 	for i, n := range c.Neighbors {
 		a, err := netip.ParseAddr(n.Address)
 		if err != nil {

@@ -41,12 +41,24 @@ type Config struct {
 	ListenAddrs []string
 	Neighbors   []Neighbor
 	Logger      *slog.Logger
+	// Multipath turns on GoBGP's multipath: the speaker then reports, for
+	// every prefix, all the equal-cost paths GoBGP selects (Update.NextHops).
+	// GoBGP keeps this switch in a process-wide variable that every
+	// BgpServer.StartBgp overwrites, so all GoBGP servers in one process
+	// follow the one started last.
+	Multipath bool
 }
 
-// Update is a best-path change for one prefix: a new best next hop, or a withdrawal.
+// Update is a best-path change for one prefix: a new best next hop (with
+// Config.Multipath, a new set of equal-cost next hops), or a withdrawal.
 type Update struct {
-	Prefix   netip.Prefix
-	NextHop  netip.Addr
+	Prefix  netip.Prefix
+	NextHop netip.Addr
+	// NextHops, with Config.Multipath, holds the distinct next hops of the
+	// equal-cost paths GoBGP selected for the prefix, sorted with
+	// netip.Addr.Compare, when there are two or more; NextHop is then the
+	// best path's. Otherwise NextHops is nil.
+	NextHops []netip.Addr
 	Withdraw bool
 }
 
@@ -99,8 +111,9 @@ func (c *Config) Validate() error {
 }
 
 // Start starts GoBGP, adds the neighbours and calls onUpdate with every best-path
-// change (IPv4 unicast) from then on. onUpdate runs on one goroutine at a time and
-// must not block for long.
+// change (IPv4 and IPv6 unicast) from then on; with cfg.Multipath, with every
+// change of a prefix's set of equal-cost next hops. onUpdate runs on one
+// goroutine at a time and must not block for long.
 func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -128,12 +141,22 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 	}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn: cfg.ASN, RouterId: cfg.RouterID.String(), ListenPort: port, ListenAddresses: cfg.ListenAddrs,
+		UseMultiplePaths: cfg.Multipath,
 	}}); err != nil {
 		return fail(fmt.Errorf("start bgp (asn %d, listen port %d): %w", cfg.ASN, port, err))
 	}
 
+	onBest := func(paths []*apiutil.Path, _ time.Time) { onUpdate(toUpdates(paths)) }
+	if cfg.Multipath {
+		mp := newMultipaths(cfg.ASN) // owned by the goroutine calling onBest
+		onBest = func(paths []*apiutil.Path, _ time.Time) {
+			if us := mp.apply(paths); len(us) > 0 {
+				onUpdate(us)
+			}
+		}
+	}
 	err := srv.WatchEvent(ctx, server.WatchEventMessageCallbacks{
-		OnBestPath:   func(paths []*apiutil.Path, _ time.Time) { onUpdate(toUpdates(paths)) },
+		OnBestPath:   onBest,
 		OnPeerUpdate: s.onPeer,
 	}, server.WatchBestPath(true), server.WatchPeer())
 	if err != nil {
@@ -182,30 +205,45 @@ func peerRequest(n Neighbor) *api.AddPeerRequest {
 func toUpdates(paths []*apiutil.Path) []Update {
 	out := make([]Update, 0, len(paths))
 	for _, p := range paths {
-		if p.Family != gobgp.RF_IPv4_UC && p.Family != gobgp.RF_IPv6_UC {
-			continue
-		}
-		nlri, ok := p.Nlri.(*gobgp.IPAddrPrefix)
+		pfx, ok := unicastPrefix(p)
 		if !ok {
 			continue
 		}
-		u := Update{Prefix: nlri.Prefix.Masked(), Withdraw: p.Withdrawal}
+		u := Update{Prefix: pfx, Withdraw: p.Withdrawal}
 		if !u.Withdraw {
-			for _, a := range p.Attrs {
-				switch nh := a.(type) {
-				case *gobgp.PathAttributeNextHop:
-					u.NextHop = nh.Value
-				case *gobgp.PathAttributeMpReachNLRI: // IPv6 (RFC 4760)
-					u.NextHop = nh.Nexthop
-				}
-			}
-			if !u.NextHop.IsValid() {
+			if u.NextHop = nextHop(p); !u.NextHop.IsValid() {
 				continue
 			}
 		}
 		out = append(out, u)
 	}
 	return out
+}
+
+// unicastPrefix returns the prefix of an IPv4 or IPv6 unicast path.
+func unicastPrefix(p *apiutil.Path) (netip.Prefix, bool) {
+	if p.Family != gobgp.RF_IPv4_UC && p.Family != gobgp.RF_IPv6_UC {
+		return netip.Prefix{}, false
+	}
+	nlri, ok := p.Nlri.(*gobgp.IPAddrPrefix)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	return nlri.Prefix.Masked(), true
+}
+
+// nextHop returns a path's next hop, the zero Addr if it has none.
+func nextHop(p *apiutil.Path) netip.Addr {
+	var nh netip.Addr
+	for _, a := range p.Attrs {
+		switch a := a.(type) {
+		case *gobgp.PathAttributeNextHop:
+			nh = a.Value
+		case *gobgp.PathAttributeMpReachNLRI: // IPv6 (RFC 4760)
+			nh = a.Nexthop
+		}
+	}
+	return nh
 }
 
 func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) {

@@ -3,13 +3,20 @@ package bgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/splitplane/splitplane/integration/peer"
 )
@@ -134,4 +141,290 @@ func TestValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) = %v, want ErrConfig naming %q", tc.cfg, err, tc.want)
 		}
 	}
+}
+
+// hopCollector keeps the last update of every prefix the speaker reported.
+type hopCollector struct {
+	mu       sync.Mutex
+	last     map[netip.Prefix]Update
+	nextHops bool // some update carried NextHops
+}
+
+func (c *hopCollector) apply(us []Update) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, u := range us {
+		if u.Withdraw {
+			delete(c.last, u.Prefix)
+			continue
+		}
+		c.last[u.Prefix] = u
+		c.nextHops = c.nextHops || u.NextHops != nil
+	}
+}
+
+func (c *hopCollector) get(pfx netip.Prefix) (Update, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := c.last[pfx]
+	return u, ok
+}
+
+// hops is the set of next hops u forwards to.
+func (u Update) hops() []netip.Addr {
+	if u.NextHops != nil {
+		return u.NextHops
+	}
+	return []netip.Addr{u.NextHop}
+}
+
+// waitHops waits until the speaker reports exactly want (sorted) for pfx,
+// none meaning withdrawn, and checks the shape of the update: NextHops only
+// for two or more next hops, NextHop GoBGP's best path's. It returns NextHop.
+func waitHops(t *testing.T, sp *Speaker, col *hopCollector, pfx netip.Prefix, want ...netip.Addr) netip.Addr {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s via %v", pfx, want), func() bool {
+		u, ok := col.get(pfx)
+		if len(want) == 0 {
+			return !ok
+		}
+		return ok && slices.Equal(u.hops(), want)
+	})
+	if len(want) == 0 {
+		return netip.Addr{}
+	}
+	u, _ := col.get(pfx)
+	if len(want) == 1 && u.NextHops != nil {
+		t.Errorf("%s: single path reported with NextHops %v", pfx, u.NextHops)
+	}
+	if best := gobgpBest(t, sp, pfx); u.NextHop != best {
+		t.Errorf("%s: NextHop %s, GoBGP's best path has %s", pfx, u.NextHop, best)
+	}
+	return u.NextHop
+}
+
+// gobgpPaths returns the paths GoBGP's global RIB holds for pfx, best first.
+func gobgpPaths(t *testing.T, sp *Speaker, pfx netip.Prefix) []*apiutil.Path {
+	t.Helper()
+	fam := gobgp.RF_IPv4_UC
+	if pfx.Addr().Is6() {
+		fam = gobgp.RF_IPv6_UC
+	}
+	var out []*apiutil.Path
+	err := sp.srv.ListPath(apiutil.ListPathRequest{
+		TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: fam,
+		Prefixes: []*apiutil.LookupPrefix{{Prefix: pfx.String()}},
+	}, func(_ gobgp.NLRI, paths []*apiutil.Path) { out = append(out, paths...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// gobgpBest is the next hop of the path GoBGP holds best for pfx.
+func gobgpBest(t *testing.T, sp *Speaker, pfx netip.Prefix) netip.Addr {
+	t.Helper()
+	if paths := gobgpPaths(t, sp, pfx); len(paths) > 0 {
+		return nextHop(paths[0])
+	}
+	return netip.Addr{}
+}
+
+// goroutines returns the number of goroutines and a dump of them, leaving out
+// those parked in an eapache InfiniteChannel's buffer loop: GoBGP v4.8.0's
+// cleanInfiniteChannel drains a closed channel without waiting for that loop,
+// which then blocks forever if it still held an item (an FSM's outgoing queue,
+// a watcher's events). That leak is GoBGP's; the check is for the others.
+func goroutines() (int, string) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var kept []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if !strings.Contains(g, "eapache/channels.(*InfiniteChannel).infiniteBuffer") {
+			kept = append(kept, g)
+		}
+	}
+	return len(kept), strings.Join(kept, "\n\n")
+}
+
+// settledGoroutines waits until goroutines() has been the same for 200 ms
+// and returns it.
+func settledGoroutines() int {
+	n, same := 0, 0
+	for same < 4 {
+		time.Sleep(50 * time.Millisecond)
+		if m, _ := goroutines(); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
+// ecmpLab is a speaker with two eBGP neighbours in the same AS, on two
+// loopback addresses, announcing the same IPv4 and IPv6 prefix with
+// different next hops. GoBGP puts two paths in one multipath set when
+// table.Path.Compare finds them equal: both eBGP (or both iBGP), the same
+// LOCAL_PREF, AS_PATH length, ORIGIN and MED; it does not compare the
+// neighbour's AS. Both peers send AS_PATH [65002], ORIGIN IGP and no MED.
+type ecmpLab struct {
+	sp         *Speaker
+	a, b       *peer.Peer
+	col        *hopCollector
+	p4, p6     netip.Prefix
+	a4, a6     netip.Addr // peer a's next hops
+	b4, b6     netip.Addr // peer b's next hops
+	goroutines int        // before the lab started
+}
+
+func startECMPLab(t *testing.T, multipath bool) *ecmpLab {
+	t.Helper()
+	l := &ecmpLab{
+		col: &hopCollector{last: map[netip.Prefix]Update{}},
+		p4:  netip.MustParsePrefix("198.51.100.0/24"), p6: netip.MustParsePrefix("2001:db8:100::/48"),
+		a4: netip.MustParseAddr("192.0.2.10"), a6: netip.MustParseAddr("2001:db8::10"),
+		b4: netip.MustParseAddr("192.0.2.20"), b6: netip.MustParseAddr("2001:db8::20"),
+		goroutines: settledGoroutines(),
+	}
+	port := freePort(t, "127.0.0.1")
+	startPeer := func(addr string, nh, nh6 netip.Addr) *peer.Peer {
+		p, err := peer.Start(context.Background(), peer.Config{
+			ASN: 65002, RouterID: netip.MustParseAddr(addr), ListenPort: -1, LocalAddress: netip.MustParseAddr(addr),
+			Neighbor: netip.MustParseAddr("127.0.0.1"), NeighborASN: 65001, NeighborPort: uint32(port),
+			NextHop: nh, NextHop6: nh6, Extra: []netip.Prefix{l.p4, l.p6},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Stop() })
+		return p
+	}
+	// The peers start first: each StartBgp sets GoBGP's process-wide
+	// multipath switch, and the speaker's must be the last word. They
+	// connect a second later, long after the speaker listens.
+	l.a = startPeer("127.0.0.2", l.a4, l.a6)
+	l.b = startPeer("127.0.0.3", l.b4, l.b6)
+	sp, err := Start(context.Background(), Config{
+		ASN: 65001, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
+		Neighbors: []Neighbor{
+			{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true},
+			{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65002, Passive: true},
+		},
+		Logger:    slog.New(slog.DiscardHandler),
+		Multipath: multipath,
+	}, l.col.apply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.sp = sp
+	t.Cleanup(sp.Stop) // runs before the peers' Stop
+	return l
+}
+
+// stop stops everything and checks that no goroutine is left behind.
+func (l *ecmpLab) stop(t *testing.T) {
+	t.Helper()
+	_ = l.a.Stop()
+	_ = l.b.Stop()
+	l.sp.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, dump := goroutines()
+		if n <= l.goroutines {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Stop, %d before Start:\n%s", n, l.goroutines, dump)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// With multipath, the speaker reports both neighbours' next hops for a prefix
+// they both announce, one when the other withdraws, and a withdrawal when
+// neither announces it any more; NextHop follows GoBGP's best path.
+func TestSpeakerMultipath(t *testing.T) {
+	l := startECMPLab(t, true)
+	for _, f := range []struct {
+		pfx    netip.Prefix
+		na, nb netip.Addr
+	}{{l.p4, l.a4, l.b4}, {l.p6, l.a6, l.b6}} {
+		waitHops(t, l.sp, l.col, f.pfx, f.na, f.nb)
+	}
+	if n := l.sp.Neighbors(); len(n) != 2 || n[0].State != "established" || n[1].State != "established" {
+		t.Fatalf("neighbours %+v", n)
+	}
+
+	if err := l.a.Withdraw(l.p4, l.p6); err != nil {
+		t.Fatal(err)
+	}
+	waitHops(t, l.sp, l.col, l.p4, l.b4)
+	waitHops(t, l.sp, l.col, l.p6, l.b6)
+
+	// Back from a, in a later second than b's paths: GoBGP prefers the
+	// older of two equal eBGP paths (to the second, then the lower
+	// neighbour address, which is a's), so b's stays best.
+	time.Sleep(time.Until(time.Unix(time.Now().Unix()+1, 0)))
+	if err := l.a.Announce(l.p4, l.p6); err != nil {
+		t.Fatal(err)
+	}
+	if nh := waitHops(t, l.sp, l.col, l.p4, l.a4, l.b4); nh != l.b4 {
+		t.Errorf("%s: NextHop %s, want the older path's %s", l.p4, nh, l.b4)
+	}
+	if nh := waitHops(t, l.sp, l.col, l.p6, l.a6, l.b6); nh != l.b6 {
+		t.Errorf("%s: NextHop %s, want the older path's %s", l.p6, nh, l.b6)
+	}
+
+	// b's session going down takes its paths away.
+	if err := l.b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitHops(t, l.sp, l.col, l.p4, l.a4)
+	waitHops(t, l.sp, l.col, l.p6, l.a6)
+
+	if err := l.a.Withdraw(l.p4, l.p6); err != nil {
+		t.Fatal(err)
+	}
+	waitHops(t, l.sp, l.col, l.p4)
+	waitHops(t, l.sp, l.col, l.p6)
+	l.stop(t)
+}
+
+// Without multipath the same two paths give one next hop, GoBGP's best, and
+// the other once the best is withdrawn.
+func TestSpeakerSinglePath(t *testing.T) {
+	l := startECMPLab(t, false)
+	for _, f := range []struct {
+		pfx    netip.Prefix
+		na, nb netip.Addr
+	}{{l.p4, l.a4, l.b4}, {l.p6, l.a6, l.b6}} {
+		eventually(t, fmt.Sprintf("GoBGP holds two paths for %s", f.pfx), func() bool {
+			return len(gobgpPaths(t, l.sp, f.pfx)) == 2
+		})
+		best := gobgpBest(t, l.sp, f.pfx)
+		waitHops(t, l.sp, l.col, f.pfx, best)
+		// Withdraw the best path; the other one takes over.
+		owner, other := l.a, f.nb
+		if best == f.nb {
+			owner, other = l.b, f.na
+		}
+		if err := owner.Withdraw(f.pfx); err != nil {
+			t.Fatal(err)
+		}
+		waitHops(t, l.sp, l.col, f.pfx, other)
+	}
+	l.col.mu.Lock()
+	if l.col.nextHops {
+		t.Error("an update carried NextHops without multipath")
+	}
+	l.col.mu.Unlock()
+	l.stop(t)
 }
