@@ -71,8 +71,12 @@ check-generated: generate
 	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' || \
 	{ echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
+# go test fuzzes one target at a time: every decoder's target in turn.
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./forces/
+	@for t in $$($(GO) test -list '^Fuzz' ./forces/ | grep '^Fuzz'); do \
+		echo "fuzz $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./forces/ || exit 1; \
+	done
 
 clean:
 	rm -rf bin

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -368,6 +370,11 @@ func (c *CE) loop(ctx context.Context) error {
 	}
 }
 
+// sameFamily reports whether nh can be a next hop of p.
+func sameFamily(p netip.Prefix, nh netip.Addr) bool {
+	return nh.Is4() == p.Addr().Is4() && !nh.Is4In6()
+}
+
 func (c *CE) apply(fib fibs, us []bgp.Update, out []Change) []Change {
 	for _, u := range us {
 		f := fib.of(u.Prefix)
@@ -375,15 +382,21 @@ func (c *CE) apply(fib fibs, us []bgp.Update, out []Change) []Change {
 			out = f.Delete(u.Prefix, out)
 			continue
 		}
-		if u.NextHop.Is4() != u.Prefix.Addr().Is4() || u.NextHop.Is4In6() {
+		if !sameFamily(u.Prefix, u.NextHop) {
 			// IPv4 over an IPv6 next hop (RFC 8950) is not supported yet.
 			c.log.Warn("fib: next hop of another address family, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
 			out = f.Delete(u.Prefix, out)
 			continue
 		}
 		var ok bool
-		if out, ok = f.Set(u.Prefix, u.NextHop, out); !ok {
-			c.log.Error("fib: nexthop table full, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
+		if len(u.NextHops) > 1 {
+			nhs := slices.DeleteFunc(slices.Clone(u.NextHops), func(a netip.Addr) bool { return !sameFamily(u.Prefix, a) })
+			out, ok = f.SetECMP(u.Prefix, nhs, out)
+		} else {
+			out, ok = f.Set(u.Prefix, u.NextHop, out)
+		}
+		if !ok {
+			c.log.Error("fib: nexthop or ECMP group table full, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
 		}
 	}
 	return out

@@ -434,3 +434,62 @@ func TestIPv6Rows(t *testing.T) {
 		})
 	}
 }
+
+// An ECMP route reaches an FE with the ECMP LFB as a group row and an ECMP
+// prefix row; an FE without it gets the route through the group's first
+// member, and no group rows.
+func TestECMPRows(t *testing.T) {
+	c := startCE(t, time.Second)
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	c.updates <- []bgp.Update{{Prefix: netip.MustParsePrefix("198.51.100.0/24"), NextHop: b, NextHops: []netip.Addr{b, a}}}
+	waitFor(t, func() bool { return c.Status(context.Background()).Routes == 1 })
+
+	ecmp := append(slices.Clone(routingLFBs), forces.SupportedLFB{Name: "SplitplaneIPv4ECMP", ClassID: forces.ClassIPv4ECMP, Version: "1.0"})
+	for _, tc := range []struct {
+		name string
+		lfbs []forces.SupportedLFB
+		want []string
+	}{
+		{"with ECMP", ecmp, []string{"DEL IPv4UcastLPM [1]", "DEL IPv4NextHop [1]", "DEL SplitplaneIPv4ECMP [1]",
+			"SET IPv4NextHop [1 1]", "SET IPv4NextHop [1 2]", "SET SplitplaneIPv4ECMP [1 1] [1 2]", "SET IPv4UcastLPM [1 1] ecmp 1"}},
+		{"without ECMP", routingLFBs, []string{"DEL IPv4UcastLPM [1]", "DEL IPv4NextHop [1]",
+			"SET IPv4NextHop [1 1]", "SET IPv4NextHop [1 2]", "SET IPv4UcastLPM [1 1] via 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", c.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &fakeFE{t: t, nc: nc, conn: forces.NewConn(nc), id: forces.FEID(uint32(20 + len(tc.lfbs))), lfbs: tc.lfbs}
+			defer f.conn.Close()
+			f.conn.WriteMessage(forces.NewAssociationSetup(f.id, forces.CEID(0), 1))
+			f.next(forces.MsgAssociationSetupResponse)
+			var got []string
+			for _, it := range f.fullSync() {
+				s := fmt.Sprintf("%s %s %v", it.Op, forces.ClassName(it.ClassID), it.Path)
+				switch {
+				case it.ClassID == forces.ClassIPv4ECMP && it.Op == forces.OpSet:
+					g, err := forces.ParseECMPGroupInfo(it.FullData)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s += fmt.Sprintf(" %v", g.Members)
+				case it.ClassID == forces.ClassIPv4UcastLPM && it.Op == forces.OpSet:
+					p, err := forces.ParseIPv4PrefixInfo(it.FullData)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if p.ECMP {
+						s += fmt.Sprintf(" ecmp %d", p.HopSelector)
+					} else {
+						s += fmt.Sprintf(" via %d", p.HopSelector)
+					}
+				}
+				got = append(got, s)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("full sync\n got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,59 +4,86 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+
+	"github.com/splitplane/splitplane/forces"
 )
 
 // ChangeKind says what a FIB change does to an FE table.
 type ChangeKind uint8
 
-// The FIB changes, in the order an FE must apply them within one batch.
+// The FIB changes. An FE applies a batch as pending.take orders it: nexthops
+// set, groups set, routes deleted, routes set, groups deleted, nexthops
+// deleted.
 const (
-	NexthopSet ChangeKind = iota + 1 // IPv4NextHop row ID = NextHop
-	RouteSet                         // IPv4UcastLPM row Row = Prefix via nexthop ID
-	RouteDel                         // IPv4UcastLPM row Row deleted
-	NexthopDel                       // IPv4NextHop row ID deleted
+	NexthopSet ChangeKind = iota + 1 // NextHop row ID = NextHop
+	RouteSet                         // UcastLPM row Row = Prefix via nexthop ID (or group ID if ECMP)
+	RouteDel                         // UcastLPM row Row deleted
+	NexthopDel                       // NextHop row ID deleted
+	GroupSet                         // ECMP group row ID = Members (nexthop IDs)
+	GroupDel                         // ECMP group row ID deleted
 )
 
 // Change is one row operation on an FE's tables. Rows are the CE's own
-// numbering of the IPv4UcastLPM prefix table; IDs number the IPv4NextHop table
-// and are the routes' HopSelector.
+// numbering of the UcastLPM prefix table; IDs number the NextHop table (and
+// the ECMP group table) and are the routes' HopSelector.
 type Change struct {
 	Kind    ChangeKind
+	ECMP    bool // RouteSet: ID is a group
 	Row     uint32
 	Prefix  netip.Prefix
 	ID      uint32
-	NextHop netip.Addr
+	NextHop netip.Addr // NexthopSet/Del; GroupSet/Del and ECMP RouteSet: the first member, for the family
+	// Members are a GroupSet's nexthop IDs; First is an ECMP RouteSet's first
+	// member, for an FE that has no ECMP groups.
+	Members []uint32
+	First   uint32
 }
 
 // MaxNexthopID is the highest nexthop ID the CE hands out; FEs keep IDs above it
-// for their own connected routes.
-const MaxNexthopID = 0xFBFF
+// for their own connected routes. MaxGroupID is the highest group ID.
+const (
+	MaxNexthopID = 0xFBFF
+	MaxGroupID   = 0xFFFF
+)
 
 type nexthop struct {
 	id   uint32
 	refs int
 }
 
-type route struct {
-	row     uint32
-	id      uint32 // the nexthop's ID, kept here so Snapshot need not look it up
-	nexthop netip.Addr
+// group is an ECMP set of next hops, shared by every route with that set.
+type group struct {
+	id      uint32
+	refs    int
+	members []netip.Addr // sorted
+	ids     []uint32     // the members' nexthop IDs, in the same order
 }
 
-// FIB is the CE's forwarding table: one next hop per IPv4 prefix, with the row
-// and nexthop numbering the FEs see. It is owned by one goroutine.
+type route struct {
+	row     uint32
+	id      uint32     // the nexthop's (or group's) ID, kept here so Snapshot need not look it up
+	nexthop netip.Addr // a single next hop, or the group's first member
+	group   *group     // nil: a single next hop
+}
+
+// FIB is the CE's forwarding table for one address family: a next hop, or an
+// ECMP group of them, per prefix, with the row, nexthop and group numbering
+// the FEs see. It is owned by one goroutine.
 type FIB struct {
 	routes   map[netip.Prefix]route
 	nexthops map[netip.Addr]*nexthop
+	groups   map[string]*group // by groupKey of the members
 	freeRows []uint32
 	nextRow  uint32
 	freeIDs  []uint32
 	nextID   uint32
+	freeGIDs []uint32
+	nextGID  uint32
 }
 
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
-	return &FIB{routes: map[netip.Prefix]route{}, nexthops: map[netip.Addr]*nexthop{}, nextRow: 1, nextID: 1}
+	return &FIB{routes: map[netip.Prefix]route{}, nexthops: map[netip.Addr]*nexthop{}, groups: map[string]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
 }
 
 // Len is the number of routes.
@@ -68,7 +95,7 @@ func (f *FIB) Len() int { return len(f.routes) }
 func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok bool) {
 	p = p.Masked()
 	old, exists := f.routes[p]
-	if exists && old.nexthop == nh {
+	if exists && old.group == nil && old.nexthop == nh {
 		return out, true
 	}
 	n, out := f.ref(nh, out)
@@ -82,9 +109,119 @@ func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok b
 	f.routes[p] = r
 	out = append(out, Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: n.id, NextHop: nh})
 	if exists {
-		out = f.unref(old.nexthop, out)
+		out = f.unrefRoute(old, out)
 	}
 	return out, true
+}
+
+// SetECMP points prefix p at the equal-cost next hops nhs (at most
+// forces.MaxECMPMembers are used: the lowest addresses), through an ECMP
+// group shared by every route with the same set. With one next hop it is Set.
+func (f *FIB) SetECMP(p netip.Prefix, nhs []netip.Addr, out []Change) (_ []Change, ok bool) {
+	members := slices.Clone(nhs)
+	slices.SortFunc(members, netip.Addr.Compare)
+	members = slices.Compact(members)
+	if len(members) > forces.MaxECMPMembers {
+		members = members[:forces.MaxECMPMembers]
+	}
+	if len(members) <= 1 {
+		if len(members) == 0 {
+			return f.Delete(p, out), true
+		}
+		return f.Set(p, members[0], out)
+	}
+	p = p.Masked()
+	key := groupKey(members)
+	old, exists := f.routes[p]
+	if exists && old.group != nil && groupKey(old.group.members) == key {
+		return out, true
+	}
+	g, out := f.refGroup(key, members, out)
+	if g == nil {
+		return out, false
+	}
+	r := route{row: old.row, id: g.id, nexthop: members[0], group: g}
+	if !exists {
+		r.row = f.allocRow()
+	}
+	f.routes[p] = r
+	out = append(out, r.change(p))
+	if exists {
+		out = f.unrefRoute(old, out)
+	}
+	return out, true
+}
+
+// change is the RouteSet that programs r for p.
+func (r route) change(p netip.Prefix) Change {
+	c := Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: r.id, NextHop: r.nexthop}
+	if r.group != nil {
+		c.ECMP, c.First = true, r.group.ids[0]
+	}
+	return c
+}
+
+// groupKey identifies a sorted set of next hops.
+func groupKey(members []netip.Addr) string {
+	b := make([]byte, 0, 16*len(members))
+	for _, a := range members {
+		b = a.AppendTo(b)
+		b = append(b, ',')
+	}
+	return string(b)
+}
+
+// refGroup takes a reference on the group of members, creating it (and
+// referencing its members' nexthops) if it is new. It returns nil when the
+// nexthop or group table is full.
+func (f *FIB) refGroup(key string, members []netip.Addr, out []Change) (*group, []Change) {
+	if g, ok := f.groups[key]; ok {
+		g.refs++
+		return g, out
+	}
+	var id uint32
+	switch {
+	case len(f.freeGIDs) > 0:
+		id = f.freeGIDs[len(f.freeGIDs)-1]
+		f.freeGIDs = f.freeGIDs[:len(f.freeGIDs)-1]
+	case f.nextGID <= MaxGroupID:
+		id = f.nextGID
+		f.nextGID++
+	default:
+		return nil, out
+	}
+	g := &group{id: id, refs: 1, members: members, ids: make([]uint32, len(members))}
+	for i, a := range members {
+		var n *nexthop
+		if n, out = f.ref(a, out); n == nil {
+			for _, b := range members[:i] {
+				out = f.unref(b, out)
+			}
+			f.freeGIDs = append(f.freeGIDs, id)
+			return nil, out
+		}
+		g.ids[i] = n.id
+	}
+	f.groups[key] = g
+	return g, append(out, Change{Kind: GroupSet, ID: id, NextHop: members[0], Members: g.ids})
+}
+
+// unrefRoute drops a route's reference on its nexthop or group.
+func (f *FIB) unrefRoute(r route, out []Change) []Change {
+	if r.group == nil {
+		return f.unref(r.nexthop, out)
+	}
+	g := r.group
+	if g.refs--; g.refs > 0 {
+		return out
+	}
+	delete(f.groups, groupKey(g.members))
+	f.freeGIDs = append(f.freeGIDs, g.id)
+	out = append(out, Change{Kind: GroupDel, ID: g.id, NextHop: g.members[0]})
+	for _, a := range g.members {
+		out = f.unref(a, out)
+	}
+	return out
 }
 
 // Delete removes prefix p, if present, and appends the FE changes it causes.
@@ -97,33 +234,51 @@ func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
 	delete(f.routes, p)
 	f.freeRows = append(f.freeRows, old.row)
 	out = append(out, Change{Kind: RouteDel, Row: old.row, Prefix: p})
-	return f.unref(old.nexthop, out)
+	return f.unrefRoute(old, out)
 }
 
 // Snapshot returns the changes that build the whole FIB on an empty FE:
-// every nexthop (by ID), then every route in row order, so the FE fills its
-// row table page by page. Rows are numbered densely, so the order costs a
-// placement by row, not a sort.
+// every nexthop (by ID), every group (by ID), then every route in row order,
+// so the FE fills its row table page by page. Rows are numbered densely, so
+// the order costs a placement by row, not a sort.
 func (f *FIB) Snapshot() []Change {
-	nh := len(f.nexthops)
+	nh := len(f.nexthops) + len(f.groups)
 	out := make([]Change, nh+int(f.nextRow))
 	i := 0
 	for a, n := range f.nexthops {
 		out[i] = Change{Kind: NexthopSet, ID: n.id, NextHop: a}
 		i++
 	}
-	slices.SortFunc(out[:nh], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out[:i], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
+	for _, g := range f.groups {
+		out[i] = Change{Kind: GroupSet, ID: g.id, NextHop: g.members[0], Members: g.ids}
+		i++
+	}
+	slices.SortFunc(out[len(f.nexthops):nh], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
 	for p, r := range f.routes {
-		out[nh+int(r.row)] = Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: r.id, NextHop: r.nexthop}
+		out[nh+int(r.row)] = r.change(p)
 	}
 	// Close the gaps of freed rows (and of row 0, never used).
 	return slices.DeleteFunc(out, func(c Change) bool { return c.Kind == 0 })
 }
 
-// Lookup returns the next hop of an exact prefix.
+// Lookup returns the next hop of an exact prefix (the first of an ECMP
+// group's).
 func (f *FIB) Lookup(p netip.Prefix) (netip.Addr, bool) {
 	r, ok := f.routes[p.Masked()]
 	return r.nexthop, ok
+}
+
+// LookupAll returns every next hop of an exact prefix.
+func (f *FIB) LookupAll(p netip.Prefix) []netip.Addr {
+	r, ok := f.routes[p.Masked()]
+	switch {
+	case !ok:
+		return nil
+	case r.group != nil:
+		return slices.Clone(r.group.members)
+	}
+	return []netip.Addr{r.nexthop}
 }
 
 func (f *FIB) ref(nh netip.Addr, out []Change) (*nexthop, []Change) {
@@ -188,7 +343,8 @@ func (f fibs) Snapshot() []Change { return append(f.v4.Snapshot(), f.v6.Snapshot
 
 // ipv6 reports whether a change belongs to the IPv6 tables.
 func (c Change) ipv6() bool {
-	if c.Kind == NexthopSet || c.Kind == NexthopDel {
+	switch c.Kind {
+	case NexthopSet, NexthopDel, GroupSet, GroupDel:
 		return c.NextHop.Is6()
 	}
 	return c.Prefix.Addr().Is6()

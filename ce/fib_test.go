@@ -24,7 +24,15 @@ func kinds(ch []Change) string {
 		case NexthopDel:
 			s += fmt.Sprintf("nh-%d ", c.ID)
 		case RouteSet:
+			if c.ECMP {
+				s += fmt.Sprintf("rt+%d=%s>g%d ", c.Row, c.Prefix, c.ID)
+				continue
+			}
 			s += fmt.Sprintf("rt+%d=%s>%d ", c.Row, c.Prefix, c.ID)
+		case GroupSet:
+			s += fmt.Sprintf("g+%d=%v ", c.ID, c.Members)
+		case GroupDel:
+			s += fmt.Sprintf("g-%d ", c.ID)
 		case RouteDel:
 			s += fmt.Sprintf("rt-%d ", c.Row)
 		}
@@ -139,5 +147,61 @@ func TestPendingCoalesces(t *testing.T) {
 	p.add(f.Delete(pfxA, nil))
 	if got, want := kinds(p.take()), "rt-1 nh-1 "; got != want {
 		t.Fatalf("delete: %q, want %q", got, want)
+	}
+}
+
+func TestFIBECMP(t *testing.T) {
+	f := NewFIB()
+	nh3 := netip.MustParseAddr("10.10.4.2")
+	steps := []struct {
+		name string
+		do   func([]Change) []Change
+		want string
+	}{
+		{"an ECMP route brings its nexthops, then its group", func(o []Change) []Change {
+			o, _ = f.SetECMP(pfxA, []netip.Addr{nh2, nh1, nh2}, o)
+			return o
+		}, "nh+1=10.10.2.2 nh+2=10.10.3.2 g+1=[1 2] rt+1=198.51.100.0/24>g1 "},
+		{"the same set in another order is the same route", func(o []Change) []Change {
+			o, _ = f.SetECMP(pfxA, []netip.Addr{nh1, nh2}, o)
+			return o
+		}, ""},
+		{"a second route shares the group", func(o []Change) []Change {
+			o, _ = f.SetECMP(pfxB, []netip.Addr{nh1, nh2}, o)
+			return o
+		}, "rt+2=203.0.113.0/24>g1 "},
+		{"a grown set is a new group; the old one stays for the other route", func(o []Change) []Change {
+			o, _ = f.SetECMP(pfxA, []netip.Addr{nh1, nh2, nh3}, o)
+			return o
+		}, "nh+3=10.10.4.2 g+2=[1 2 3] rt+1=198.51.100.0/24>g2 "},
+		{"one next hop left: a plain route; its last group user frees the group, not the nexthops", func(o []Change) []Change {
+			o, _ = f.SetECMP(pfxB, []netip.Addr{nh1}, o)
+			return o
+		}, "rt+2=203.0.113.0/24>1 g-1 "},
+		{"deleting the last user frees the group, then the nexthops no one else uses", func(o []Change) []Change {
+			return f.Delete(pfxA, o)
+		}, "rt-1 g-2 nh-2 nh-3 "},
+	}
+	for _, s := range steps {
+		if got := kinds(s.do(nil)); got != s.want {
+			t.Fatalf("%s:\n got  %s\n want %s", s.name, got, s.want)
+		}
+	}
+	if got := f.LookupAll(pfxB); !slices.Equal(got, []netip.Addr{nh1}) {
+		t.Fatalf("LookupAll = %v", got)
+	}
+	// The snapshot of an ECMP FIB: nexthops, groups, routes.
+	f.SetECMP(pfxA, []netip.Addr{nh1, nh2}, nil)
+	if got := kinds(f.Snapshot()); got != "nh+1=10.10.2.2 nh+3=10.10.3.2 g+2=[1 3] rt+1=198.51.100.0/24>g2 rt+2=203.0.113.0/24>1 " { // freed IDs are reused
+		t.Fatalf("snapshot: %s", got)
+	}
+	// More members than the datapath takes: the lowest 16.
+	var many []netip.Addr
+	for i := range 20 {
+		many = append(many, netip.AddrFrom4([4]byte{10, 10, 9, byte(40 - i)}))
+	}
+	f.SetECMP(pfxB, many, nil)
+	if got := f.LookupAll(pfxB); len(got) != 16 || got[0] != netip.MustParseAddr("10.10.9.21") {
+		t.Fatalf("20 next hops: kept %v", got)
 	}
 }

@@ -13,11 +13,13 @@ import (
 type pending struct {
 	routes   map[uint64]Change // by family and prefix-table row
 	nexthops map[uint64]Change // by family and nexthop row
+	groups   map[uint64]Change // by family and ECMP group row
 	// What the FE holds, so a row set and deleted again before it was ever
 	// sent is dropped instead of becoming a DEL of a row the FE never had.
 	// Rows are dense from 1, so a bitmap costs 128 KiB per million.
 	feRows, feRows6         bitmap
 	feNexthops, feNexthops6 bitmap
+	feGroups, feGroups6     bitmap
 }
 
 // pkey keys a row by address family and number: the two families' tables
@@ -43,8 +45,15 @@ func (p *pending) nexthopsOf(c Change) *bitmap {
 	return &p.feNexthops
 }
 
+func (p *pending) groupsOf(c Change) *bitmap {
+	if c.ipv6() {
+		return &p.feGroups6
+	}
+	return &p.feGroups
+}
+
 func newPending() *pending {
-	return &pending{routes: map[uint64]Change{}, nexthops: map[uint64]Change{}}
+	return &pending{routes: map[uint64]Change{}, nexthops: map[uint64]Change{}, groups: map[uint64]Change{}}
 }
 
 type bitmap []uint64
@@ -64,7 +73,7 @@ func (b bitmap) unset(i uint32) {
 	}
 }
 
-func (p *pending) len() int { return len(p.routes) + len(p.nexthops) }
+func (p *pending) len() int { return len(p.routes) + len(p.nexthops) + len(p.groups) }
 
 // synced records that the FE holds exactly these changes (the full sync).
 func (p *pending) synced(ch []Change) {
@@ -80,12 +89,15 @@ func (p *pending) add(ch []Change) {
 			p.routes[pkey(c, c.Row)] = c
 		case NexthopSet, NexthopDel:
 			p.nexthops[pkey(c, c.ID)] = c
+		case GroupSet, GroupDel:
+			p.groups[pkey(c, c.ID)] = c
 		}
 	}
 }
 
 // take returns the coalesced changes in an order the FE can apply: nexthops
-// set, routes deleted, routes set, nexthops deleted.
+// set, groups set, routes deleted, routes set, groups deleted, nexthops
+// deleted.
 func (p *pending) take() []Change {
 	out := make([]Change, 0, p.len())
 	kind := func(k ChangeKind, m map[uint64]Change, have func(Change) *bitmap, key func(Change) uint32) {
@@ -94,7 +106,7 @@ func (p *pending) take() []Change {
 			if c.Kind != k {
 				continue
 			}
-			if (k == RouteDel || k == NexthopDel) && !have(c).has(key(c)) {
+			if (k == RouteDel || k == NexthopDel || k == GroupDel) && !have(c).has(key(c)) {
 				continue // never reached the FE
 			}
 			out = append(out, c)
@@ -105,14 +117,17 @@ func (p *pending) take() []Change {
 	row := func(c Change) uint32 { return c.Row }
 	id := func(c Change) uint32 { return c.ID }
 	kind(NexthopSet, p.nexthops, p.nexthopsOf, id)
+	kind(GroupSet, p.groups, p.groupsOf, id)
 	kind(RouteDel, p.routes, p.rowsOf, row)
 	kind(RouteSet, p.routes, p.rowsOf, row)
+	kind(GroupDel, p.groups, p.groupsOf, id)
 	kind(NexthopDel, p.nexthops, p.nexthopsOf, id)
 	for _, c := range out {
 		p.sent(c)
 	}
 	clear(p.routes)
 	clear(p.nexthops)
+	clear(p.groups)
 	return out
 }
 
@@ -126,5 +141,9 @@ func (p *pending) sent(c Change) {
 		p.nexthopsOf(c).set(c.ID)
 	case NexthopDel:
 		p.nexthopsOf(c).unset(c.ID)
+	case GroupSet:
+		p.groupsOf(c).set(c.ID)
+	case GroupDel:
+		p.groupsOf(c).unset(c.ID)
 	}
 }

@@ -103,8 +103,15 @@ func (s *session) fullSync(ctx context.Context) error {
 		{forces.ClassIPv4UcastLPM, forces.CompIPv4PrefixTable}, {forces.ClassIPv4NextHop, forces.CompIPv4NextHopTable},
 	}
 	s.snapshot = s.forFE(s.snapshot)
-	if s.info.supports(forces.ClassIPv6UcastLPM) && s.info.supports(forces.ClassIPv6NextHop) {
+	v6, ecmp := s.features()
+	if ecmp {
+		tables = append(tables, [2]uint32{forces.ClassIPv4ECMP, forces.CompECMPGroupTable})
+	}
+	if v6 {
 		tables = append(tables, [2]uint32{forces.ClassIPv6UcastLPM, forces.CompIPv6PrefixTable}, [2]uint32{forces.ClassIPv6NextHop, forces.CompIPv6NextHopTable})
+		if ecmp {
+			tables = append(tables, [2]uint32{forces.ClassIPv6ECMP, forces.CompECMPGroupTable})
+		}
 	}
 	for _, t := range tables {
 		if err := w.Add(forces.OpDel, t[0], 1, t[1:], nil); err != nil {
@@ -166,14 +173,16 @@ func isCommitResponse(m *forces.Message) bool {
 }
 
 // writeChanges encodes FIB changes as RFC 6956 table rows: IPv4UcastLPM and
-// IPv4NextHop rows, or their IPv6 counterparts.
+// IPv4NextHop rows, or their IPv6 counterparts, and ECMP group rows.
 func writeChanges(w *forces.ConfigWriter, ch []Change) error {
-	var scratch [forces.IPv6PrefixInfoLen]byte
+	var scratch [4 * forces.MaxECMPMembers]byte
 	for _, c := range ch {
 		v6 := c.ipv6()
 		lpm, nht := [2]uint32{forces.ClassIPv4UcastLPM, forces.CompIPv4PrefixTable}, [2]uint32{forces.ClassIPv4NextHop, forces.CompIPv4NextHopTable}
+		grp := [2]uint32{forces.ClassIPv4ECMP, forces.CompECMPGroupTable}
 		if v6 {
 			lpm, nht = [2]uint32{forces.ClassIPv6UcastLPM, forces.CompIPv6PrefixTable}, [2]uint32{forces.ClassIPv6NextHop, forces.CompIPv6NextHopTable}
+			grp[0] = forces.ClassIPv6ECMP
 		}
 		var (
 			op    = forces.OpDel
@@ -193,12 +202,17 @@ func writeChanges(w *forces.ConfigWriter, ch []Change) error {
 		case RouteSet:
 			op, table, row = forces.OpSet, lpm, c.Row
 			if v6 {
-				data, err = forces.IPv6PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.AppendFullData(scratch[:0])
+				data, err = forces.IPv6PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID, ECMP: c.ECMP}.AppendFullData(scratch[:0])
 			} else {
-				data, err = forces.IPv4PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID}.AppendFullData(scratch[:0])
+				data, err = forces.IPv4PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID, ECMP: c.ECMP}.AppendFullData(scratch[:0])
 			}
 		case RouteDel:
 			table, row = lpm, c.Row
+		case GroupSet:
+			op, table = forces.OpSet, grp
+			data, err = forces.ECMPGroupInfo{Members: c.Members}.AppendFullData(scratch[:0])
+		case GroupDel:
+			table = grp
 		}
 		if err != nil {
 			return fmt.Errorf("encode %v: %w", c, err)
@@ -211,13 +225,35 @@ func writeChanges(w *forces.ConfigWriter, ch []Change) error {
 	return nil
 }
 
-// forFE drops the IPv6 changes for an FE that has no IPv6 tables.
-func (s *session) forFE(ch []Change) []Change {
+// features reports whether the FE has the IPv6 tables and the ECMP group
+// tables, as its SupportedLFBs said.
+func (s *session) features() (v6, ecmp bool) {
 	s.mu.Lock()
-	v6 := s.info.supports(forces.ClassIPv6UcastLPM) && s.info.supports(forces.ClassIPv6NextHop)
-	s.mu.Unlock()
-	if v6 {
+	defer s.mu.Unlock()
+	v6 = s.info.supports(forces.ClassIPv6UcastLPM) && s.info.supports(forces.ClassIPv6NextHop)
+	ecmp = s.info.supports(forces.ClassIPv4ECMP) && (!v6 || s.info.supports(forces.ClassIPv6ECMP))
+	return v6, ecmp
+}
+
+// forFE fits changes to what the FE has: no IPv6 changes for an FE without
+// IPv6 tables, and for one without ECMP groups, no groups and ECMP routes
+// through their group's first member alone.
+func (s *session) forFE(ch []Change) []Change {
+	v6, ecmp := s.features()
+	if v6 && ecmp {
 		return ch
 	}
-	return slices.DeleteFunc(ch, Change.ipv6)
+	out := ch[:0]
+	for _, c := range ch {
+		switch {
+		case !v6 && c.ipv6():
+			continue
+		case !ecmp && (c.Kind == GroupSet || c.Kind == GroupDel):
+			continue
+		case !ecmp && c.Kind == RouteSet && c.ECMP:
+			c.ECMP, c.ID = false, c.First
+		}
+		out = append(out, c)
+	}
+	return out
 }

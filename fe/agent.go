@@ -41,6 +41,8 @@ type Datapath interface {
 	DeleteRoutes(prefixes []netip.Prefix) error // all or nothing
 	SetNexthop(id uint32, nh datapath.Nexthop) error
 	DeleteNexthop(id uint32) error
+	SetNexthopGroup(id uint32, members []uint32) error
+	DeleteNexthopGroup(id uint32) error
 	SetNeighbor(ifindex int, ip netip.Addr, mac net.HardwareAddr) error
 	DeleteNeighbor(ifindex int, ip netip.Addr) error
 	SetLocalAddr(ip netip.Addr) error

@@ -22,11 +22,12 @@ type fakeDatapath struct {
 	mu       sync.Mutex
 	routes   map[netip.Prefix]uint32
 	nexthops map[uint32]datapath.Nexthop
-	writes   int // route and nexthop updates and deletes
+	groups   map[uint32][]uint32
+	writes   int // route, nexthop and group updates and deletes
 }
 
 func newFake() *fakeDatapath {
-	return &fakeDatapath{routes: map[netip.Prefix]uint32{}, nexthops: map[uint32]datapath.Nexthop{}}
+	return &fakeDatapath{routes: map[netip.Prefix]uint32{}, nexthops: map[uint32]datapath.Nexthop{}, groups: map[uint32][]uint32{}}
 }
 
 func (f *fakeDatapath) Attach(int, datapath.Mode) error { return nil }
@@ -61,6 +62,23 @@ func (f *fakeDatapath) DeleteNexthop(id uint32) error {
 	f.writes++
 	return nil
 }
+func (f *fakeDatapath) SetNexthopGroup(id uint32, members []uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id < datapath.GroupIDBase {
+		return datapath.ErrInvalid
+	}
+	f.groups[id] = append([]uint32(nil), members...)
+	f.writes++
+	return nil
+}
+func (f *fakeDatapath) DeleteNexthopGroup(id uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.groups, id)
+	f.writes++
+	return nil
+}
 func (f *fakeDatapath) SetNeighbor(int, netip.Addr, net.HardwareAddr) error { return nil }
 func (f *fakeDatapath) DeleteNeighbor(int, netip.Addr) error                { return nil }
 func (f *fakeDatapath) SetLocalAddr(netip.Addr) error                       { return nil }
@@ -81,6 +99,13 @@ func (f *fakeDatapath) gateway(p string) string {
 	id, ok := f.routes[netip.MustParsePrefix(p)]
 	if !ok {
 		return ""
+	}
+	if members, ok := f.groups[id]; ok {
+		var gws []string
+		for _, m := range members {
+			gws = append(gws, f.nexthops[m].Gateway.String())
+		}
+		return strings.Join(gws, ",")
 	}
 	nh, ok := f.nexthops[id]
 	if !ok {

@@ -19,7 +19,10 @@ func reject(code forces.ResultCode, format string, args ...any) error {
 	return &errResult{code: code, err: fmt.Errorf(format, args...)}
 }
 
-var errSlotsFull = errors.New("datapath nexthop table full")
+var (
+	errSlotsFull  = errors.New("datapath nexthop table full")
+	errGroupsFull = errors.New("datapath ECMP group table full")
+)
 
 func resultOf(err error) forces.ResultCode {
 	var r *errResult
@@ -115,13 +118,18 @@ func hasOp(m *forces.Message, op forces.OpType) bool {
 //   - continue-execute-on-failure (and the reserved value): every row is tried.
 func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forces.ResultCode) (failed bool) {
 	d := newDirty()
+	// Only all-or-none needs to undo rows: the other modes keep what was done.
 	var undo []func()
+	undoTo := &undo
+	if em != forces.ExecAllOrNone {
+		undoTo = nil
+	}
 	for i, it := range items {
 		var err error
 		if it.ClassID == forces.ClassFEProtocol {
 			err = a.setProtocol(it)
 		} else {
-			err = a.table.apply(it, d, &undo)
+			err = a.table.apply(it, d, undoTo)
 		}
 		if err == nil {
 			continue

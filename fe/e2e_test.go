@@ -149,3 +149,41 @@ func TestCEAndFEOverTLS(t *testing.T) {
 		t.Log("tshark not installed: pcap not decoded (make test installs it)")
 	}
 }
+
+// ECMP end to end: a route with several equal-cost next hops fed to a real CE
+// reaches the FE as an ECMP group, in the full sync and in updates, and
+// leaves it when the set shrinks to one.
+func TestCEAndFEECMP(t *testing.T) {
+	c := runCE(t, ce.Config{HeartbeatInterval: 50 * time.Millisecond})
+	ctx := context.Background()
+	a1, b1, c1 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
+	v6a, v6b := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+	pfx := netip.MustParsePrefix("198.51.100.0/24")
+	pfx6 := netip.MustParsePrefix("2001:db8:100::/48")
+	// Before the FE joins: the full sync carries the group.
+	if err := c.Update(ctx, []ce.RouteUpdate{
+		{Prefix: pfx, NextHop: a1, NextHops: []netip.Addr{a1, b1}},
+		{Prefix: pfx6, NextHop: v6a, NextHops: []netip.Addr{v6a, v6b}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, dp := runFE(t, c, Config{ID: 1, HeartbeatInterval: 50 * time.Millisecond})
+	waitUntil(t, "the ECMP routes in the datapath", func() bool {
+		return dp.gateway(pfx.String()) == "192.0.2.1,192.0.2.2" && dp.gateway(pfx6.String()) == "2001:db8::1,2001:db8::2"
+	})
+	// An update: a third next hop joins.
+	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: pfx, NextHop: a1, NextHops: []netip.Addr{c1, a1, b1}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "three next hops", func() bool { return dp.gateway(pfx.String()) == "192.0.2.1,192.0.2.2,192.0.2.3" })
+	// Down to one: a plain nexthop, and the group is gone from the datapath.
+	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: pfx, NextHop: b1}, {Prefix: pfx6, Withdraw: true}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "one next hop, no groups", func() bool {
+		dp.mu.Lock()
+		groups := len(dp.groups)
+		dp.mu.Unlock()
+		return dp.gateway(pfx.String()) == "192.0.2.2" && dp.gateway(pfx6.String()) == "" && groups == 0
+	})
+}

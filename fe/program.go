@@ -2,6 +2,7 @@ package fe
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -13,50 +14,68 @@ import (
 // causes no datapath change as long as the gateways stay the same.
 type slot struct {
 	id      uint32
+	gw      netip.Addr
 	refs    int
 	ifindex int // egress port once resolved, 0 before
 }
 
-// programmed is what the datapath holds for the CE's routes.
+// dgroup is a datapath ECMP group, one per set of gateways, numbered by the
+// FE like the slots (from datapath.GroupIDBase), so it too survives a CE's
+// renumbering.
+type dgroup struct {
+	id      uint32
+	key     string // target.key of its gateways
+	refs    int
+	members []*slot
+}
+
+// programmed is what the datapath holds for the CE's routes: per prefix, the
+// target ID it is programmed with (a slot's, or a group's at or above
+// datapath.GroupIDBase).
 type programmed struct {
-	routes  map[prefix4]uint32          // IPv4 prefix -> gateway (ip4) it is programmed with
-	routes6 map[netip.Prefix]netip.Addr // IPv6 prefix -> gateway
-	slots   map[netip.Addr]*slot
-	free    []uint32
-	next    uint32
-	errors  uint64 // datapath updates that failed (map full, ...)
-	lastErr error
+	routes    map[prefix4]uint32
+	routes6   map[netip.Prefix]uint32
+	slots     map[netip.Addr]*slot
+	slotByID  map[uint32]*slot
+	free      []uint32
+	next      uint32
+	groups    map[string]*dgroup
+	groupByID map[uint32]*dgroup
+	freeGroup []uint32
+	nextGroup uint32
+	errors    uint64 // datapath updates that failed (map full, ...)
+	lastErr   error
 }
 
 func newProgrammed() *programmed {
-	return &programmed{routes: map[prefix4]uint32{}, routes6: map[netip.Prefix]netip.Addr{}, slots: map[netip.Addr]*slot{}, next: 1}
+	return &programmed{
+		routes: map[prefix4]uint32{}, routes6: map[netip.Prefix]uint32{},
+		slots: map[netip.Addr]*slot{}, slotByID: map[uint32]*slot{}, next: 1,
+		groups: map[string]*dgroup{}, groupByID: map[uint32]*dgroup{}, nextGroup: datapath.GroupIDBase,
+	}
 }
 
 // famProg is one family's view of the datapath: its programmed routes and
-// how its keys and gateways convert.
-type famProg[K comparable, V comparable] struct {
-	routes   map[K]V
-	reserve  func(n int) map[K]V // replaces an empty routes with one sized for n
-	enc      func(netip.Addr) V
-	dec      func(V) netip.Addr
+// how its keys convert.
+type famProg[K comparable] struct {
+	routes   map[K]uint32
+	reserve  func(n int) map[K]uint32 // replaces an empty routes with one sized for n
 	prefix   func(K) netip.Prefix
 	shadowed func(K) bool // a port's connected route owns the prefix
 }
 
-func (a *Agent) prog4() famProg[prefix4, uint32] {
-	return famProg[prefix4, uint32]{routes: a.prog.routes, enc: ip4,
-		reserve: func(n int) map[prefix4]uint32 { a.prog.routes = make(map[prefix4]uint32, n); return a.prog.routes }, dec: addr4, prefix: prefix4.Prefix,
+func (a *Agent) prog4() famProg[prefix4] {
+	return famProg[prefix4]{routes: a.prog.routes, prefix: prefix4.Prefix,
+		reserve:  func(n int) map[prefix4]uint32 { a.prog.routes = make(map[prefix4]uint32, n); return a.prog.routes },
 		shadowed: func(p prefix4) bool { _, ok := a.connected[p]; return ok }}
 }
 
-func (a *Agent) prog6() famProg[netip.Prefix, netip.Addr] {
-	id := func(x netip.Addr) netip.Addr { return x }
-	return famProg[netip.Prefix, netip.Addr]{routes: a.prog.routes6, enc: id, dec: id,
-		reserve: func(n int) map[netip.Prefix]netip.Addr {
-			a.prog.routes6 = make(map[netip.Prefix]netip.Addr, n)
+func (a *Agent) prog6() famProg[netip.Prefix] {
+	return famProg[netip.Prefix]{routes: a.prog.routes6, prefix: func(p netip.Prefix) netip.Prefix { return p },
+		reserve: func(n int) map[netip.Prefix]uint32 {
+			a.prog.routes6 = make(map[netip.Prefix]uint32, n)
 			return a.prog.routes6
 		},
-		prefix:   func(p netip.Prefix) netip.Prefix { return p },
 		shadowed: func(p netip.Prefix) bool { _, ok := a.connected6[p]; return ok }}
 }
 
@@ -69,11 +88,24 @@ func (a *Agent) program(d *dirty) {
 	a.flush(&b)
 }
 
-func programFam[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg[K, V], d *famDirty[K], b *batch) {
+func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDirty[K], b *batch) {
+	// Routes through one ECMP group share its target: work it out once.
+	memo := map[uint32]target{}
+	targetOf := func(r rowSlot[K]) target {
+		if !r.ecmp {
+			return t.targetOf(r)
+		}
+		w, ok := memo[r.nexthop]
+		if !ok {
+			w = t.targetOf(r)
+			memo[r.nexthop] = w
+		}
+		return w
+	}
 	if d.all {
 		for p := range fp.routes {
 			if _, ok := t.routes[p]; !ok {
-				programPrefix(a, t, fp, p, b)
+				programTo(a, fp, p, target{}, b)
 			}
 		}
 		if len(fp.routes) == 0 && t.len() > 0 {
@@ -82,85 +114,185 @@ func programFam[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg
 			fp.routes = fp.reserve(t.len())
 			b.sets = slices.Grow(b.sets, t.len())
 			for _, r := range t.rows.all() {
-				if gw, ok := t.nexthops[r.nexthop]; ok && !fp.shadowed(r.prefix) {
-					programNew(a, fp, r.prefix, gw, b)
+				if w := targetOf(r); w.ok && !fp.shadowed(r.prefix) {
+					programNew(a, fp, r.prefix, w, b)
 				}
 			}
 			return
 		}
 		for _, r := range t.rows.all() {
-			gw, ok := t.nexthops[r.nexthop]
-			programTo(a, fp, r.prefix, gw, ok, b)
+			programTo(a, fp, r.prefix, targetOf(r), b)
 		}
 		return
 	}
 	for p := range d.prefixes {
-		programPrefix(a, t, fp, p, b)
+		programTo(a, fp, p, t.target(p), b)
 	}
-	if len(d.nexthops) > 0 {
+	if len(d.nexthops) > 0 || len(d.groups) > 0 {
+		// Groups whose members changed change too.
+		groups := maps.Clone(d.groups)
+		for id, members := range t.groups {
+			for _, m := range members {
+				if _, ok := d.nexthops[m]; ok {
+					groups[id] = struct{}{}
+				}
+			}
+		}
 		for _, r := range t.rows.all() {
-			if _, ok := d.nexthops[r.nexthop]; ok {
-				p := r.prefix
-				programPrefix(a, t, fp, p, b)
+			_, nh := d.nexthops[r.nexthop]
+			_, grp := groups[r.nexthop]
+			if r.ecmp && grp || !r.ecmp && nh {
+				programTo(a, fp, r.prefix, targetOf(r), b)
 			}
 		}
 		for p := range fp.routes {
 			if _, ok := t.routes[p]; !ok {
-				programPrefix(a, t, fp, p, b)
+				programTo(a, fp, p, target{}, b)
 			}
 		}
 	}
 }
 
-// batch collects the datapath writes of one program call. Slots that lose
-// their last route are freed only after the routes stop pointing at them.
+// batch collects the datapath writes of one program call. Slots and groups
+// that lose their last route are freed only after the routes stop pointing
+// at them.
 type batch struct {
-	sets  []datapath.Route
-	dels  []netip.Prefix
-	freed []netip.Addr
+	sets        []datapath.Route
+	dels        []netip.Prefix
+	freed       []netip.Addr
+	freedGroups []string
 }
 
-// programPrefix decides the datapath entry of p from the table. A connected
-// route of a port shadows a CE route for the same prefix.
-func programPrefix[K comparable, V comparable](a *Agent, t *famTable[K], fp famProg[K, V], p K, b *batch) {
-	want, ok := t.gateway(p)
-	programTo(a, fp, p, want, ok, b)
-}
-
-// programTo makes the datapath forward p to want (ok) or not at all (!ok).
-func programTo[K comparable, V comparable](a *Agent, fp famProg[K, V], p K, want netip.Addr, ok bool, b *batch) {
+// programTo makes the datapath forward p to w, or (w not ok) not at all. A
+// connected route of a port shadows a CE route for the same prefix.
+func programTo[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) {
 	if fp.shadowed(p) {
-		ok = false
+		w.ok = false
 	}
 	have, had := fp.routes[p]
-	if ok == had && fp.enc(want) == have {
+	switch {
+	case !w.ok && !had:
 		return
-	}
-	if ok {
-		if !programNew(a, fp, p, want, b) {
+	case w.ok && had && a.targetID(w) == have:
+		return
+	case w.ok:
+		if !programNew(a, fp, p, w, b) {
 			return
 		}
-	} else {
+	default:
 		if !fp.shadowed(p) {
 			b.dels = append(b.dels, fp.prefix(p))
 		}
 		delete(fp.routes, p)
 	}
 	if had {
-		a.unref(fp.dec(have), b)
+		a.unrefTarget(have, b)
 	}
 }
 
-// programNew programs p, which the datapath does not hold, towards gw. It
-// reports false when no nexthop slot is left.
-func programNew[K comparable, V comparable](a *Agent, fp famProg[K, V], p K, gw netip.Addr, b *batch) bool {
-	s := a.ref(gw)
-	if s == nil {
+// programNew programs p towards w, replacing what the datapath holds. It
+// reports false when no slot or group is left.
+func programNew[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) bool {
+	id, ok := a.refTarget(w)
+	if !ok {
 		return false
 	}
-	b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(p), Nexthop: s.id})
-	fp.routes[p] = fp.enc(gw)
+	b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(p), Nexthop: id})
+	fp.routes[p] = id
 	return true
+}
+
+// targetID returns the datapath ID of w's slot or group, 0 if it has none.
+func (a *Agent) targetID(w target) uint32 {
+	if w.group == nil {
+		if s := a.prog.slots[w.gw]; s != nil {
+			return s.id
+		}
+	} else if g := a.prog.groups[w.key]; g != nil {
+		return g.id
+	}
+	return 0
+}
+
+// refTarget takes a reference on the slot or group of w, making it if new.
+func (a *Agent) refTarget(w target) (uint32, bool) {
+	if w.group == nil {
+		s := a.ref(w.gw)
+		if s == nil {
+			return 0, false
+		}
+		return s.id, true
+	}
+	if g := a.prog.groups[w.key]; g != nil {
+		g.refs++
+		return g.id, true
+	}
+	var id uint32
+	switch {
+	case len(a.prog.freeGroup) > 0:
+		id = a.prog.freeGroup[len(a.prog.freeGroup)-1]
+		a.prog.freeGroup = a.prog.freeGroup[:len(a.prog.freeGroup)-1]
+	case a.prog.nextGroup < datapath.GroupIDBase+datapath.MaxGroups:
+		id = a.prog.nextGroup
+		a.prog.nextGroup++
+	default:
+		a.datapathError(errGroupsFull)
+		return 0, false
+	}
+	g := &dgroup{id: id, key: w.key, refs: 1}
+	ids := make([]uint32, 0, len(w.group))
+	for _, gw := range w.group {
+		s := a.ref(gw)
+		if s == nil {
+			break
+		}
+		g.members = append(g.members, s)
+		ids = append(ids, s.id)
+	}
+	var err error
+	if len(ids) < len(w.group) {
+		err = errSlotsFull
+	} else {
+		err = a.dp.SetNexthopGroup(id, ids)
+	}
+	if err != nil {
+		a.datapathError(err)
+		var b batch
+		for _, s := range g.members {
+			a.unref(s.gw, &b)
+		}
+		a.flush(&b)
+		a.prog.freeGroup = append(a.prog.freeGroup, id)
+		return 0, false
+	}
+	a.prog.groups[w.key] = g
+	a.prog.groupByID[id] = g
+	return id, true
+}
+
+// unrefTarget drops a route's reference on the slot or group id.
+func (a *Agent) unrefTarget(id uint32, b *batch) {
+	if g := a.prog.groupByID[id]; g != nil {
+		if g.refs--; g.refs == 0 {
+			b.freedGroups = append(b.freedGroups, g.key)
+		}
+		return
+	}
+	if s := a.prog.slotByID[id]; s != nil {
+		a.unref(s.gw, b)
+	}
+}
+
+// gatewayOf returns the gateway of target id for the kernel's copy of a
+// route: the slot's, or a group's first member's.
+func (a *Agent) gatewayOf(id uint32) netip.Addr {
+	if g := a.prog.groupByID[id]; g != nil && len(g.members) > 0 {
+		return g.members[0].gw
+	}
+	if s := a.prog.slotByID[id]; s != nil {
+		return s.gw
+	}
+	return netip.Addr{}
 }
 
 // flush writes a batch: new and changed routes first, then deletions, then
@@ -190,7 +322,7 @@ func (a *Agent) flush(b *batch) {
 		for _, r := range b.sets {
 			if r.Prefix.Addr().Is4() {
 				p := toPrefix4(r.Prefix)
-				a.kernel.sync(p, a.prog.routes[p])
+				a.kernel.sync(p, ip4(a.gatewayOf(a.prog.routes[p])))
 			}
 		}
 		for _, p := range b.dels {
@@ -199,12 +331,29 @@ func (a *Agent) flush(b *batch) {
 			}
 		}
 	}
+	// Groups first: freeing one frees its members' references.
+	for _, key := range b.freedGroups {
+		g := a.prog.groups[key]
+		if g == nil || g.refs > 0 {
+			continue // taken again within the batch
+		}
+		delete(a.prog.groups, key)
+		delete(a.prog.groupByID, g.id)
+		if err := a.dp.DeleteNexthopGroup(g.id); err != nil {
+			a.datapathError(err)
+		}
+		a.prog.freeGroup = append(a.prog.freeGroup, g.id)
+		for _, s := range g.members {
+			a.unref(s.gw, b)
+		}
+	}
 	for _, gw := range b.freed {
 		s := a.prog.slots[gw]
 		if s == nil || s.refs > 0 {
 			continue // taken again within the batch
 		}
 		delete(a.prog.slots, gw)
+		delete(a.prog.slotByID, s.id)
 		if s.ifindex != 0 {
 			if err := a.dp.DeleteNexthop(s.id); err != nil {
 				a.datapathError(err)
@@ -218,14 +367,14 @@ func (a *Agent) flush(b *batch) {
 func (a *Agent) forget(p netip.Prefix, b *batch) {
 	if p.Addr().Is4() {
 		k := toPrefix4(p)
-		gw := addr4(a.prog.routes[k])
+		id := a.prog.routes[k]
 		delete(a.prog.routes, k)
-		a.unref(gw, b)
+		a.unrefTarget(id, b)
 		return
 	}
-	gw := a.prog.routes6[p]
+	id := a.prog.routes6[p]
 	delete(a.prog.routes6, p)
-	a.unref(gw, b)
+	a.unrefTarget(id, b)
 }
 
 func (a *Agent) ref(gw netip.Addr) *slot {
@@ -245,8 +394,9 @@ func (a *Agent) ref(gw netip.Addr) *slot {
 		a.datapathError(errSlotsFull)
 		return nil
 	}
-	s := &slot{id: id, refs: 1}
+	s := &slot{id: id, gw: gw, refs: 1}
 	a.prog.slots[gw] = s
+	a.prog.slotByID[id] = s
 	a.resolve(gw, s)
 	select {
 	case a.kick <- struct{}{}: // solicit its MAC now, not at the next tick

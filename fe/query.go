@@ -16,6 +16,8 @@ var supportedLFBs = []forces.SupportedLFB{
 	{Name: "IPv4NextHop", ClassID: forces.ClassIPv4NextHop, Version: "1.0"},
 	{Name: "IPv6UcastLPM", ClassID: forces.ClassIPv6UcastLPM, Version: "1.0"},
 	{Name: "IPv6NextHop", ClassID: forces.ClassIPv6NextHop, Version: "1.0"},
+	{Name: "SplitplaneIPv4ECMP", ClassID: forces.ClassIPv4ECMP, Version: "1.0"},
+	{Name: "SplitplaneIPv6ECMP", ClassID: forces.ClassIPv6ECMP, Version: "1.0"},
 }
 
 // answerQuery answers a Query from the FE Object LFB, the FE Protocol LFB and

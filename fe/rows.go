@@ -29,10 +29,12 @@ type rowPage[K comparable] struct {
 	used  int
 }
 
-// rowSlot is one row: its prefix and the nexthop row it points at.
+// rowSlot is one row: its prefix and the nexthop row (or, if ecmp, the
+// ECMP group row) it points at.
 type rowSlot[K comparable] struct {
 	prefix  K
 	nexthop uint32
+	ecmp    bool
 	used    bool
 }
 
@@ -63,7 +65,7 @@ func (t *rowTable[K]) get(row uint32) (rowSlot[K], bool) {
 
 // set stores a row. It fails only when the row needs a page beyond
 // maxRowPages.
-func (t *rowTable[K]) set(row uint32, prefix K, nexthop uint32) bool {
+func (t *rowTable[K]) set(row uint32, prefix K, nexthop uint32, ecmp bool) bool {
 	p := t.page(row)
 	if p == nil {
 		if len(t.pages) >= maxRowPages {
@@ -78,7 +80,7 @@ func (t *rowTable[K]) set(row uint32, prefix K, nexthop uint32) bool {
 		p.used++
 		t.n++
 	}
-	*s = rowSlot[K]{prefix: prefix, nexthop: nexthop, used: true}
+	*s = rowSlot[K]{prefix: prefix, nexthop: nexthop, ecmp: ecmp, used: true}
 	return true
 }
 

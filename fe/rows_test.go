@@ -21,8 +21,8 @@ func TestRowTableAgainstMap(t *testing.T) {
 		}
 		switch r.IntN(3) {
 		case 0, 1:
-			s := rowSlot[prefix4]{prefix: prefix4(r.Uint64()), nexthop: r.Uint32(), used: true}
-			if !rows.set(row, s.prefix, s.nexthop) {
+			s := rowSlot[prefix4]{prefix: prefix4(r.Uint64()), nexthop: r.Uint32(), ecmp: r.IntN(2) == 0, used: true}
+			if !rows.set(row, s.prefix, s.nexthop, s.ecmp) {
 				t.Fatalf("set row %d refused with %d pages", row, len(rows.pages))
 			}
 			ref[row] = s
@@ -35,7 +35,7 @@ func TestRowTableAgainstMap(t *testing.T) {
 		}
 		if i%2000 == 0 {
 			c := rows.clone()
-			c.set(row, 1, 1) // a clone does not share pages
+			c.set(row, 1, 1, false) // a clone does not share pages
 			if got, _ := rows.get(row); got != ref[row] {
 				t.Fatalf("clone changed the original's row %d", row)
 			}
@@ -56,20 +56,20 @@ func TestRowTableAgainstMap(t *testing.T) {
 func TestRowTablePageLimit(t *testing.T) {
 	rows := newRowTable[prefix4]()
 	for i := range maxRowPages {
-		if !rows.set(uint32(i)<<rowPageBits, 1, 1) {
+		if !rows.set(uint32(i)<<rowPageBits, 1, 1, false) {
 			t.Fatalf("page %d refused", i)
 		}
 	}
-	if rows.set(uint32(maxRowPages)<<rowPageBits, 1, 1) {
+	if rows.set(uint32(maxRowPages)<<rowPageBits, 1, 1, false) {
 		t.Fatal("a row beyond the page limit was accepted")
 	}
-	if !rows.set(5, 1, 1) {
+	if !rows.set(5, 1, 1, false) {
 		t.Fatal("a row in an existing page was refused")
 	}
 	ft := newFamTable(ipv4)
 	ft.rows = rows
 	ft.nexthops[1] = addr4(0xc0000201)
-	err := ft.setRoute(uint32(maxRowPages)<<rowPageBits, netip.MustParsePrefix("198.51.100.0/24"), 1, nil, nil)
+	err := ft.setRoute(uint32(maxRowPages)<<rowPageBits, netip.MustParsePrefix("198.51.100.0/24"), 1, false, nil, nil)
 	if resultOf(err) != forces.ResultMemoryError {
 		t.Fatalf("err = %v (result %v), want a memory error", err, resultOf(err))
 	}

@@ -3,6 +3,7 @@ package fe
 import (
 	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/splitplane/splitplane/forces"
 )
@@ -19,13 +20,14 @@ type table struct {
 // famTable is one address family's tables. K is the key the family's
 // prefixes are stored under (a pointer-free integer for IPv4).
 type famTable[K comparable] struct {
-	rows     rowTable[K]           // prefix-table row -> prefix and nexthop row
+	rows     rowTable[K]           // prefix-table row -> prefix and nexthop (or group) row
 	routes   map[K]uint32          // prefix -> its row
 	nexthops map[uint32]netip.Addr // nexthop-table row (HopSelector) -> gateway
+	groups   map[uint32][]uint32   // ECMP group row -> its members' nexthop rows
 
 	// A staged copy shares the live table's maps until it first changes
-	// them (copy on write): a full sync, which starts by deleting both
-	// tables, never copies them at all.
+	// them (copy on write): a full sync, which starts by deleting the
+	// tables, never copies them at all. Groups go with the nexthops.
 	sharedPrefixes, sharedNexthops bool
 
 	fam family[K]
@@ -35,18 +37,19 @@ type famTable[K comparable] struct {
 type family[K comparable] struct {
 	name              string
 	lpmClass, nhClass uint32
+	ecmpClass         uint32
 	key               func(netip.Prefix) K
 	is                func(netip.Addr) bool
-	parseRoute        func([]byte) (netip.Prefix, uint32, error)
+	parseRoute        func([]byte) (p netip.Prefix, hop uint32, ecmp bool, err error)
 	parseNexthop      func([]byte) (netip.Addr, error)
 }
 
 var ipv4 = family[prefix4]{
-	name: "IPv4", lpmClass: forces.ClassIPv4UcastLPM, nhClass: forces.ClassIPv4NextHop,
+	name: "IPv4", lpmClass: forces.ClassIPv4UcastLPM, nhClass: forces.ClassIPv4NextHop, ecmpClass: forces.ClassIPv4ECMP,
 	key: toPrefix4, is: netip.Addr.Is4,
-	parseRoute: func(b []byte) (netip.Prefix, uint32, error) {
+	parseRoute: func(b []byte) (netip.Prefix, uint32, bool, error) {
 		i, err := forces.ParseIPv4PrefixInfo(b)
-		return i.Prefix, i.HopSelector, err
+		return i.Prefix, i.HopSelector, i.ECMP, err
 	},
 	parseNexthop: func(b []byte) (netip.Addr, error) {
 		i, err := forces.ParseIPv4NextHopInfo(b)
@@ -55,11 +58,11 @@ var ipv4 = family[prefix4]{
 }
 
 var ipv6 = family[netip.Prefix]{
-	name: "IPv6", lpmClass: forces.ClassIPv6UcastLPM, nhClass: forces.ClassIPv6NextHop,
+	name: "IPv6", lpmClass: forces.ClassIPv6UcastLPM, nhClass: forces.ClassIPv6NextHop, ecmpClass: forces.ClassIPv6ECMP,
 	key: netip.Prefix.Masked, is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() },
-	parseRoute: func(b []byte) (netip.Prefix, uint32, error) {
+	parseRoute: func(b []byte) (netip.Prefix, uint32, bool, error) {
 		i, err := forces.ParseIPv6PrefixInfo(b)
-		return i.Prefix, i.HopSelector, err
+		return i.Prefix, i.HopSelector, i.ECMP, err
 	},
 	parseNexthop: func(b []byte) (netip.Addr, error) {
 		i, err := forces.ParseIPv6NextHopInfo(b)
@@ -68,7 +71,7 @@ var ipv6 = family[netip.Prefix]{
 }
 
 func newFamTable[K comparable](f family[K]) *famTable[K] {
-	return &famTable[K]{rows: newRowTable[K](), routes: map[K]uint32{}, nexthops: map[uint32]netip.Addr{}, fam: f}
+	return &famTable[K]{rows: newRowTable[K](), routes: map[K]uint32{}, nexthops: map[uint32]netip.Addr{}, groups: map[uint32][]uint32{}, fam: f}
 }
 
 // len is the number of routes.
@@ -84,7 +87,7 @@ func (t *table) stage() *table {
 }
 
 func (t *famTable[K]) stage() *famTable[K] {
-	return &famTable[K]{rows: t.rows, routes: t.routes, nexthops: t.nexthops, sharedPrefixes: true, sharedNexthops: true, fam: t.fam}
+	return &famTable[K]{rows: t.rows, routes: t.routes, nexthops: t.nexthops, groups: t.groups, sharedPrefixes: true, sharedNexthops: true, fam: t.fam}
 }
 
 func (t *famTable[K]) ownPrefixes() {
@@ -95,20 +98,59 @@ func (t *famTable[K]) ownPrefixes() {
 
 func (t *famTable[K]) ownNexthops() {
 	if t.sharedNexthops {
-		t.nexthops, t.sharedNexthops = maps.Clone(t.nexthops), false
+		t.nexthops, t.groups, t.sharedNexthops = maps.Clone(t.nexthops), maps.Clone(t.groups), false
 	}
 }
 
-// gateway returns the gateway prefix p is forwarded to, if it has a route
-// whose nexthop row exists.
-func (t *famTable[K]) gateway(p K) (netip.Addr, bool) {
+// target is where the table forwards a prefix: nowhere (!ok), to one
+// gateway, or to an ECMP set of them (group, sorted, two or more, named by
+// key).
+type target struct {
+	ok    bool
+	gw    netip.Addr
+	group []netip.Addr
+	key   string
+}
+
+func (a target) equal(b target) bool { return a.ok == b.ok && a.gw == b.gw && a.key == b.key }
+
+// target returns where prefix p is forwarded to.
+func (t *famTable[K]) target(p K) target {
 	row, ok := t.routes[p]
 	if !ok {
-		return netip.Addr{}, false
+		return target{}
 	}
 	r, _ := t.rows.get(row)
-	gw, ok := t.nexthops[r.nexthop]
-	return gw, ok
+	return t.targetOf(r)
+}
+
+// targetOf returns where row r forwards to: its nexthop row's gateway, or
+// the gateways of its group's members that exist (one left makes it a plain
+// gateway; none, nowhere).
+func (t *famTable[K]) targetOf(r rowSlot[K]) target {
+	if !r.ecmp {
+		gw, ok := t.nexthops[r.nexthop]
+		return target{ok: ok, gw: gw}
+	}
+	var gws []netip.Addr
+	for _, m := range t.groups[r.nexthop] {
+		if gw, ok := t.nexthops[m]; ok {
+			gws = append(gws, gw)
+		}
+	}
+	slices.SortFunc(gws, netip.Addr.Compare)
+	gws = slices.Compact(gws)
+	switch len(gws) {
+	case 0:
+		return target{}
+	case 1:
+		return target{ok: true, gw: gws[0]}
+	}
+	b := make([]byte, 0, 17*len(gws))
+	for _, gw := range gws {
+		b = append(gw.AppendTo(b), ',')
+	}
+	return target{ok: true, gw: gws[0], group: gws, key: string(b)}
 }
 
 // dirty collects what a batch of row operations touched, so that only those
@@ -122,12 +164,13 @@ type famDirty[K comparable] struct {
 	all      bool
 	prefixes map[K]struct{}
 	nexthops map[uint32]struct{}
+	groups   map[uint32]struct{}
 }
 
 func newDirty() *dirty {
 	return &dirty{
-		v4: &famDirty[prefix4]{prefixes: map[prefix4]struct{}{}, nexthops: map[uint32]struct{}{}},
-		v6: &famDirty[netip.Prefix]{prefixes: map[netip.Prefix]struct{}{}, nexthops: map[uint32]struct{}{}},
+		v4: &famDirty[prefix4]{prefixes: map[prefix4]struct{}{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
+		v6: &famDirty[netip.Prefix]{prefixes: map[netip.Prefix]struct{}{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
 	}
 }
 
@@ -141,6 +184,12 @@ func (d *famDirty[K]) prefix(p K) {
 func (d *famDirty[K]) nexthop(id uint32) {
 	if d != nil {
 		d.nexthops[id] = struct{}{}
+	}
+}
+
+func (d *famDirty[K]) group(id uint32) {
+	if d != nil {
+		d.groups[id] = struct{}{}
 	}
 }
 
@@ -160,9 +209,9 @@ func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
 		d4, d6 = d.v4, d.v6
 	}
 	switch it.ClassID {
-	case forces.ClassIPv4UcastLPM, forces.ClassIPv4NextHop:
+	case forces.ClassIPv4UcastLPM, forces.ClassIPv4NextHop, forces.ClassIPv4ECMP:
 		return t.v4.apply(it, d4, undo)
-	case forces.ClassIPv6UcastLPM, forces.ClassIPv6NextHop:
+	case forces.ClassIPv6UcastLPM, forces.ClassIPv6NextHop, forces.ClassIPv6ECMP:
 		return t.v6.apply(it, d6, undo)
 	}
 	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
@@ -179,7 +228,7 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 	if it.Op == forces.OpSet && (wholeTable || !it.HasFullData) {
 		return reject(forces.ResultInvalidParameters, "SET of path %v needs a row and FULLDATA", it.Path)
 	}
-	lpm := it.ClassID == t.fam.lpmClass
+	lpm, grp := it.ClassID == t.fam.lpmClass, it.ClassID == t.fam.ecmpClass
 	switch {
 	case it.Op == forces.OpDel && wholeTable && lpm:
 		rows, routes := t.rows, t.routes
@@ -190,9 +239,19 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 		}
 		d.everything()
 		return nil
+	case it.Op == forces.OpDel && wholeTable && grp:
+		t.ownNexthops()
+		groups := t.groups
+		t.groups = map[uint32][]uint32{}
+		if undo != nil {
+			*undo = append(*undo, func() { t.groups = groups })
+		}
+		d.everything()
+		return nil
 	case it.Op == forces.OpDel && wholeTable:
+		t.ownNexthops()
 		nexthops := t.nexthops
-		t.nexthops, t.sharedNexthops = map[uint32]netip.Addr{}, false
+		t.nexthops = map[uint32]netip.Addr{}
 		if undo != nil {
 			*undo = append(*undo, func() { t.nexthops = nexthops })
 		}
@@ -207,13 +266,21 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 	row := it.Path[1]
 	switch {
 	case lpm && it.Op == forces.OpSet:
-		p, nh, err := t.fam.parseRoute(it.FullData)
+		p, nh, ecmp, err := t.fam.parseRoute(it.FullData)
 		if err != nil {
 			return reject(forces.ResultInvalidParameters, "row %d: %v", row, err)
 		}
-		return t.setRoute(row, p, nh, d, undo)
+		return t.setRoute(row, p, nh, ecmp, d, undo)
 	case lpm && it.Op == forces.OpDel:
 		return t.deleteRow(row, d, undo)
+	case grp && it.Op == forces.OpSet:
+		g, err := forces.ParseECMPGroupInfo(it.FullData)
+		if err != nil {
+			return reject(forces.ResultInvalidParameters, "group row %d: %v", row, err)
+		}
+		return t.setGroup(row, g.Members, d, undo)
+	case grp && it.Op == forces.OpDel:
+		return t.deleteGroup(row, d, undo)
 	case it.Op == forces.OpSet:
 		gw, err := t.fam.parseNexthop(it.FullData)
 		if err != nil {
@@ -226,11 +293,15 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
 }
 
-func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *famDirty[K], undo *[]func()) error {
+func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp bool, d *famDirty[K], undo *[]func()) error {
 	if !t.fam.is(pfx.Addr()) {
 		return reject(forces.ResultInvalidParameters, "row %d: prefix %s is not %s", row, pfx, t.fam.name)
 	}
-	if _, ok := t.nexthops[nh]; !ok {
+	if ecmp {
+		if _, ok := t.groups[nh]; !ok {
+			return reject(forces.ResultNotFound, "row %d: prefix %s: HopSelector %d: no such ECMP group", row, pfx, nh)
+		}
+	} else if _, ok := t.nexthops[nh]; !ok {
 		return reject(forces.ResultNotFound, "row %d: prefix %s: HopSelector %d: no such nexthop", row, pfx, nh)
 	}
 	p := t.fam.key(pfx)
@@ -252,7 +323,7 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *famDi
 		}
 		hadRoute = false
 	}
-	if !t.rows.set(row, p, nh) {
+	if !t.rows.set(row, p, nh, ecmp) {
 		return reject(forces.ResultMemoryError, "row %d: prefix %s: no room for more prefix-table rows (%d pages of %d rows in use)", row, pfx, maxRowPages, rowPageSize)
 	}
 	if !hadRoute {
@@ -262,7 +333,7 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, d *famDi
 	if undo != nil {
 		*undo = append(*undo, func() {
 			if hadRow {
-				t.rows.set(row, old.prefix, old.nexthop)
+				t.rows.set(row, old.prefix, old.nexthop, old.ecmp)
 			} else {
 				t.rows.del(row)
 			}
@@ -283,7 +354,7 @@ func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) erro
 	delete(t.routes, r.prefix)
 	d.prefix(r.prefix)
 	if undo != nil {
-		*undo = append(*undo, func() { t.rows.set(row, r.prefix, r.nexthop); t.routes[r.prefix] = row })
+		*undo = append(*undo, func() { t.rows.set(row, r.prefix, r.nexthop, r.ecmp); t.routes[r.prefix] = row })
 	}
 	return nil
 }
@@ -327,6 +398,48 @@ func (t *famTable[K]) deleteNexthop(id uint32, d *famDirty[K], undo *[]func()) e
 	return nil
 }
 
+// MaxCEGroupID is the highest ECMP group row the FE accepts.
+const MaxCEGroupID = 0xFFFF
+
+func (t *famTable[K]) setGroup(id uint32, members []uint32, d *famDirty[K], undo *[]func()) error {
+	if id == 0 || id > MaxCEGroupID {
+		return reject(forces.ResultValueOutOfRange, "ECMP group row %d: outside 1..%d", id, MaxCEGroupID)
+	}
+	for _, m := range members {
+		if _, ok := t.nexthops[m]; !ok {
+			return reject(forces.ResultNotFound, "ECMP group row %d: member HopSelector %d: no such nexthop", id, m)
+		}
+	}
+	old, had := t.groups[id]
+	t.groups[id] = members
+	if had && !slices.Equal(old, members) {
+		d.group(id) // as for nexthops: only routes already using it change
+	}
+	if undo != nil {
+		*undo = append(*undo, func() {
+			if had {
+				t.groups[id] = old
+			} else {
+				delete(t.groups, id)
+			}
+		})
+	}
+	return nil
+}
+
+func (t *famTable[K]) deleteGroup(id uint32, d *famDirty[K], undo *[]func()) error {
+	old, ok := t.groups[id]
+	if !ok {
+		return reject(forces.ResultNotFound, "ECMP group row %d does not exist", id)
+	}
+	delete(t.groups, id)
+	d.group(id)
+	if undo != nil {
+		*undo = append(*undo, func() { t.groups[id] = old })
+	}
+	return nil
+}
+
 // diff marks in d every prefix whose forwarding differs between a and b.
 func diff(a, b *table, d *dirty) {
 	diffFam(a.v4, b.v4, d.v4)
@@ -339,9 +452,7 @@ func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
 		return
 	}
 	for p := range a.routes {
-		ga, oka := a.gateway(p)
-		gb, okb := b.gateway(p)
-		if oka != okb || ga != gb {
+		if !a.target(p).equal(b.target(p)) {
 			d.prefix(p)
 		}
 	}

@@ -145,3 +145,17 @@ func BenchmarkCodecPerEntry(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
 }
+
+func FuzzParseECMPGroupInfo(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 2})
+	f.Add(make([]byte, 4*MaxECMPMembers))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := ParseECMPGroupInfo(b)
+		if err != nil {
+			return
+		}
+		if out, err := g.AppendFullData(nil); err != nil || !reflect.DeepEqual(out, b) {
+			t.Fatalf("re-encoding differs (%v):\n%x\n%x", err, b, out)
+		}
+	})
+}

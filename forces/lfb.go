@@ -55,6 +55,12 @@ func ClassName(id uint32) string {
 	if id < uint32(len(classNames)) && classNames[id] != "" {
 		return classNames[id]
 	}
+	switch id {
+	case ClassIPv4ECMP:
+		return "SplitplaneIPv4ECMP"
+	case ClassIPv6ECMP:
+		return "SplitplaneIPv6ECMP"
+	}
 	return fmt.Sprintf("LFBClass(%d)", id)
 }
 

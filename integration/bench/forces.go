@@ -668,6 +668,8 @@ func (d *memDatapath) DeleteNexthop(id uint32) error {
 	return nil
 }
 
+func (d *memDatapath) SetNexthopGroup(uint32, []uint32) error              { return nil }
+func (d *memDatapath) DeleteNexthopGroup(uint32) error                     { return nil }
 func (d *memDatapath) SetNeighbor(int, netip.Addr, net.HardwareAddr) error { return nil }
 func (d *memDatapath) DeleteNeighbor(int, netip.Addr) error                { return nil }
 func (d *memDatapath) SetLocalAddr(netip.Addr) error                       { return nil }
