@@ -243,7 +243,7 @@ func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
 // the order costs a placement by row, not a sort.
 func (f *FIB) Snapshot() []Change {
 	nh := len(f.nexthops) + len(f.groups)
-	out := make([]Change, nh+int(f.nextRow))
+	out := make([]Change, nh+int(f.nextRow)-1) // rows count from 1
 	i := 0
 	for a, n := range f.nexthops {
 		out[i] = Change{Kind: NexthopSet, ID: n.id, NextHop: a}
@@ -256,9 +256,11 @@ func (f *FIB) Snapshot() []Change {
 	}
 	slices.SortFunc(out[len(f.nexthops):nh], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
 	for p, r := range f.routes {
-		out[nh+int(r.row)] = r.change(p)
+		out[nh+int(r.row)-1] = r.change(p)
 	}
-	// Close the gaps of freed rows (and of row 0, never used).
+	if len(f.routes) == int(f.nextRow)-1 {
+		return out // no row freed: no gaps
+	}
 	return slices.DeleteFunc(out, func(c Change) bool { return c.Kind == 0 })
 }
 

@@ -109,15 +109,7 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 			}
 		}
 		if len(fp.routes) == 0 && t.len() > 0 {
-			// A first full sync: nothing to compare with, everything to
-			// write, all sized once.
-			fp.routes = fp.reserve(t.len())
-			b.sets = slices.Grow(b.sets, t.len())
-			for _, r := range t.rows.all() {
-				if w := targetOf(r); w.ok && !fp.shadowed(r.prefix) {
-					programNew(a, fp, r.prefix, w, b)
-				}
-			}
+			programFirst(a, t, fp, b)
 			return
 		}
 		for _, r := range t.rows.all() {
@@ -149,6 +141,63 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 			if _, ok := t.routes[p]; !ok {
 				programTo(a, fp, p, target{}, b)
 			}
+		}
+	}
+}
+
+// programFirst programs every row of t into a datapath that holds none of
+// the family's routes (a first full sync): nothing to compare with,
+// everything to write, all sized once, and each nexthop or group row's
+// target worked out once for all the routes that share it.
+func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batch) {
+	fp.routes = fp.reserve(t.len())
+	b.sets = slices.Grow(b.sets, t.len())
+	type known struct {
+		id     uint32 // 0: no target (unresolvable, or no slot left)
+		taken  bool   // the first reference was taken by refTarget
+		extra  int    // references to add for the routes after the first
+		isSlot bool
+	}
+	targets := map[uint64]*known{}
+	var last *known
+	var lastKey uint64 = 1 << 63 // no row has this key
+	for _, r := range t.rows.all() {
+		if fp.shadowed(r.prefix) {
+			continue
+		}
+		key := uint64(r.nexthop)
+		if r.ecmp {
+			key |= 1 << 32
+		}
+		k := last
+		if key != lastKey {
+			if k = targets[key]; k == nil {
+				k = &known{}
+				if w := t.targetOf(r); w.ok {
+					k.id, k.taken = a.refTarget(w)
+					k.isSlot = w.group == nil
+				}
+				targets[key] = k
+			} else if k.id != 0 {
+				k.extra++
+			}
+			last, lastKey = k, key
+		} else if k.id != 0 {
+			k.extra++
+		}
+		if k.id == 0 {
+			continue
+		}
+		b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(r.prefix), Nexthop: k.id})
+		fp.routes[r.prefix] = k.id
+	}
+	for _, k := range targets {
+		switch {
+		case !k.taken || k.extra == 0:
+		case k.isSlot:
+			a.prog.slotByID[k.id].refs += k.extra
+		default:
+			a.prog.groupByID[k.id].refs += k.extra
 		}
 	}
 }
