@@ -59,6 +59,35 @@ type Config struct {
 	ForCESPcap string `yaml:"forces_pcap"`
 	// StatusSocket, if set, is a unix socket serving the CE's status as JSON.
 	StatusSocket string `yaml:"status_socket"`
+
+	// ControlCores are the CPUs the CE runs on (every thread, GOMAXPROCS set
+	// to match); empty leaves it unpinned.
+	ControlCores []int `yaml:"control_cores"`
+	// StaticRoutes are routes from the configuration, beside BGP's.
+	StaticRoutes []StaticRoute `yaml:"static_routes"`
+	// Distances override the administrative distances of route sources.
+	Distances Distances `yaml:"distances"`
+}
+
+// StaticRoute is a configured route: a prefix and one or more next hops
+// (two or more make an ECMP route). Next hops are resolved like BGP's,
+// through connected and other static routes.
+type StaticRoute struct {
+	Prefix   string   `yaml:"prefix"`
+	NextHops []string `yaml:"next_hops"`
+	// Distance overrides the static distance for this route (0: default).
+	Distance uint8 `yaml:"distance"`
+}
+
+// Distances are administrative distances: for a prefix known from several
+// sources, the lowest distance wins. Zero values take the defaults
+// (connected 0, static 1, api 5, ebgp 20, ibgp 200), as common routers
+// number them.
+type Distances struct {
+	Static uint8 `yaml:"static"`
+	API    uint8 `yaml:"api"`
+	EBGP   uint8 `yaml:"ebgp"`
+	IBGP   uint8 `yaml:"ibgp"`
 }
 
 // NeighborConfig is one BGP neighbour.
