@@ -95,7 +95,8 @@ func (m *multipaths) update(pfx netip.Prefix) Update {
 	if len(set) == 0 {
 		return Update{Prefix: pfx, Withdraw: true}
 	}
-	u := Update{Prefix: pfx, NextHop: slices.MinFunc(set, rank).nextHop}
+	best := slices.MinFunc(set, rank)
+	u := Update{Prefix: pfx, NextHop: best.nextHop, IBGP: best.ibgp}
 	hops := make([]netip.Addr, len(set))
 	for i, p := range set {
 		hops[i] = p.nextHop

@@ -59,6 +59,9 @@ type Update struct {
 	// netip.Addr.Compare, when there are two or more; NextHop is then the
 	// best path's. Otherwise NextHops is nil.
 	NextHops []netip.Addr
+	// IBGP says the (best) path was learned from an iBGP neighbour, so the
+	// CE gives it iBGP's administrative distance.
+	IBGP     bool
 	Withdraw bool
 }
 
@@ -146,7 +149,7 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 		return fail(fmt.Errorf("start bgp (asn %d, listen port %d): %w", cfg.ASN, port, err))
 	}
 
-	onBest := func(paths []*apiutil.Path, _ time.Time) { onUpdate(toUpdates(paths)) }
+	onBest := func(paths []*apiutil.Path, _ time.Time) { onUpdate(toUpdates(paths, cfg.ASN)) }
 	if cfg.Multipath {
 		mp := newMultipaths(cfg.ASN) // owned by the goroutine calling onBest
 		onBest = func(paths []*apiutil.Path, _ time.Time) {
@@ -201,15 +204,16 @@ func peerRequest(n Neighbor) *api.AddPeerRequest {
 }
 
 // toUpdates turns GoBGP best paths into updates; paths of other families and
-// paths without a usable next hop are skipped.
-func toUpdates(paths []*apiutil.Path) []Update {
+// paths without a usable next hop are skipped. A path from a neighbour in
+// asn, the speaker's own, is iBGP.
+func toUpdates(paths []*apiutil.Path, asn uint32) []Update {
 	out := make([]Update, 0, len(paths))
 	for _, p := range paths {
 		pfx, ok := unicastPrefix(p)
 		if !ok {
 			continue
 		}
-		u := Update{Prefix: pfx, Withdraw: p.Withdrawal}
+		u := Update{Prefix: pfx, Withdraw: p.Withdrawal, IBGP: p.PeerASN != 0 && p.PeerASN == asn}
 		if !u.Withdraw {
 			if u.NextHop = nextHop(p); !u.NextHop.IsValid() {
 				continue
