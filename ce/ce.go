@@ -37,8 +37,9 @@ type CE struct {
 	leaves  chan *session
 	queries chan chan Status
 
-	lookups chan lookup
-	syncs   chan *session // sessions ready for their full sync
+	lookups   chan lookup
+	syncs     chan *session // sessions ready for their full sync
+	connected chan feConnected
 
 	// converged is closed once the FIB is worth syncing to FEs after a CE
 	// start: every neighbour established and the routes quiet (or SyncHold
@@ -94,6 +95,7 @@ type Status struct {
 	ID             string               `json:"id"`
 	ProtocolErrors uint64               `json:"protocol_errors"`
 	Routes         int                  `json:"routes"`
+	Connected      []netip.Prefix       `json:"connected"` // the FEs' port prefixes next hops resolve through
 	Neighbors      []bgp.NeighborStatus `json:"neighbors"`
 	FEs            []FEStatus           `json:"fes"`
 }
@@ -142,6 +144,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		queries:   make(chan chan Status),
 		lookups:   make(chan lookup),
 		syncs:     make(chan *session),
+		connected: make(chan feConnected),
 		converged: make(chan struct{}),
 		ready:     make(chan struct{}),
 	}, nil
@@ -152,6 +155,13 @@ func (c *CE) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	if len(c.cfg.ControlCores) > 0 {
+		rep, err := Pin(c.cfg.ControlCores)
+		if err != nil {
+			return fmt.Errorf("control_cores %v: %w", c.cfg.ControlCores, err)
+		}
+		c.log.Info("ce: "+rep.String(), "control_cores", rep.Cores)
+	}
 	if c.cfg.ForCESPcap != "" {
 		stop, err := c.openPcap()
 		if err != nil {
@@ -316,32 +326,65 @@ func (c *CE) accept(ctx context.Context, l net.Listener, wg *sync.WaitGroup, ser
 	}
 }
 
-// loop owns the FIB and the set of associated FEs.
+// feConnected is what an FE's ports say of its connected prefixes (ports
+// that are up), for the RIB to resolve next hops through; nil prefixes
+// forget the FE.
+type feConnected struct {
+	fe       forces.ID
+	prefixes []netip.Prefix
+}
+
+// setConnected tells the loop an FE's connected prefixes.
+func (c *CE) setConnected(ctx context.Context, fe forces.ID, ports []forces.PortInfo) {
+	var prefixes []netip.Prefix
+	for _, p := range ports {
+		if p.Up {
+			prefixes = append(prefixes, p.Addrs...)
+		}
+	}
+	select {
+	case c.connected <- feConnected{fe: fe, prefixes: prefixes}:
+	case <-ctx.Done():
+	}
+}
+
+// loop owns the RIB, the FIB and the set of associated FEs.
 func (c *CE) loop(ctx context.Context) error {
 	fib := fibs{v4: NewFIB(), v6: NewFIB()}
+	rib := NewRIB(fib, c.cfg.Distances)
 	fes := map[forces.ID]*session{}
 	var changes []Change
+	send := func() {
+		c.lastUpdate.Store(time.Now().UnixNano())
+		if len(changes) > 0 {
+			for _, s := range fes {
+				s.enqueue(changes)
+			}
+		}
+	}
+	changes = c.setStatics(rib, c.cfg.StaticRoutes, changes[:0])
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case u := <-c.updates:
-			changes = c.apply(fib, u, changes[:0])
+			changes = c.apply(rib, u, changes[:0])
 			// Coalesce a burst: take whatever else is already queued.
 			for more := true; more; {
 				select {
 				case u := <-c.updates:
-					changes = c.apply(fib, u, changes)
+					changes = c.apply(rib, u, changes)
 				default:
 					more = false
 				}
 			}
-			c.lastUpdate.Store(time.Now().UnixNano())
+			send()
+		case m := <-c.connected:
+			changes = rib.SetConnected(m.fe, m.prefixes, changes[:0])
 			if len(changes) > 0 {
-				for _, s := range fes {
-					s.enqueue(changes)
-				}
+				c.log.Info("rib: connected prefixes changed", "fe", m.fe, "prefixes", m.prefixes, "fib_changes", len(changes))
 			}
+			send()
 		case s := <-c.joins:
 			if old, dup := fes[s.fe]; dup {
 				s.reject(fmt.Errorf("FE %s is already associated from %s", s.fe, old.remote))
@@ -356,11 +399,13 @@ func (c *CE) loop(ctx context.Context) error {
 			if fes[s.fe] == s {
 				delete(fes, s.fe)
 				c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", s.reason())
+				changes = rib.SetConnected(s.fe, nil, changes[:0])
+				send()
 			}
 		case l := <-c.lookups:
 			l.reply <- fes[l.fe]
 		case q := <-c.queries:
-			st := Status{ID: c.id.String(), Routes: fib.Len(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
+			st := Status{ID: c.id.String(), Routes: fib.Len(), Connected: rib.Connected(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
 			for _, s := range fes {
 				st.FEs = append(st.FEs, s.status())
 			}
@@ -375,28 +420,68 @@ func sameFamily(p netip.Prefix, nh netip.Addr) bool {
 	return nh.Is4() == p.Addr().Is4() && !nh.Is4In6()
 }
 
-func (c *CE) apply(fib fibs, us []bgp.Update, out []Change) []Change {
+// apply feeds BGP's updates to the RIB.
+func (c *CE) apply(rib *RIB, us []bgp.Update, out []Change) []Change {
+	var one [1]netip.Addr
 	for _, u := range us {
-		f := fib.of(u.Prefix)
 		if u.Withdraw {
-			out = f.Delete(u.Prefix, out)
+			out = rib.DeleteBGP(u.Prefix, out)
 			continue
 		}
 		if !sameFamily(u.Prefix, u.NextHop) {
 			// IPv4 over an IPv6 next hop (RFC 8950) is not supported yet.
-			c.log.Warn("fib: next hop of another address family, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
-			out = f.Delete(u.Prefix, out)
+			c.log.Warn("rib: next hop of another address family, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
+			out = rib.DeleteBGP(u.Prefix, out)
 			continue
 		}
-		var ok bool
+		one[0] = u.NextHop
+		hops := one[:]
 		if len(u.NextHops) > 1 {
-			nhs := slices.DeleteFunc(slices.Clone(u.NextHops), func(a netip.Addr) bool { return !sameFamily(u.Prefix, a) })
-			out, ok = f.SetECMP(u.Prefix, nhs, out)
-		} else {
-			out, ok = f.Set(u.Prefix, u.NextHop, out)
+			hops = slices.DeleteFunc(slices.Clone(u.NextHops), func(a netip.Addr) bool { return !sameFamily(u.Prefix, a) })
 		}
-		if !ok {
-			c.log.Error("fib: nexthop or ECMP group table full, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
+		var ok bool
+		if out, ok = rib.SetBGP(u.Prefix, hops, u.IBGP, out); !ok {
+			c.log.Error("rib: nexthop, ECMP group or next-hop set table full, route not installed", "prefix", u.Prefix, "nexthop", u.NextHop)
+		}
+	}
+	return out
+}
+
+// configuredConnected is the RIB's name for the connected prefixes of the
+// configuration (FE IDs start at 1).
+const configuredConnected = forces.ID(0)
+
+// setStatics makes the RIB's static routes those of the configuration,
+// changing only the ones that differ.
+func (c *CE) setStatics(rib *RIB, routes []StaticRoute, out []Change) []Change {
+	want := map[netip.Prefix]StaticRoute{}
+	var connected []netip.Prefix
+	for _, r := range routes {
+		p, _ := netip.ParsePrefix(r.Prefix) // validated with the configuration
+		if r.Connected {
+			connected = append(connected, p.Masked())
+			continue
+		}
+		want[p.Masked()] = r
+	}
+	out = rib.SetConnected(configuredConnected, connected, out)
+	have := rib.Statics()
+	for p := range have {
+		if _, ok := want[p]; !ok {
+			out = rib.DeleteStatic(p, out)
+		}
+	}
+	for p, r := range want {
+		if old, ok := have[p]; ok && slices.Equal(old.NextHops, r.NextHops) && old.Distance == r.Distance {
+			continue
+		}
+		hops := make([]netip.Addr, len(r.NextHops))
+		for i, h := range r.NextHops {
+			hops[i], _ = netip.ParseAddr(h)
+		}
+		var ok bool
+		if out, ok = rib.SetStatic(p, hops, r.Distance, out); !ok {
+			c.log.Error("rib: table full, static route not installed", "prefix", p)
 		}
 	}
 	return out

@@ -20,7 +20,8 @@ import (
 // only from the test through the same channel GoBGP's watcher uses.
 func startCE(t *testing.T, hb time.Duration) *CE {
 	t.Helper()
-	c, err := New(Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb},
+	c, err := New(Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb,
+		StaticRoutes: testConnected},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,12 @@ func startCE(t *testing.T, hb time.Duration) *CE {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return c
+}
+
+// testConnected makes the tests' next hops directly connected (the fake
+// FEs report no ports).
+var testConnected = []StaticRoute{
+	{Prefix: "10.0.0.0/8", Connected: true}, {Prefix: "192.0.2.0/24", Connected: true}, {Prefix: "2001:db8::/64", Connected: true},
 }
 
 // fakeFE associates with the CE over a real TCP connection.

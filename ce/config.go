@@ -71,10 +71,14 @@ type Config struct {
 
 // StaticRoute is a configured route: a prefix and one or more next hops
 // (two or more make an ECMP route). Next hops are resolved like BGP's,
-// through connected and other static routes.
+// through connected and other static routes. With Connected instead of next
+// hops, the prefix is a subnet the FEs reach directly (as their ports'
+// subnets, which they report themselves): next hops in it resolve to
+// themselves; it is not installed as a route.
 type StaticRoute struct {
-	Prefix   string   `yaml:"prefix"`
-	NextHops []string `yaml:"next_hops"`
+	Prefix    string   `yaml:"prefix"`
+	NextHops  []string `yaml:"next_hops"`
+	Connected bool     `yaml:"connected"`
 	// Distance overrides the static distance for this route (0: default).
 	Distance uint8 `yaml:"distance"`
 }
@@ -99,6 +103,93 @@ type NeighborConfig struct {
 	HoldTime     time.Duration `yaml:"hold_time"`
 	Keepalive    time.Duration `yaml:"keepalive"`
 	ConnectRetry time.Duration `yaml:"connect_retry"`
+	// Families restricts the address families of the session: ipv4, ipv6
+	// (both by default). The session is iBGP when asn is the CE's own.
+	Families []string `yaml:"families"`
+	// LocalAddress is the session's source address (the kernel's choice by
+	// default); the neighbour must expect that address.
+	LocalAddress string `yaml:"local_address"`
+	// EBGPMultihopTTL lets an eBGP neighbour be this many hops away (1 to
+	// 255; 0, the default, sends with TTL 1, for an adjacent neighbour).
+	EBGPMultihopTTL int `yaml:"ebgp_multihop_ttl"`
+	// Password signs every TCP segment of the session with this key (TCP
+	// MD5, RFC 2385; at most 80 bytes); the neighbour needs the same.
+	Password string `yaml:"password"`
+	// TTLSecurity turns on GTSM (RFC 5082) for an adjacent neighbour: the
+	// CE sends with TTL 255 and drops segments arriving with less, so
+	// nothing farther than one hop can reach the session. Not with
+	// ebgp_multihop_ttl.
+	TTLSecurity bool `yaml:"ttl_security"`
+	// Import filters the routes learned from the neighbour; none accepts
+	// all.
+	Import *BGPPolicyConfig `yaml:"import"`
+	// Export filters the routes the CE advertises to the neighbour; none
+	// advertises all.
+	Export *BGPPolicyConfig `yaml:"export"`
+	// MaxPrefixes bounds the prefixes the neighbour may announce, in each
+	// address family, counted before import filtering.
+	MaxPrefixes *MaxPrefixesConfig `yaml:"max_prefixes"`
+	// GracefulRestart turns on graceful restart (RFC 4724) with the
+	// neighbour, both ways: the CE keeps the neighbour's routes while it
+	// restarts, and when the CE restarts (it stops without a NOTIFICATION
+	// and comes back with the Restart State bit) the neighbour keeps the
+	// CE's, while the FEs keep forwarding.
+	GracefulRestart *GracefulRestartConfig `yaml:"graceful_restart"`
+	// BFD runs a single-hop BFD session (RFC 5880/5881, UDP port 3784)
+	// beside the BGP session; when BFD goes down, the BGP session is reset
+	// at once instead of after the hold time. A neighbour without BFD
+	// simply never brings the BFD session up, which changes nothing.
+	BFD *BFDConfig `yaml:"bfd"`
+}
+
+// BGPPolicyConfig is an import or export policy: an ordered prefix list,
+// whose first matching entry decides, and the action for a route no entry
+// matches.
+type BGPPolicyConfig struct {
+	PrefixList []PrefixListEntry `yaml:"prefix_list"`
+	// Default is accept or reject (the default, as the implicit last entry
+	// of a router's prefix list).
+	Default string `yaml:"default"`
+}
+
+// PrefixListEntry matches the routes inside Prefix whose length is between
+// GE and LE: {prefix: 10.0.0.0/8, le: 24} matches 10.0.0.0/8 and every
+// more specific route in it up to /24. Without ge and le it matches the
+// prefix only; ge defaults to the prefix's length, le to ge, or to 32 (IPv6:
+// 128) when only ge is given.
+type PrefixListEntry struct {
+	Prefix string `yaml:"prefix"`
+	GE     int    `yaml:"ge"`
+	LE     int    `yaml:"le"`
+	// Action is accept (the default) or reject.
+	Action string `yaml:"action"`
+}
+
+// MaxPrefixesConfig is a neighbour's prefix limit.
+type MaxPrefixesConfig struct {
+	// Limit is the largest number of prefixes allowed per address family.
+	Limit uint32 `yaml:"limit"`
+	// Action is stop (the default: the session is closed with a Cease
+	// NOTIFICATION and stays down until the CE restarts) or warn (a warning
+	// is logged each time the count goes above the limit).
+	Action string `yaml:"action"`
+}
+
+// GracefulRestartConfig configures graceful restart with a neighbour.
+type GracefulRestartConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// RestartTime is how long the neighbour keeps the CE's routes while
+	// the CE restarts (the hold time by default; at most 4095s).
+	RestartTime time.Duration `yaml:"restart_time"`
+}
+
+// BFDConfig configures BFD with a neighbour.
+type BFDConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// Interval is the transmit and receive interval (1s by default).
+	Interval time.Duration `yaml:"interval"`
+	// Multiplier is how many missed intervals bring BFD down (3 by default).
+	Multiplier int `yaml:"multiplier"`
 }
 
 // DefaultForCESListen is where the CE accepts FEs unless configured otherwise
@@ -146,8 +237,51 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: tls: %w", ErrConfig, err)
 		}
 	}
+	if err := c.validateStatics(); err != nil {
+		return err
+	}
+	if len(c.ControlCores) > 0 {
+		if _, err := checkCores(c.ControlCores); err != nil {
+			return fmt.Errorf("%w: control_cores %v: %w", ErrConfig, c.ControlCores, err)
+		}
+	}
 	_, err := c.bgpConfig()
 	return err
+}
+
+// validateStatics checks the static routes: a prefix, 1 to 16 next hops of
+// its family, each prefix once.
+func (c *Config) validateStatics() error {
+	seen := map[netip.Prefix]int{}
+	for i, r := range c.StaticRoutes {
+		p, err := netip.ParsePrefix(r.Prefix)
+		if err != nil {
+			return fmt.Errorf("%w: static_routes[%d].prefix %q: %v", ErrConfig, i, r.Prefix, err)
+		}
+		if j, dup := seen[p.Masked()]; dup {
+			return fmt.Errorf("%w: static_routes[%d].prefix %q: the same prefix as static_routes[%d]", ErrConfig, i, r.Prefix, j)
+		}
+		seen[p.Masked()] = i
+		if r.Connected {
+			if len(r.NextHops) > 0 || r.Distance != 0 {
+				return fmt.Errorf("%w: static_routes[%d]: a connected prefix has no next_hops or distance", ErrConfig, i)
+			}
+			continue
+		}
+		if len(r.NextHops) == 0 || len(r.NextHops) > forces.MaxECMPMembers {
+			return fmt.Errorf("%w: static_routes[%d].next_hops: %d next hops, want 1 to %d", ErrConfig, i, len(r.NextHops), forces.MaxECMPMembers)
+		}
+		for j, h := range r.NextHops {
+			a, err := netip.ParseAddr(h)
+			if err != nil {
+				return fmt.Errorf("%w: static_routes[%d].next_hops[%d] %q: not an IP address", ErrConfig, i, j, h)
+			}
+			if !sameFamily(p, a) || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
+				return fmt.Errorf("%w: static_routes[%d].next_hops[%d] %q: not a usable next hop for %s", ErrConfig, i, j, h, p)
+			}
+		}
+	}
+	return nil
 }
 
 // LowPriorityAddress derives the low-priority channel's address from the
@@ -175,17 +309,127 @@ func (c *Config) bgpConfig() (bgp.Config, error) {
 	}
 	bc := bgp.Config{ASN: c.ASN, RouterID: rid, ListenPort: c.BGPListenPort, ListenAddrs: c.BGPListenAddrs, Multipath: c.BGPMultipath}
 	for i, n := range c.Neighbors {
-		a, err := netip.ParseAddr(n.Address)
+		bn, err := n.bgpNeighbor(i)
 		if err != nil {
-			return bgp.Config{}, fmt.Errorf("%w: neighbors[%d].address %q: not an IP address", ErrConfig, i, n.Address)
+			return bgp.Config{}, err
 		}
-		bc.Neighbors = append(bc.Neighbors, bgp.Neighbor{
-			Address: a, ASN: n.ASN, Port: n.Port, Passive: n.Passive,
-			HoldTime: n.HoldTime, Keepalive: n.Keepalive, ConnectRetry: n.ConnectRetry,
-		})
+		bc.Neighbors = append(bc.Neighbors, bn)
 	}
 	if err := bc.Validate(); err != nil {
 		return bgp.Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return bc, nil
+}
+
+// bgpNeighbor converts neighbors[i], checking what the YAML types cannot
+// (bgp.Config.Validate checks the rest); errors name the field and value.
+func (n *NeighborConfig) bgpNeighbor(i int) (bgp.Neighbor, error) {
+	bad := func(field string, value any, why string) error {
+		return fmt.Errorf("%w: neighbors[%d].%s %v: %s", ErrConfig, i, field, value, why)
+	}
+	a, err := netip.ParseAddr(n.Address)
+	if err != nil {
+		return bgp.Neighbor{}, bad("address", fmt.Sprintf("%q", n.Address), "not an IP address")
+	}
+	bn := bgp.Neighbor{
+		Address: a, ASN: n.ASN, Port: n.Port, Passive: n.Passive,
+		HoldTime: n.HoldTime, Keepalive: n.Keepalive, ConnectRetry: n.ConnectRetry,
+		Password: n.Password, TTLSecurity: n.TTLSecurity,
+	}
+	seen := map[bgp.Family]bool{}
+	for j, f := range n.Families {
+		fam := map[string]bgp.Family{"ipv4": bgp.IPv4, "ipv6": bgp.IPv6}[f]
+		if fam == 0 || seen[fam] {
+			return bgp.Neighbor{}, bad(fmt.Sprintf("families[%d]", j), fmt.Sprintf("%q", f), "want ipv4 or ipv6, each once")
+		}
+		seen[fam] = true
+		bn.Families = append(bn.Families, fam)
+	}
+	if n.LocalAddress != "" {
+		if bn.LocalAddress, err = netip.ParseAddr(n.LocalAddress); err != nil {
+			return bgp.Neighbor{}, bad("local_address", fmt.Sprintf("%q", n.LocalAddress), "not an IP address")
+		}
+	}
+	if n.EBGPMultihopTTL < 0 || n.EBGPMultihopTTL > 255 {
+		return bgp.Neighbor{}, bad("ebgp_multihop_ttl", n.EBGPMultihopTTL, "want 1 to 255 (0: adjacent neighbour)")
+	}
+	bn.EBGPMultihopTTL = uint8(n.EBGPMultihopTTL)
+	for _, d := range []struct {
+		name string
+		in   *BGPPolicyConfig
+		out  **bgp.Policy
+	}{{"import", n.Import, &bn.Import}, {"export", n.Export, &bn.Export}} {
+		if d.in == nil {
+			continue
+		}
+		p := &bgp.Policy{}
+		var ok bool
+		if p.Default, ok = policyAction(d.in.Default, bgp.Reject); !ok {
+			return bgp.Neighbor{}, bad(d.name+".default", fmt.Sprintf("%q", d.in.Default), "want accept or reject")
+		}
+		for j, e := range d.in.PrefixList {
+			field := fmt.Sprintf("%s.prefix_list[%d]", d.name, j)
+			pfx, err := netip.ParsePrefix(e.Prefix)
+			if err != nil || pfx.Masked() != pfx {
+				return bgp.Neighbor{}, bad(field+".prefix", fmt.Sprintf("%q", e.Prefix), "want a prefix without host bits, such as 10.0.0.0/8")
+			}
+			act, ok := policyAction(e.Action, bgp.Accept)
+			if !ok {
+				return bgp.Neighbor{}, bad(field+".action", fmt.Sprintf("%q", e.Action), "want accept or reject")
+			}
+			bits := pfx.Addr().BitLen()
+			ge, le := e.GE, e.LE
+			if ge != 0 && le == 0 {
+				le = bits
+			}
+			if ge != 0 && (ge < pfx.Bits() || ge > bits) {
+				return bgp.Neighbor{}, bad(field+".ge", ge, fmt.Sprintf("want %d to %d for %s", pfx.Bits(), bits, pfx))
+			}
+			if le != 0 && (le < max(ge, pfx.Bits()) || le > bits) {
+				return bgp.Neighbor{}, bad(field+".le", le, fmt.Sprintf("want %d to %d for %s", max(ge, pfx.Bits()), bits, pfx))
+			}
+			p.Rules = append(p.Rules, bgp.PrefixRule{Prefix: pfx, GE: uint8(ge), LE: uint8(le), Action: act})
+		}
+		*d.out = p
+	}
+	if m := n.MaxPrefixes; m != nil {
+		act := map[string]bgp.MaxPrefixAction{"": bgp.Stop, "stop": bgp.Stop, "warn": bgp.Warn}
+		a, ok := act[m.Action]
+		if !ok {
+			return bgp.Neighbor{}, bad("max_prefixes.action", fmt.Sprintf("%q", m.Action), "want stop or warn")
+		}
+		if m.Limit == 0 {
+			return bgp.Neighbor{}, bad("max_prefixes.limit", m.Limit, "must be at least 1")
+		}
+		bn.MaxPrefixes = &bgp.MaxPrefixes{Limit: m.Limit, Action: a}
+	}
+	if g := n.GracefulRestart; g != nil && g.Enabled {
+		if g.RestartTime < 0 || g.RestartTime > 4095*time.Second || g.RestartTime%time.Second != 0 {
+			return bgp.Neighbor{}, bad("graceful_restart.restart_time", g.RestartTime, "want whole seconds, 0s (the hold time) to 4095s")
+		}
+		bn.GracefulRestart = &bgp.GracefulRestart{RestartTime: g.RestartTime}
+	}
+	if b := n.BFD; b != nil && b.Enabled {
+		if b.Interval != 0 && (b.Interval < 10*time.Millisecond || b.Interval > time.Minute) {
+			return bgp.Neighbor{}, bad("bfd.interval", b.Interval, "want 10ms to 1m")
+		}
+		if b.Multiplier < 0 || b.Multiplier > 255 {
+			return bgp.Neighbor{}, bad("bfd.multiplier", b.Multiplier, "want 1 to 255 (0: 3)")
+		}
+		bn.BFD = &bgp.BFD{Interval: b.Interval, Multiplier: uint8(b.Multiplier)}
+	}
+	return bn, nil
+}
+
+// policyAction parses accept or reject, "" as def.
+func policyAction(s string, def bgp.Action) (bgp.Action, bool) {
+	switch s {
+	case "":
+		return def, true
+	case "accept":
+		return bgp.Accept, true
+	case "reject":
+		return bgp.Reject, true
+	}
+	return 0, false
 }

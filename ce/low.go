@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -89,7 +90,7 @@ func (c *CE) serveLow(ctx context.Context, nc net.Conn) {
 			}
 		case forces.MsgEventNotification:
 			s.low.Load().events.Add(1)
-			s.event(m)
+			s.event(ctx, m)
 		default:
 			log.Warn("forces: unexpected message on the low-priority channel", "fe", s.fe, "type", m.Header.Type)
 		}
@@ -101,8 +102,9 @@ func (s *session) attachLow(conn *forces.Conn) bool {
 	return s.low.CompareAndSwap(nil, &lowChannel{conn: conn})
 }
 
-// event applies an Event Notification: a port that changed state.
-func (s *session) event(m *forces.Message) {
+// event applies an Event Notification: a port that changed state. The RIB
+// learns the FE's connected prefixes again.
+func (s *session) event(ctx context.Context, m *forces.Message) {
 	for _, it := range forces.Items(m) {
 		if it.ClassID != forces.PortTableClass || len(it.Path) != 2 || it.Path[0] != forces.PortTableComponent || !it.HasFullData {
 			continue
@@ -122,8 +124,10 @@ func (s *session) event(m *forces.Message) {
 		if !found {
 			s.info.ports = append(s.info.ports, p)
 		}
+		ports := slices.Clone(s.info.ports)
 		s.mu.Unlock()
 		s.ce.log.Info("forces: FE port changed", "fe", s.fe, "port", p.Name, "up", p.Up)
+		s.ce.setConnected(ctx, s.fe, ports)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,6 +214,12 @@ func (s *session) run(ctx context.Context) {
 		s.end(err)
 		return
 	}
+	// Next hops resolve through the FE's ports before its full sync is
+	// taken (the loop handles the two in this order).
+	s.mu.Lock()
+	ports := slices.Clone(s.info.ports)
+	s.mu.Unlock()
+	s.ce.setConnected(ctx, s.fe, ports)
 	// After a CE restart the FE keeps forwarding with the FIB it has until
 	// this CE's FIB has converged: syncing a half-learned table would
 	// withdraw routes the FE still forwards on.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +152,15 @@ func WithDatapath(dp Datapath, egress func(gw netip.Addr) int) Option {
 		a.load = func() (Datapath, error) { return dp, nil }
 		a.egressPort = egress
 		a.noPorts = true
+	}
+}
+
+// WithPort adds a port that exists only in the agent's view, for use with
+// WithDatapath: the FE reports it to the CE (its addresses are how the CE
+// resolves next hops) and routes resolve to it, but nothing is attached.
+func WithPort(name string, ifindex int, addrs ...netip.Prefix) Option {
+	return func(a *Agent) {
+		a.ports[ifindex] = &port{Name: name, Ifindex: ifindex, Up: true, Addrs: slices.Clone(addrs)}
 	}
 }
 

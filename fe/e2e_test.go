@@ -19,6 +19,10 @@ import (
 func runCE(t *testing.T, cfg ce.Config) *ce.CE {
 	t.Helper()
 	cfg.ID, cfg.ASN, cfg.RouterID, cfg.BGPListenPort = 3, 65001, "192.0.2.1", -1
+	if cfg.StaticRoutes == nil {
+		// The fake FE's port has no addresses: say where next hops are.
+		cfg.StaticRoutes = []ce.StaticRoute{{Prefix: "192.0.2.0/24", Connected: true}, {Prefix: "2001:db8::/64", Connected: true}}
+	}
 	cfg.ForCESListen, cfg.ForCESListenLow = "127.0.0.1:0", "127.0.0.1:0"
 	c, err := ce.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

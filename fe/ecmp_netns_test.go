@@ -72,7 +72,7 @@ type ecmpLab struct {
 func ecmpSpread(t *testing.T) {
 	lab := newECMPLab(t)
 	ctx := context.Background()
-	c := runCE(t, ce.Config{HeartbeatInterval: 50 * time.Millisecond})
+	c := runCE(t, ce.Config{HeartbeatInterval: 50 * time.Millisecond, StaticRoutes: []ce.StaticRoute{}}) // next hops resolve through the real ports
 	a, err := New(Config{
 		Ports:     []string{lab.r0.Name, lab.r1.Name, lab.r2.Name},
 		CEAddress: c.Addr().String(), CEAddressLow: c.LowAddr().String(),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -174,7 +175,7 @@ func (a *Agent) linkUpdate(u netlink.LinkUpdate) {
 	}
 	var pi forces.PortInfo
 	if changed {
-		pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up}
+		pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up, Addrs: slices.Clone(p.Addrs)}
 		copy(pi.MAC[:], p.mac)
 	}
 	a.mu.Unlock()

@@ -1,6 +1,7 @@
 package fe
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -96,7 +97,7 @@ func (a *Agent) portInfos() []forces.PortInfo {
 	defer a.mu.Unlock()
 	out := make([]forces.PortInfo, 0, len(a.ports))
 	for _, p := range a.ports {
-		pi := forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: p.Up}
+		pi := forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: p.Up, Addrs: slices.Clone(p.Addrs)}
 		copy(pi.MAC[:], p.mac)
 		out = append(out, pi)
 	}

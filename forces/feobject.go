@@ -3,6 +3,7 @@ package forces
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"unicode/utf8"
 )
 
@@ -253,12 +254,16 @@ func ParseSupportedLFBs(b []byte) ([]SupportedLFB, error) {
 // and its component IDs (FieldPort*) are splitplane's own: RFC 6956 spreads
 // these over EtherPHYCop and EtherMACIn instances and has no name field.
 //
-// FULLDATA layout: ID(32) FULLDATA{Name} MAC(6 bytes + 2 zero) Up(1 byte + 3 zero).
+// FULLDATA layout: ID(32) FULLDATA{Name} MAC(6 bytes + 2 zero) Up(1 byte + 3
+// zero), then, if the port has addresses, Addrs: a count(32) and per prefix
+// family(8: 4 or 6) length(8) 2 zero bytes and the address in 16 bytes (IPv4
+// in the first 4, the rest zero). The CE resolves next hops through them.
 type PortInfo struct {
-	ID   uint32
-	Name string
-	MAC  [6]byte
-	Up   bool
+	ID    uint32
+	Name  string
+	MAC   [6]byte
+	Up    bool
+	Addrs []netip.Prefix // the port's addresses, with their prefix lengths
 }
 
 // splitplane-specific component IDs of PortInfo's fields.
@@ -267,6 +272,10 @@ const (
 	FieldPortName uint32 = 2
 	FieldPortMAC  uint32 = 3
 	FieldPortUp   uint32 = 4
+	FieldPortAddr uint32 = 5
+
+	// maxPortAddrs bounds the addresses of one port on the wire.
+	maxPortAddrs = 256
 )
 
 // AppendFullData appends the FULLDATA encoding of p to b.
@@ -277,7 +286,28 @@ func (p PortInfo) AppendFullData(b []byte) ([]byte, error) {
 		return b, err
 	}
 	b = append(b, p.MAC[:]...)
-	return append(b, 0, 0, boolByte(p.Up), 0, 0, 0), nil
+	b = append(b, 0, 0, boolByte(p.Up), 0, 0, 0)
+	if len(p.Addrs) == 0 {
+		return b, nil
+	}
+	if len(p.Addrs) > maxPortAddrs {
+		return b, fmt.Errorf("%w: port %d has %d addresses, limit %d", ErrTooLarge, p.ID, len(p.Addrs), maxPortAddrs)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(p.Addrs)))
+	for _, a := range p.Addrs {
+		if !a.IsValid() || a.Addr().Zone() != "" {
+			return b, fmt.Errorf("%w: port %d address %v", ErrInvalid, p.ID, a)
+		}
+		fam, raw := byte(6), a.Addr().As16()
+		if a.Addr().Is4() {
+			fam, raw = 4, [16]byte{}
+			v4 := a.Addr().As4()
+			copy(raw[:], v4[:])
+		}
+		b = append(b, fam, byte(a.Bits()), 0, 0)
+		b = append(b, raw[:]...)
+	}
+	return b, nil
 }
 
 // ParsePortInfo decodes one PortInfo row.
@@ -291,8 +321,8 @@ func ParsePortInfo(b []byte) (PortInfo, error) {
 		return PortInfo{}, err
 	}
 	p.Name = name
-	if len(rest) != 12 {
-		return PortInfo{}, fmt.Errorf("%w: PortInfo has %d bytes after its name, want 12", ErrMalformed, len(rest))
+	if len(rest) < 12 {
+		return PortInfo{}, fmt.Errorf("%w: PortInfo has %d bytes after its name, want at least 12", ErrMalformed, len(rest))
 	}
 	copy(p.MAC[:], rest)
 	up, err := padded(rest[8:12])
@@ -300,6 +330,33 @@ func ParsePortInfo(b []byte) (PortInfo, error) {
 		return PortInfo{}, fmt.Errorf("%w: PortInfo MAC padding or Up flag", ErrMalformed)
 	}
 	p.Up = up == 1
+	if rest = rest[12:]; len(rest) == 0 {
+		return p, nil
+	}
+	if len(rest) < 4 {
+		return PortInfo{}, fmt.Errorf("%w: PortInfo address count cut short", ErrMalformed)
+	}
+	n := int(binary.BigEndian.Uint32(rest))
+	if rest = rest[4:]; n == 0 || n > maxPortAddrs || len(rest) != 20*n {
+		return PortInfo{}, fmt.Errorf("%w: PortInfo: %d addresses in %d bytes", ErrMalformed, n, len(rest))
+	}
+	p.Addrs = make([]netip.Prefix, n)
+	for i := range p.Addrs {
+		e := rest[20*i : 20*i+20]
+		var a netip.Addr
+		switch {
+		case e[0] == 4 && e[1] <= 32 && [12]byte(e[8:20]) == [12]byte{}:
+			a = netip.AddrFrom4([4]byte(e[4:8]))
+		case e[0] == 6 && e[1] <= 128:
+			a = netip.AddrFrom16([16]byte(e[4:20]))
+		default:
+			return PortInfo{}, fmt.Errorf("%w: PortInfo address %d: family %d length %d", ErrMalformed, i, e[0], e[1])
+		}
+		if e[2] != 0 || e[3] != 0 {
+			return PortInfo{}, fmt.Errorf("%w: PortInfo address %d padding", ErrMalformed, i)
+		}
+		p.Addrs[i] = netip.PrefixFrom(a, int(e[1]))
+	}
 	return p, nil
 }
 

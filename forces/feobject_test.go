@@ -1,8 +1,11 @@
 package forces
 
 import (
+	"bytes"
 	"errors"
+	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -70,6 +73,43 @@ func TestPortInfoEncoding(t *testing.T) {
 		if _, err := ParsePortInfo(unhex(t, bad)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", bad, err)
 		}
+	}
+}
+
+// A port's addresses follow its Up flag: a count, then family, length, two
+// zero bytes and 16 address bytes each.
+func TestPortInfoAddrs(t *testing.T) {
+	p := PortInfo{ID: 7, Name: "p", MAC: [6]byte{2, 0, 0, 0, 0, 7}, Up: true,
+		Addrs: []netip.Prefix{netip.MustParsePrefix("10.10.2.1/24"), netip.MustParsePrefix("fd00:10:2::1/64")}}
+	b, err := p.AppendFullData(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := unhex(t, `00000002  04180000 0a0a0201 00000000 00000000 00000000  06400000 fd000010 00020000 00000000 00000001`)
+	if !bytes.HasSuffix(b, tail) {
+		t.Fatalf("encoding\n got %x\nwant suffix %x", b, tail)
+	}
+	got, err := ParsePortInfo(b)
+	if err != nil || !reflect.DeepEqual(got, p) {
+		t.Fatalf("round trip %+v %v", got, err)
+	}
+	head := b[:len(b)-len(tail)]
+	for name, bad := range map[string]string{
+		"count 0":         `00000000`,
+		"count too big":   `00000002  04180000 0a0a0201 00000000 00000000 00000000`,
+		"family 5":        `00000001  05180000 0a0a0201 00000000 00000000 00000000`,
+		"IPv4 /33":        `00000001  04210000 0a0a0201 00000000 00000000 00000000`,
+		"IPv4 junk bytes": `00000001  04180000 0a0a0201 00000001 00000000 00000000`,
+		"padding":         `00000001  04180100 0a0a0201 00000000 00000000 00000000`,
+		"cut short":       `000000`,
+		"half an address": `00000001  04180000 0a0a0201`,
+	} {
+		if _, err := ParsePortInfo(append(slices.Clone(head), unhex(t, bad)...)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	if _, err := (PortInfo{Addrs: []netip.Prefix{{}}}).AppendFullData(nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("invalid prefix: %v", err)
 	}
 }
 

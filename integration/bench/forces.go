@@ -419,6 +419,8 @@ func startCE(ctx context.Context, opts ForcesOptions) (*harness, error) {
 	c, err := ce.New(ce.Config{
 		ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0",
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatMissLimit: opts.HeartbeatMissLimit,
+		// The gateways' subnet, which the FE (with no real ports) does not report.
+		StaticRoutes: []ce.StaticRoute{{Prefix: "10.0.0.0/8", Connected: true}},
 	}, log)
 	if err != nil {
 		return nil, err
