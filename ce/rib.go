@@ -62,8 +62,8 @@ func (k pfx4) prefix() netip.Prefix {
 type srcRoute uint32
 
 func mkRoute(distance uint8, set uint32) srcRoute { return srcRoute(uint32(distance)<<24 | set) }
-func (r srcRoute) distance() uint8              { return uint8(r >> 24) }
-func (r srcRoute) set() uint32                  { return uint32(r) & 0xFFFFFF }
+func (r srcRoute) distance() uint8                { return uint8(r >> 24) }
+func (r srcRoute) set() uint32                    { return uint32(r) & 0xFFFFFF }
 
 // maxSets is how many distinct next-hop sets the RIB can hold.
 const maxSets = 1 << 24
