@@ -20,7 +20,7 @@ func benchCmd() *cobra.Command {
 		Use:   "bench NAME",
 		Short: "Run a benchmark and print its figures (a table, or JSON lines with --json)",
 	}
-	cmd.AddCommand(benchForcesCmd(), benchFIBCmd(), benchForwardCmd())
+	cmd.AddCommand(benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd())
 	return cmd
 }
 
@@ -102,6 +102,51 @@ take turns in every round; each figure is the median over --rounds:
 	cmd.Flags().IntVar(&o.Routes, "routes", 1_000_000, "routes in the table")
 	cmd.Flags().Float64Var(&seconds, "seconds", 4, "seconds the generator runs per measurement (rate over the middle half)")
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 3, "rounds; each figure is the median")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
+	return cmd
+}
+
+func benchConvergeCmd() *cobra.Command {
+	var (
+		o      bench.ConvergeOptions
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "converge",
+		Short: "Full-table BGP convergence into the FE's XDP datapath, against BIRD into the kernel; CE memory",
+		Long: `Needs root and BIRD 2 (apt-get install bird2). A BIRD sender announces --routes
+generated prefixes over eBGP, in turn to a splitplane CE (this binary's 'ce', with
+an FE, 'fe', on a veth port with XDP, associated before the session starts) and to
+a BIRD exporting them into the Linux kernel, each in its own network namespace
+(cvg-*, deleted at the end). Median over --rounds:
+  converge_1m_s   from Established (as the sender records it) until the FE has
+                  every route in its datapath; against bird_kernel_1m_s, from
+                  Established until the kernel's table holds every route
+  ce_rss_mb_1m    VmRSS of the CE process, 5s after it has the whole table
+                  (MB of 10^6 bytes); against bird_rss_mb_1m, the receiving BIRD's
+(the size in the names follows --routes: converge_20k_s for 20000). The CE
+inherits the environment: GOGC and GOMEMLIMIT set here apply to it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Routes < 1 {
+				return fmt.Errorf("%w: --routes %d: need at least 1", errUsage, o.Routes)
+			}
+			if o.Rounds < 1 {
+				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			o.Progress = os.Stderr
+			results, err := bench.Converge(ctx, o)
+			if err != nil {
+				return err
+			}
+			return printResults(os.Stdout, results, asJSON)
+		},
+	}
+	cmd.Flags().IntVar(&o.Routes, "routes", 1_000_000, "routes the sender announces")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 1, "rounds (splitplane and BIRD take turns); each figure is the median")
+	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the route generator")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
 	return cmd
 }

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// convergeBinary skips the test unless it can run Converge (root, BIRD 2)
+// and builds the splitplane binary that runs the CE and the FE.
+func convergeBinary(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and attaches XDP")
+	}
+	if _, err := exec.LookPath("bird"); err != nil {
+		t.Skip("needs BIRD 2 as the sender and the baseline (apt-get install bird2)")
+	}
+	bin := filepath.Join(t.TempDir(), "splitplane")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/splitplane/splitplane/cmd/splitplane").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// noNamespacesLeft fails the test if a namespace of this process's
+// Converge runs is still there.
+func noNamespacesLeft(t *testing.T) {
+	t.Helper()
+	left, _ := filepath.Glob(fmt.Sprintf("/run/netns/cvg-%d-*", os.Getpid()))
+	if len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
+	}
+}
+
+func TestConverge(t *testing.T) {
+	bin := convergeBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	results, err := Converge(ctx, ConvergeOptions{
+		Routes: 20_000, Binary: bin, Dir: t.TempDir(), Settle: 500 * time.Millisecond, Progress: &progress,
+	})
+	t.Log(progress.String())
+	noNamespacesLeft(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, bird, ceRSS, birdRSS := ConvergeMetrics(20_000)
+	if conv != "converge_20k_s" {
+		t.Errorf("metric name %q for 20k routes", conv)
+	}
+	want := map[string][2]string{conv: {"s", bird}, ceRSS: {"MB", birdRSS}}
+	for _, r := range results {
+		w, ok := want[r.Metric]
+		if !ok {
+			t.Errorf("unexpected metric %q", r.Metric)
+			continue
+		}
+		delete(want, r.Metric)
+		if r.Unit != w[0] || r.Baseline != w[1] {
+			t.Errorf("%s: unit %q baseline %q, want %q and %q", r.Metric, r.Unit, r.Baseline, w[0], w[1])
+		}
+		if !positive(r.Value) || !positive(r.BaselineValue) {
+			t.Errorf("%s: value %v, baseline value %v: want both positive and finite", r.Metric, r.Value, r.BaselineValue)
+		}
+	}
+	for m := range want {
+		t.Errorf("metric %s missing", m)
+	}
+	if a, b, c, d := ConvergeMetrics(1_000_000); a != MetricConverge1M || b != MetricBIRDKernel1M || c != MetricCERSS1M || d != MetricBIRDRSS1M {
+		t.Errorf("metric names for 1M routes: %s %s %s %s", a, b, c, d)
+	}
+}
+
+// A convergence that never reaches every route must fail the benchmark with
+// ErrIncomplete, not produce a figure: here the sender holds back ten routes,
+// so the FE can never get all of them.
+func TestConvergeIncomplete(t *testing.T) {
+	bin := convergeBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	results, err := Converge(ctx, ConvergeOptions{
+		Routes: 5_000, Binary: bin, Dir: t.TempDir(), Stall: 3 * time.Second, withhold: 10,
+	})
+	noNamespacesLeft(t)
+	if !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("got %v, %v; want an error wrapping ErrIncomplete", results, err)
+	}
+	if !strings.Contains(err.Error(), "4990 of 5000 routes programmed in the FE") {
+		t.Errorf("error does not say how far the FE got: %v", err)
+	}
+	t.Logf("failed as it should after %s: %v", time.Since(start).Round(time.Millisecond), err)
+}
