@@ -98,7 +98,7 @@ func TestMultipathsApply(t *testing.T) {
 		{"iBGP: age does not count, the lower router ID does", []*apiutil.Path{
 			path(t, "198.51.100.0/24", "10.0.0.1", "10.0.0.9", local, "192.0.2.1", 100),
 			path(t, "198.51.100.0/24", "10.0.0.2", "10.0.0.8", local, "192.0.2.2", 200),
-		}, []Update{{Prefix: p4, NextHop: addrs("192.0.2.2")[0], NextHops: addrs("192.0.2.1", "192.0.2.2")}}},
+		}, []Update{{Prefix: p4, NextHop: addrs("192.0.2.2")[0], NextHops: addrs("192.0.2.1", "192.0.2.2"), IBGP: true}}},
 	} {
 		if got := m.apply(step.paths); !reflect.DeepEqual(got, step.want) && len(got)+len(step.want) > 0 {
 			t.Fatalf("%s:\n got %+v\nwant %+v", step.name, got, step.want)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,17 +22,6 @@ import (
 
 // ErrConfig is wrapped by every configuration error the speaker returns.
 var ErrConfig = errors.New("bgp config")
-
-// Neighbor is one configured BGP neighbour.
-type Neighbor struct {
-	Address      netip.Addr
-	ASN          uint32
-	Port         uint32 // 0 means 179
-	Passive      bool
-	HoldTime     time.Duration
-	Keepalive    time.Duration
-	ConnectRetry time.Duration
-}
 
 // Config configures the embedded speaker.
 type Config struct {
@@ -71,6 +61,9 @@ type NeighborStatus struct {
 	ASN     uint32    `json:"asn"`
 	State   string    `json:"state"`
 	Since   time.Time `json:"since"`
+	// BFD is the state of the neighbour's BFD session (up, init, down,
+	// admin_down), empty without BFD.
+	BFD string `json:"bfd,omitempty"`
 }
 
 // Speaker is a running GoBGP server feeding best paths to a callback.
@@ -79,8 +72,16 @@ type Speaker struct {
 	cancel context.CancelFunc
 	log    *slog.Logger
 
-	mu        sync.Mutex
-	neighbors map[netip.Addr]*NeighborStatus
+	done chan struct{}   // closed when the prefix warner returned; nil without one
+	bfd  map[string]bool // neighbours with BFD, by address; set by Start
+	// restart are the neighbours with graceful restart, listenPort the
+	// port GoBGP listens on: Stop aborts their sessions (restart.go).
+	restart    []Neighbor
+	listenPort int32
+
+	mu         sync.Mutex
+	neighbors  map[netip.Addr]*NeighborStatus
+	configured map[string]Neighbor // by address, as added (SetNeighbors compares against it)
 }
 
 // Validate checks a configuration without starting anything.
@@ -99,11 +100,8 @@ func (c *Config) Validate() error {
 	}
 	seen := map[netip.Addr]bool{}
 	for i, n := range c.Neighbors {
-		if !n.Address.IsValid() {
-			return fmt.Errorf("%w: neighbors[%d].address: must be an IP address", ErrConfig, i)
-		}
-		if n.ASN == 0 {
-			return fmt.Errorf("%w: neighbors[%d].asn: must be set for neighbour %s", ErrConfig, i, n.Address)
+		if err := n.validate(i); err != nil {
+			return err
 		}
 		if seen[n.Address] {
 			return fmt.Errorf("%w: neighbors[%d].address %s: configured twice", ErrConfig, i, n.Address)
@@ -131,7 +129,7 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 	go srv.Serve()
 
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Speaker{srv: srv, cancel: cancel, log: log, neighbors: map[netip.Addr]*NeighborStatus{}}
+	s := &Speaker{srv: srv, cancel: cancel, log: log, neighbors: map[netip.Addr]*NeighborStatus{}, configured: map[string]Neighbor{}, bfd: map[string]bool{}}
 	fail := func(err error) (*Speaker, error) {
 		cancel()
 		srv.Stop()
@@ -142,6 +140,7 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 	if port == 0 {
 		port = 179
 	}
+	s.listenPort = port
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn: cfg.ASN, RouterId: cfg.RouterID.String(), ListenPort: port, ListenAddresses: cfg.ListenAddrs,
 		UseMultiplePaths: cfg.Multipath,
@@ -166,41 +165,33 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 		return fail(fmt.Errorf("watch bgp events: %w", err))
 	}
 
+	// Policies first, so that no route passes before they apply.
+	if err := installPolicies(ctx, srv, cfg.Neighbors); err != nil {
+		return fail(fmt.Errorf("install policies: %w", err))
+	}
 	for _, n := range cfg.Neighbors {
 		if err := srv.AddPeer(ctx, peerRequest(n)); err != nil {
 			return fail(fmt.Errorf("add neighbour %s: %w", n.Address, err))
 		}
 		s.mu.Lock()
+		if n.BFD != nil {
+			s.bfd[n.Address.String()] = true
+		}
+		if n.GracefulRestart != nil {
+			s.restart = append(s.restart, n)
+		}
 		s.neighbors[n.Address] = &NeighborStatus{Address: n.Address.String(), ASN: n.ASN, State: "idle", Since: time.Now()}
+		s.configured[n.Address.String()] = n
 		s.mu.Unlock()
 	}
+	if w := newPrefixWarner(cfg.Neighbors, log); w != nil {
+		s.done = make(chan struct{})
+		go func() {
+			defer close(s.done)
+			w.run(ctx, srv)
+		}()
+	}
 	return s, nil
-}
-
-func peerRequest(n Neighbor) *api.AddPeerRequest {
-	secs := func(d, def time.Duration) uint64 {
-		if d <= 0 {
-			d = def
-		}
-		return uint64((d + time.Second - 1) / time.Second)
-	}
-	// Both unicast families on every session: what the neighbour does not
-	// offer, capability negotiation leaves out.
-	families := []*api.AfiSafi{
-		{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
-		{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}, Enabled: true}},
-	}
-	p := &api.Peer{
-		Conf: &api.PeerConf{NeighborAddress: n.Address.String(), PeerAsn: n.ASN},
-		Timers: &api.Timers{Config: &api.TimersConfig{
-			ConnectRetry:      secs(n.ConnectRetry, 5*time.Second),
-			HoldTime:          secs(n.HoldTime, 90*time.Second),
-			KeepaliveInterval: secs(n.Keepalive, 30*time.Second),
-		}},
-		Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: n.Port},
-		AfiSafis:  families,
-	}
-	return &api.AddPeerRequest{Peer: p}
 }
 
 // toUpdates turns GoBGP best paths into updates; paths of other families and
@@ -288,18 +279,42 @@ func fsmStateName(st gobgp.FSMState) string {
 // Neighbors returns the state of every configured neighbour, sorted by address.
 func (s *Speaker) Neighbors() []NeighborStatus {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make([]NeighborStatus, 0, len(s.neighbors))
 	for _, n := range s.neighbors {
 		out = append(out, *n)
 	}
+	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	if len(s.bfd) > 0 {
+		// GoBGP has no event for BFD state changes; ask it.
+		bfd := map[string]string{}
+		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+			if p.Conf != nil && p.State != nil && p.State.BfdState != nil && s.bfd[p.Conf.NeighborAddress] {
+				st := strings.TrimPrefix(p.State.BfdState.SessionState.String(), "BFD_SESSION_STATE_")
+				bfd[p.Conf.NeighborAddress] = strings.ToLower(st)
+			}
+		})
+		for i := range out {
+			out[i].BFD = bfd[out[i].Address]
+		}
+	}
 	return out
 }
 
-// Stop shuts the speaker down; neighbours see a clean session close.
+// Stop shuts the speaker down. Neighbours without graceful restart see a
+// clean session close (a Cease NOTIFICATION) and withdraw this speaker's
+// routes; those with graceful restart see the connection close without
+// one, so they keep the routes, marked stale, for the restart time
+// (RFC 4724), until this speaker comes back.
 func (s *Speaker) Stop() {
 	s.cancel()
-	_ = s.srv.StopBgp(context.Background(), &api.StopBgpRequest{})
+	if s.done != nil {
+		<-s.done
+	}
+	if len(s.restart) > 0 {
+		n := abortSessions(s.restart, s.listenPort)
+		s.log.Info("bgp: graceful-restart sessions reset for restart", "sessions", n)
+	}
+	_ = s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true})
 	s.srv.Stop()
 }

@@ -1,0 +1,562 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+
+	"github.com/splitplane/splitplane/integration/peer"
+)
+
+// The CE's side in these tests: AS 65001 on 127.0.0.1.
+const ceASN = 65001
+
+var ceAddr = netip.MustParseAddr("127.0.0.1")
+
+// startCE starts a speaker on 127.0.0.1 with the given neighbours, feeding
+// a collector; it stops with the test.
+func startCE(t *testing.T, port int32, log *slog.Logger, ns ...Neighbor) (*Speaker, *collector) {
+	t.Helper()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	col := &collector{fib: map[netip.Prefix]netip.Addr{}}
+	sp, err := Start(context.Background(), Config{
+		ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
+		Neighbors: ns, Logger: log,
+	}, col.apply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sp.Stop)
+	return sp, col
+}
+
+// startPeer starts the lab's GoBGP peer on addr, connecting to the CE.
+func startPeer(t *testing.T, addr string, asn uint32, cePort int32, routes int, seed int64, nh string, extra ...netip.Prefix) *peer.Peer {
+	t.Helper()
+	a := netip.MustParseAddr(addr)
+	p, err := peer.Start(context.Background(), peer.Config{
+		ASN: asn, RouterID: a, ListenPort: -1, LocalAddress: a,
+		Neighbor: ceAddr, NeighborASN: ceASN, NeighborPort: uint32(cePort),
+		Routes: routes, Seed: seed, NextHop: netip.MustParseAddr(nh),
+		NextHop6: netip.MustParseAddr("2001:db8::10"), Extra: extra,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	return p
+}
+
+// gobgpPeer is a plain GoBGP server with one neighbour, for what the lab's
+// peer does not configure (MD5, TTL, graceful restart, reading its RIB).
+type gobgpPeer struct {
+	srv  *server.BgpServer
+	addr netip.Addr
+}
+
+// startGoBGP starts a GoBGP server with router ID and (with listenPort > 0)
+// listening address addr and neighbour n. A neighbour without a local
+// address gets addr, so that it connects from there.
+func startGoBGP(t *testing.T, addr string, asn uint32, listenPort int32, n *api.Peer) *gobgpPeer {
+	t.Helper()
+	srv := server.NewBgpServer(server.LoggerOption(slog.New(slog.DiscardHandler), new(slog.LevelVar)))
+	go srv.Serve()
+	g := &gobgpPeer{srv: srv, addr: netip.MustParseAddr(addr)}
+	global := &api.Global{Asn: asn, RouterId: addr, ListenPort: -1}
+	if listenPort > 0 {
+		global.ListenPort, global.ListenAddresses = listenPort, []string{addr}
+	}
+	if err := srv.StartBgp(context.Background(), &api.StartBgpRequest{Global: global}); err != nil {
+		srv.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop(false) })
+	if n.Transport == nil {
+		n.Transport = &api.Transport{}
+	}
+	if n.Transport.LocalAddress == "" {
+		n.Transport.LocalAddress = addr
+	}
+	if n.Timers == nil {
+		n.Timers = &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 9, KeepaliveInterval: 3}}
+	}
+	if len(n.AfiSafis) == 0 {
+		for _, f := range []Family{IPv4, IPv6} {
+			n.AfiSafis = append(n.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f.api(), Enabled: true}})
+		}
+	}
+	if err := srv.AddPeer(context.Background(), &api.AddPeerRequest{Peer: n}); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// stop stops the server; with graceful, it closes its sessions without a
+// NOTIFICATION where graceful restart was negotiated.
+func (g *gobgpPeer) stop(graceful bool) {
+	_ = g.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful})
+	g.srv.Stop()
+}
+
+// announce originates IPv4 prefixes with next hop nh.
+func (g *gobgpPeer) announce(t *testing.T, nh string, pfxs ...string) {
+	t.Helper()
+	attr, err := gobgp.NewPathAttributeNextHop(netip.MustParseAddr(nh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []*apiutil.Path
+	for _, s := range pfxs {
+		nlri, err := gobgp.NewIPAddrPrefix(netip.MustParsePrefix(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, &apiutil.Path{Family: gobgp.RF_IPv4_UC, Nlri: nlri,
+			Attrs: []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(gobgp.BGP_ORIGIN_ATTR_TYPE_IGP), attr}})
+	}
+	if _, err := g.srv.AddPath(apiutil.AddPathRequest{Paths: paths}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// state is the session state with the server's neighbour.
+func (g *gobgpPeer) state() gobgp.FSMState {
+	st := gobgp.BGP_FSM_IDLE
+	_ = g.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+		st = gobgp.FSMState(p.State.SessionState - 1) // the API counts from UNSPECIFIED
+	})
+	return st
+}
+
+// rib returns the IPv4 prefixes in the server's global RIB.
+func (g *gobgpPeer) rib(t *testing.T) []netip.Prefix {
+	t.Helper()
+	var out []netip.Prefix
+	err := g.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgp.RF_IPv4_UC},
+		func(nlri gobgp.NLRI, _ []*apiutil.Path) {
+			if p, ok := nlri.(*gobgp.IPAddrPrefix); ok {
+				out = append(out, p.Prefix)
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr())*256 + a.Bits() - b.Bits() })
+	return out
+}
+
+// ceNeighbor is the CE as a GoBGP neighbour.
+func ceNeighbor(port int32, passive bool) *api.Peer {
+	return &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: ceAddr.String(), PeerAsn: ceASN},
+		Transport: &api.Transport{RemotePort: uint32(port), PassiveMode: passive},
+	}
+}
+
+func established(sp *Speaker, addr string) bool {
+	for _, n := range sp.Neighbors() {
+		if n.Address == addr {
+			return n.State == "established"
+		}
+	}
+	return false
+}
+
+// never fails the test if cond holds at any time within d.
+func never(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			t.Fatalf("%s", what)
+		}
+	}
+}
+
+func pfxs(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
+	}
+	return out
+}
+
+// A neighbour restricted to IPv4 does not deliver the IPv6 routes its peer
+// offers; one without a restriction does (TestSpeakerLearnsAndForgets).
+func TestNeighborFamilies(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	sp, col := startCE(t, port, nil, Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Families: []Family{IPv4}})
+	v4, v6 := netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/48")
+	startPeer(t, "127.0.0.2", 65002, port, 0, 0, "192.0.2.10", v4, v6)
+	eventually(t, "IPv4 route learned", func() bool { _, ok := col.snapshot()[v4]; return ok })
+	never(t, "IPv6 route learned over an IPv4-only session", 500*time.Millisecond, func() bool { _, ok := col.snapshot()[v6]; return ok })
+	if !established(sp, "127.0.0.2") {
+		t.Fatal("session not established")
+	}
+}
+
+// A neighbour in the CE's own AS is an iBGP neighbour: the session comes up
+// (an eBGP OPEN from the CE's own AS would be refused) and its routes are
+// reported as iBGP.
+func TestNeighborIBGP(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	var mu sync.Mutex
+	var got []Update
+	sp, err := Start(context.Background(), Config{
+		ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
+		Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.2"), ASN: ceASN, Passive: true}},
+		Logger:    slog.New(slog.DiscardHandler),
+	}, func(us []Update) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, us...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Stop()
+	pfx := netip.MustParsePrefix("198.51.100.0/24")
+	startPeer(t, "127.0.0.2", ceASN, port, 0, 0, "192.0.2.10", pfx)
+	eventually(t, "route learned over iBGP", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0
+	})
+	mu.Lock()
+	u := got[0]
+	mu.Unlock()
+	if u.Prefix != pfx || u.NextHop != netip.MustParseAddr("192.0.2.10") || !u.IBGP {
+		t.Fatalf("update %+v, want %s via 192.0.2.10 from iBGP", u, pfx)
+	}
+	var typ api.PeerType
+	_ = sp.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) { typ = p.Conf.Type })
+	if typ != api.PeerType_PEER_TYPE_INTERNAL {
+		t.Fatalf("GoBGP has the neighbour as %v", typ)
+	}
+}
+
+// With a password, the CE only talks to a neighbour signing its segments
+// with the same key (TCP MD5, set by GoBGP on its listening socket).
+func TestNeighborPassword(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	const key = "s3cret-key"
+	sp, _ := startCE(t, port, nil,
+		Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Password: key},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, Password: key},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65004, Passive: true, Password: key},
+	)
+	with := func(pw string) *api.Peer {
+		n := ceNeighbor(port, false)
+		n.Conf.AuthPassword = pw
+		return n
+	}
+	startGoBGP(t, "127.0.0.2", 65002, 0, with(key))
+	startGoBGP(t, "127.0.0.3", 65003, 0, with("wrong"))
+	startGoBGP(t, "127.0.0.4", 65004, 0, with(""))
+	eventually(t, "session with the right key", func() bool { return established(sp, "127.0.0.2") })
+	never(t, "session with a wrong or no key", 3*time.Second, func() bool {
+		return established(sp, "127.0.0.3") || established(sp, "127.0.0.4")
+	})
+}
+
+// The CE connects from local_address: the neighbour only accepts sessions
+// from that address.
+func TestNeighborLocalAddress(t *testing.T) {
+	port := freePort(t, "127.0.0.2")
+	n := ceNeighbor(0, true)
+	n.Conf.NeighborAddress = "127.0.0.5"
+	g := startGoBGP(t, "127.0.0.2", 65002, port, n)
+	sp, _ := startCE(t, -1, nil, Neighbor{
+		Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Port: uint32(port), ConnectRetry: time.Second,
+		LocalAddress: netip.MustParseAddr("127.0.0.5"),
+	})
+	eventually(t, "session from 127.0.0.5", func() bool { return established(sp, "127.0.0.2") && g.state() == gobgp.BGP_FSM_ESTABLISHED })
+}
+
+// ebgp_multihop_ttl sets the TTL of the CE's packets: a neighbour
+// requiring at least 250 (IP_MINTTL, as GoBGP's TtlMin sets it) accepts a
+// session with TTL 250 and drops one with 249.
+func TestNeighborMultihopTTL(t *testing.T) {
+	var ns []Neighbor
+	var gs []*gobgpPeer
+	for _, c := range []struct {
+		addr string
+		ttl  uint8
+	}{{"127.0.0.2", 250}, {"127.0.0.3", 249}} {
+		port := freePort(t, c.addr)
+		n := ceNeighbor(0, true)
+		n.TtlSecurity = &api.TtlSecurity{Enabled: true, TtlMin: 250}
+		gs = append(gs, startGoBGP(t, c.addr, 65002, port, n))
+		ns = append(ns, Neighbor{
+			Address: netip.MustParseAddr(c.addr), ASN: 65002, Port: uint32(port), ConnectRetry: time.Second,
+			EBGPMultihopTTL: c.ttl,
+		})
+	}
+	sp, _ := startCE(t, -1, nil, ns...)
+	// The neighbours' view: the CE may see a session established whose
+	// KEEPALIVE the neighbour dropped.
+	eventually(t, "session with TTL 250", func() bool {
+		return established(sp, "127.0.0.2") && gs[0].state() == gobgp.BGP_FSM_ESTABLISHED
+	})
+	never(t, "session with TTL 249", 3*time.Second, func() bool { return gs[1].state() == gobgp.BGP_FSM_ESTABLISHED })
+}
+
+// With ttl_security the CE accepts a neighbour whose packets arrive with
+// TTL 255 (an adjacent one) and drops one whose packets arrive with 254,
+// as from a neighbour one router farther away.
+func TestNeighborTTLSecurity(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	sp, _ := startCE(t, port, nil,
+		Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, TTLSecurity: true},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, TTLSecurity: true},
+	)
+	for _, c := range []struct {
+		addr string
+		asn  uint32
+		ttl  uint32
+	}{{"127.0.0.2", 65002, 255}, {"127.0.0.3", 65003, 254}} {
+		n := ceNeighbor(port, false)
+		n.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: c.ttl}
+		startGoBGP(t, c.addr, c.asn, 0, n)
+	}
+	eventually(t, "session with TTL 255", func() bool { return established(sp, "127.0.0.2") })
+	never(t, "session with TTL 254", 3*time.Second, func() bool { return established(sp, "127.0.0.3") })
+}
+
+// Import and export prefix lists apply to their own neighbour only: the
+// CE learns from a what its import list lets through, advertises to b
+// only what b's export list lets through, and everything it learned to c,
+// which has no policy.
+func TestNeighborPolicy(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	sp, col := startCE(t, port, nil,
+		Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Import: &Policy{
+			Rules: []PrefixRule{
+				{Prefix: netip.MustParsePrefix("10.1.0.0/16"), LE: 24, Action: Accept},
+				{Prefix: netip.MustParsePrefix("10.0.0.0/8"), LE: 32, Action: Reject},
+			},
+			Default: Accept,
+		}},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, Export: &Policy{
+			Rules: []PrefixRule{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), GE: 16, LE: 16, Action: Accept}},
+		}},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65004, Passive: true},
+	)
+	b := startGoBGP(t, "127.0.0.3", 65003, 0, ceNeighbor(port, false))
+	c := startGoBGP(t, "127.0.0.4", 65004, 0, ceNeighbor(port, false))
+	startPeer(t, "127.0.0.2", 65002, port, 0, 0, "192.0.2.10", pfxs(
+		"10.1.0.0/16", "10.1.1.0/24", "10.1.1.128/25", "10.2.0.0/16", "198.51.100.0/24", "2001:db8:100::/48")...)
+
+	imported := pfxs("10.1.0.0/16", "10.1.1.0/24", "198.51.100.0/24", "2001:db8:100::/48")
+	learned := func() []netip.Prefix {
+		var out []netip.Prefix
+		for p := range col.snapshot() {
+			out = append(out, p)
+		}
+		slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr())*256 + a.Bits() - b.Bits() })
+		return out
+	}
+	eventually(t, fmt.Sprintf("CE learns %v", imported), func() bool { return slices.Equal(learned(), imported) })
+	eventually(t, "c gets every IPv4 route the CE learned", func() bool { return slices.Equal(c.rib(t), imported[:3]) })
+	eventually(t, "b gets the /16 only", func() bool { return slices.Equal(b.rib(t), imported[:1]) })
+	never(t, "more routes", 500*time.Millisecond, func() bool {
+		return len(learned()) != 4 || len(b.rib(t)) != 1 || len(c.rib(t)) != 3
+	})
+	if !established(sp, "127.0.0.2") {
+		t.Fatal("a not established")
+	}
+}
+
+// logRecorder keeps the messages of the records logged to it.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msg := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		msg += " " + a.String()
+		return true
+	})
+	r.msgs = append(r.msgs, msg)
+	return nil
+}
+
+func (r *logRecorder) has(substrs ...string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.msgs {
+		all := true
+		for _, s := range substrs {
+			all = all && strings.Contains(m, s)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// max_prefixes: a neighbour announcing more than its limit with action stop
+// loses its session and its routes and stays down; one with action warn
+// keeps both, and a warning says so.
+func TestNeighborMaxPrefixes(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	rec := &logRecorder{}
+	sp, col := startCE(t, port, slog.New(rec),
+		Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Stop}},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Warn}},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65004, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Stop}},
+	)
+	via := func(nh string) int {
+		n := 0
+		for _, h := range col.snapshot() {
+			if h == netip.MustParseAddr(nh) {
+				n++
+			}
+		}
+		return n
+	}
+	startPeer(t, "127.0.0.3", 65003, port, 20, 3, "192.0.2.30")
+	startPeer(t, "127.0.0.4", 65004, port, 10, 4, "192.0.2.40") // at the limit, not above
+	eventually(t, "warn neighbour's 20 routes learned", func() bool { return via("192.0.2.30") == 20 })
+	eventually(t, "warning logged", func() bool {
+		return rec.has("above max_prefixes", "neighbor=127.0.0.3", "family=ipv4", "prefixes=20", "limit=10")
+	})
+	eventually(t, "neighbour at its limit learned", func() bool { return via("192.0.2.40") == 10 })
+
+	p := startPeer(t, "127.0.0.2", 65002, port, 20, 2, "192.0.2.20")
+	eventually(t, "stop neighbour's session up, then closed by a NOTIFICATION", func() bool {
+		st := p.Status()
+		return st.Established == 1 && st.State != "established" && strings.Contains(st.LastDown, "notification")
+	})
+	eventually(t, "stop neighbour's routes gone", func() bool { return via("192.0.2.20") == 0 })
+	never(t, "stop neighbour back", 3*time.Second, func() bool {
+		return established(sp, "127.0.0.2") || via("192.0.2.20") > 0 || p.Status().Established > 1
+	})
+	t.Logf("stop neighbour: %+v", p.Status())
+	if !established(sp, "127.0.0.3") || via("192.0.2.30") != 20 || !established(sp, "127.0.0.4") || via("192.0.2.40") != 10 {
+		t.Fatalf("the other neighbours suffered: %+v", sp.Neighbors())
+	}
+}
+
+// grNeighbor is the CE as a GoBGP neighbour with graceful restart.
+func grNeighbor(port int32, restarting bool) *api.Peer {
+	n := ceNeighbor(port, false)
+	n.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: 30, DeferralTime: 30, LocalRestarting: restarting}
+	for _, f := range []Family{IPv4, IPv6} {
+		n.AfiSafis = append(n.AfiSafis, &api.AfiSafi{
+			Config:            &api.AfiSafiConfig{Family: f.api(), Enabled: true},
+			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
+		})
+	}
+	return n
+}
+
+// restartFlag reports whether g's neighbour sent the Restart State bit in
+// the OPEN of the current session.
+func (g *gobgpPeer) restartFlag() (seen, set bool) {
+	_ = g.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+		for _, c := range p.State.RemoteCap {
+			if gr := c.GetGracefulRestart(); gr != nil {
+				seen, set = true, gr.Flags&0x08 != 0
+			}
+		}
+	})
+	return seen, set
+}
+
+// As helper, the CE keeps a restarting neighbour's routes while it is away,
+// and after it is back drops those it did not announce again.
+func TestGracefulRestartHelper(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	_, col := startCE(t, port, nil, Neighbor{
+		Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, GracefulRestart: &GracefulRestart{RestartTime: 30 * time.Second},
+	})
+	p1, p2 := netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("203.0.113.0/24")
+	has := func(p netip.Prefix) bool { _, ok := col.snapshot()[p]; return ok }
+	g := startGoBGP(t, "127.0.0.2", 65002, 0, grNeighbor(port, false))
+	g.announce(t, "192.0.2.10", p1.String(), p2.String())
+	eventually(t, "both routes learned", func() bool { return has(p1) && has(p2) })
+
+	g.stop(true) // no NOTIFICATION: the neighbour restarts
+	never(t, "routes dropped while the neighbour restarts", 1500*time.Millisecond, func() bool { return !has(p1) || !has(p2) })
+
+	g = startGoBGP(t, "127.0.0.2", 65002, 0, grNeighbor(port, true))
+	g.announce(t, "192.0.2.10", p1.String())
+	eventually(t, "the route not announced again dropped after End-of-RIB", func() bool { return !has(p2) })
+	if !has(p1) {
+		t.Fatal("the route announced again is gone")
+	}
+}
+
+// As restarting speaker, the CE stops without a NOTIFICATION and comes back
+// with the Restart State bit; a helper keeps the routes the CE advertised
+// to it all along, and the CE sends its routes again only once it has them
+// back from its neighbours (End-of-RIB from every one), so none is lost.
+func TestGracefulRestartRestarting(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	gr := &GracefulRestart{RestartTime: 30 * time.Second}
+	ns := []Neighbor{
+		{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, GracefulRestart: gr},
+		{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, GracefulRestart: gr},
+	}
+	start := func() *Speaker {
+		sp, err := Start(context.Background(), Config{
+			ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
+			Neighbors: ns, Logger: slog.New(slog.DiscardHandler),
+		}, func([]Update) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp
+	}
+	sp := start()
+	src := startGoBGP(t, "127.0.0.2", 65002, 0, grNeighbor(port, false))
+	src.announce(t, "192.0.2.10", "198.51.100.0/24")
+	helper := startGoBGP(t, "127.0.0.3", 65003, 0, grNeighbor(port, false))
+	want := pfxs("198.51.100.0/24")
+	eventually(t, "the helper learns the route through the CE", func() bool { return slices.Equal(helper.rib(t), want) })
+
+	sp.Stop()
+	missing := 0
+	watch := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if !slices.Equal(helper.rib(t), want) {
+				missing++
+			}
+		}
+	}
+	watch(time.Second)
+	t.Logf("missing while down: %d", missing)
+	sp = start()
+	defer sp.Stop()
+	eventually(t, "CE back", func() bool {
+		return established(sp, "127.0.0.2") && established(sp, "127.0.0.3") && helper.state() == gobgp.BGP_FSM_ESTABLISHED
+	})
+	if seen, set := helper.restartFlag(); !seen || !set {
+		t.Errorf("the CE's OPEN: graceful restart capability %v, Restart State bit %v; want both", seen, set)
+	}
+	watch(2 * time.Second)
+	if missing > 0 {
+		t.Fatalf("the helper lacked the CE's route %d times while the CE restarted", missing)
+	}
+}

@@ -1,0 +1,117 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/server"
+)
+
+// Per-neighbour import and export policies.
+//
+// GoBGP v4 assigns policies per neighbour only to route-server clients
+// (BgpServer.toPolicyInfo refuses any other neighbour: "non-rs-client peer
+// ... doesn't have per peer policy"), and a route-server client gets its own
+// RIB, which is not what an edge router wants. Every other neighbour's routes
+// go through the global RIB's import and export assignments. So each
+// neighbour's policy becomes one global policy whose statements all carry a
+// neighbour-set condition naming only that neighbour: on import GoBGP
+// evaluates the condition against the neighbour the route came from
+// (server.propagateUpdate sets PolicyOptions.Info to the sending peer), on
+// export against the neighbour it is about to be sent to
+// (server.prePolicyFilterpath sets Info to the receiving peer). The
+// statements are the prefix rules in order, each accepting or rejecting,
+// then one without a prefix condition giving the policy's default, so a
+// route from or to that neighbour is always decided by its own policy and
+// the global default (accept) only applies to neighbours without one.
+// A rejected import is kept in the Adj-RIB-In (and counted against
+// max_prefixes) but never reaches the global RIB.
+
+// policyName names the GoBGP objects of one neighbour's policy.
+func policyName(dir string, a netip.Addr) string { return dir + "-" + a.String() }
+
+// installPolicies defines and assigns the import and export policies of
+// all neighbours, as global assignments (GoBGP takes "" for the global RIB).
+func installPolicies(ctx context.Context, srv *server.BgpServer, ns []Neighbor) error {
+	var imports, exports []*api.Policy
+	for _, n := range ns {
+		if n.Import == nil && n.Export == nil {
+			continue
+		}
+		nset := "neighbor-" + n.Address.String()
+		if err := srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nset,
+			List: []string{netip.PrefixFrom(n.Address, n.Address.BitLen()).String()},
+		}}); err != nil {
+			return fmt.Errorf("neighbour set %s: %w", nset, err)
+		}
+		for _, d := range []struct {
+			dir  string
+			p    *Policy
+			into *[]*api.Policy
+		}{{"import", n.Import, &imports}, {"export", n.Export, &exports}} {
+			if d.p == nil {
+				continue
+			}
+			pol, err := addPolicy(ctx, srv, policyName(d.dir, n.Address), nset, d.p)
+			if err != nil {
+				return err
+			}
+			*d.into = append(*d.into, pol)
+		}
+	}
+	for _, a := range []struct {
+		dir api.PolicyDirection
+		ps  []*api.Policy
+	}{{api.PolicyDirection_POLICY_DIRECTION_IMPORT, imports}, {api.PolicyDirection_POLICY_DIRECTION_EXPORT, exports}} {
+		if len(a.ps) == 0 {
+			continue
+		}
+		if err := srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+			Direction: a.dir, Policies: a.ps, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+		}}); err != nil {
+			return fmt.Errorf("assign %s policies: %w", a.dir, err)
+		}
+	}
+	return nil
+}
+
+// addPolicy defines one prefix set per rule and the policy name made of
+// them, for the neighbour in neighbour set nset.
+func addPolicy(ctx context.Context, srv *server.BgpServer, name, nset string, p *Policy) (*api.Policy, error) {
+	nbr := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: nset}
+	pol := &api.Policy{Name: name}
+	for i, r := range p.Rules {
+		pset := fmt.Sprintf("%s-%d", name, i)
+		ge, le := r.lengths()
+		if err := srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+			DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: pset,
+			Prefixes: []*api.Prefix{{IpPrefix: r.Prefix.String(), MaskLengthMin: uint32(ge), MaskLengthMax: uint32(le)}},
+		}}); err != nil {
+			return nil, fmt.Errorf("prefix set %s: %w", pset, err)
+		}
+		pol.Statements = append(pol.Statements, &api.Statement{
+			Name:       pset,
+			Conditions: &api.Conditions{NeighborSet: nbr, PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: pset}},
+			Actions:    &api.Actions{RouteAction: routeAction(r.Action)},
+		})
+	}
+	pol.Statements = append(pol.Statements, &api.Statement{
+		Name:       name + "-default",
+		Conditions: &api.Conditions{NeighborSet: nbr},
+		Actions:    &api.Actions{RouteAction: routeAction(p.Default)},
+	})
+	if err := srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: pol}); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", name, err)
+	}
+	return &api.Policy{Name: name}, nil
+}
+
+func routeAction(a Action) api.RouteAction {
+	if a == Accept {
+		return api.RouteAction_ROUTE_ACTION_ACCEPT
+	}
+	return api.RouteAction_ROUTE_ACTION_REJECT
+}
