@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -559,4 +562,96 @@ func TestGracefulRestartRestarting(t *testing.T) {
 	if missing > 0 {
 		t.Fatalf("the helper lacked the CE's route %d times while the CE restarted", missing)
 	}
+}
+
+// BFD, against BIRD in a network namespace behind a veth pair (BFD listens
+// on UDP port 3784 of every address, so two speakers need two namespaces):
+// the BFD session comes up beside BGP, and when BIRD stops answering
+// (SIGSTOP: TCP still works, the kernel keeps acknowledging) the CE resets
+// the session within a second instead of after the 30s hold time.
+func TestNeighborBFD(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	if _, err := os.Stat("/usr/sbin/bird"); err != nil {
+		t.Skip("needs BIRD 2 (/usr/sbin/bird)")
+	}
+	ns := fmt.Sprintf("spbfd%d", os.Getpid())
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	run("ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	veth := fmt.Sprintf("spbfd%d", os.Getpid()%100000)
+	run("ip", "link", "add", veth, "type", "veth", "peer", "name", "bfdpeer", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", veth).Run() })
+	run("ip", "addr", "add", "10.201.0.1/30", "dev", veth)
+	run("ip", "link", "set", veth, "up")
+	run("ip", "-n", ns, "addr", "add", "10.201.0.2/30", "dev", "bfdpeer")
+	run("ip", "-n", ns, "link", "set", "bfdpeer", "up")
+	run("ip", "-n", ns, "link", "set", "lo", "up")
+
+	port := freePort(t, "10.201.0.1")
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`router id 10.201.0.2;
+protocol device {}
+protocol static { ipv4; route 203.0.113.0/24 blackhole; }
+protocol bfd { interface "bfdpeer" { interval 100 ms; multiplier 3; }; }
+protocol bgp ce {
+	local 10.201.0.2 as 65002;
+	neighbor 10.201.0.1 port %d as 65001;
+	hold time 30;
+	connect retry time 1;
+	bfd on;
+	ipv4 { import all; export all; };
+}
+`, port)
+	if err := os.WriteFile(dir+"/bird.conf", []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bird := exec.Command("ip", "netns", "exec", ns, "/usr/sbin/bird", "-f", "-c", dir+"/bird.conf", "-s", dir+"/bird.ctl")
+	bird.Stdout, bird.Stderr = os.Stderr, os.Stderr
+	if err := bird.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bird.Process.Signal(syscall.SIGCONT)
+		_ = bird.Process.Kill()
+		_ = bird.Wait()
+	})
+
+	col := &collector{fib: map[netip.Prefix]netip.Addr{}}
+	sp, err := Start(context.Background(), Config{
+		ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"10.201.0.1"},
+		Neighbors: []Neighbor{{
+			Address: netip.MustParseAddr("10.201.0.2"), ASN: 65002, Passive: true, HoldTime: 30 * time.Second,
+			BFD: &BFD{Interval: 100 * time.Millisecond, Multiplier: 3},
+		}},
+		Logger: slog.New(slog.DiscardHandler),
+	}, col.apply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Stop()
+	pfx := netip.MustParsePrefix("203.0.113.0/24")
+	eventually(t, "BGP and BFD up, BIRD's route learned", func() bool {
+		n := sp.Neighbors()[0]
+		_, ok := col.snapshot()[pfx]
+		return n.State == "established" && n.BFD == "up" && ok
+	})
+	if err := bird.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	eventually(t, "session reset by BFD", func() bool {
+		_, ok := col.snapshot()[pfx]
+		return sp.Neighbors()[0].State != "established" && !ok
+	})
+	if d := time.Since(stopped); d > 5*time.Second {
+		t.Fatalf("session reset after %s", d)
+	}
+	t.Logf("session reset %s after BIRD stopped; BFD now %q", time.Since(stopped).Round(time.Millisecond), sp.Neighbors()[0].BFD)
 }

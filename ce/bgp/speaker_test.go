@@ -127,6 +127,7 @@ func TestSpeakerLearnsAndForgets(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	rid := netip.MustParseAddr("192.0.2.1")
+	nb := Neighbor{Address: netip.MustParseAddr("192.0.2.2"), ASN: 2}
 	for _, tc := range []struct {
 		cfg  Config
 		want string
@@ -135,6 +136,11 @@ func TestValidate(t *testing.T) {
 		{Config{ASN: 1}, "router_id"},
 		{Config{ASN: 1, RouterID: rid, ListenAddrs: []string{"0.0.0.0", "x"}}, `bgp_listen_addresses[1] "x"`},
 		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{ASN: 2}}}, "neighbors[0].address"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{nb, {Address: rid, ASN: 2, TTLSecurity: true, EBGPMultihopTTL: 2}}}, "neighbors[1].ttl_security"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, LocalAddress: netip.MustParseAddr("::1")}}}, "neighbors[0].local_address ::1"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, Password: strings.Repeat("k", 81)}}}, "neighbors[0].password"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, Import: &Policy{Rules: []PrefixRule{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), LE: 33}}}}}}, "neighbors[0].import.prefix_list[0]: ge 0, le 33"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, MaxPrefixes: &MaxPrefixes{}}}}, "neighbors[0].max_prefixes.limit"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
