@@ -40,6 +40,7 @@ type CE struct {
 	lookups   chan lookup
 	syncs     chan *session // sessions ready for their full sync
 	connected chan feConnected
+	reloads   chan reload
 
 	// converged is closed once the FIB is worth syncing to FEs after a CE
 	// start: every neighbour established and the routes quiet (or SyncHold
@@ -145,6 +146,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		lookups:   make(chan lookup),
 		syncs:     make(chan *session),
 		connected: make(chan feConnected),
+		reloads:   make(chan reload),
 		converged: make(chan struct{}),
 		ready:     make(chan struct{}),
 	}, nil
@@ -378,6 +380,11 @@ func (c *CE) loop(ctx context.Context) error {
 					more = false
 				}
 			}
+			send()
+		case r := <-c.reloads:
+			var rep ReloadReport
+			changes, rep = c.applyReload(ctx, rib, r, changes[:0])
+			r.done <- rep
 			send()
 		case m := <-c.connected:
 			changes = rib.SetConnected(m.fe, m.prefixes, changes[:0])

@@ -23,22 +23,13 @@ const warnInterval = time.Second
 // more prefixes than its limit in some family.
 type prefixWarner struct {
 	log    *slog.Logger
-	limits map[string]uint32 // by neighbour address
-	over   map[string]bool   // neighbour/family currently over its limit
+	limits func() map[string]uint32 // by neighbour address, read at every check
+	cur    map[string]uint32        // this check's limits
+	over   map[string]bool          // neighbour/family currently over its limit
 }
 
-// newPrefixWarner returns nil when no neighbour wants warnings.
-func newPrefixWarner(ns []Neighbor, log *slog.Logger) *prefixWarner {
-	w := &prefixWarner{log: log, limits: map[string]uint32{}, over: map[string]bool{}}
-	for _, n := range ns {
-		if n.MaxPrefixes != nil && n.MaxPrefixes.Action == Warn {
-			w.limits[n.Address.String()] = n.MaxPrefixes.Limit
-		}
-	}
-	if len(w.limits) == 0 {
-		return nil
-	}
-	return w
+func newPrefixWarner(limits func() map[string]uint32, log *slog.Logger) *prefixWarner {
+	return &prefixWarner{log: log, limits: limits, over: map[string]bool{}}
 }
 
 // run checks the counts until ctx ends.
@@ -51,6 +42,10 @@ func (w *prefixWarner) run(ctx context.Context, srv *server.BgpServer) {
 			return
 		case <-t.C:
 		}
+		if w.cur = w.limits(); len(w.cur) == 0 {
+			clear(w.over)
+			continue
+		}
 		_ = srv.ListPeer(ctx, &api.ListPeerRequest{}, w.check)
 	}
 }
@@ -61,7 +56,7 @@ func (w *prefixWarner) check(p *api.Peer) {
 		return
 	}
 	addr := p.Conf.NeighborAddress
-	limit, ok := w.limits[addr]
+	limit, ok := w.cur[addr]
 	if !ok {
 		return
 	}

@@ -32,43 +32,81 @@ import (
 // policyName names the GoBGP objects of one neighbour's policy.
 func policyName(dir string, a netip.Addr) string { return dir + "-" + a.String() }
 
-// installPolicies defines and assigns the import and export policies of
-// all neighbours, as global assignments (GoBGP takes "" for the global RIB).
-func installPolicies(ctx context.Context, srv *server.BgpServer, ns []Neighbor) error {
-	var imports, exports []*api.Policy
-	for _, n := range ns {
-		if n.Import == nil && n.Export == nil {
+// neighborSet names the GoBGP neighbour set of one neighbour's policies.
+func neighborSet(a netip.Addr) string { return "neighbor-" + a.String() }
+
+// definePolicies defines neighbour n's set and its import and export
+// policies (nothing for a neighbour without them).
+func definePolicies(ctx context.Context, srv *server.BgpServer, n Neighbor) error {
+	if n.Import == nil && n.Export == nil {
+		return nil
+	}
+	nset := neighborSet(n.Address)
+	if err := srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nset,
+		List: []string{netip.PrefixFrom(n.Address, n.Address.BitLen()).String()},
+	}}); err != nil {
+		return fmt.Errorf("neighbour set %s: %w", nset, err)
+	}
+	for dir, p := range map[string]*Policy{"import": n.Import, "export": n.Export} {
+		if p == nil {
 			continue
 		}
-		nset := "neighbor-" + n.Address.String()
-		if err := srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
-			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nset,
-			List: []string{netip.PrefixFrom(n.Address, n.Address.BitLen()).String()},
-		}}); err != nil {
-			return fmt.Errorf("neighbour set %s: %w", nset, err)
+		if _, err := addPolicy(ctx, srv, policyName(dir, n.Address), nset, p); err != nil {
+			return err
 		}
-		for _, d := range []struct {
-			dir  string
-			p    *Policy
-			into *[]*api.Policy
-		}{{"import", n.Import, &imports}, {"export", n.Export, &exports}} {
-			if d.p == nil {
-				continue
+	}
+	return nil
+}
+
+// removePolicies deletes what definePolicies defined for n; the policies
+// must no longer be assigned.
+func removePolicies(ctx context.Context, srv *server.BgpServer, n Neighbor) error {
+	if n.Import == nil && n.Export == nil {
+		return nil
+	}
+	for dir, p := range map[string]*Policy{"import": n.Import, "export": n.Export} {
+		if p == nil {
+			continue
+		}
+		name := policyName(dir, n.Address)
+		// With its statements; then the prefix sets they used.
+		if err := srv.DeletePolicy(ctx, &api.DeletePolicyRequest{Policy: &api.Policy{Name: name}, All: true}); err != nil {
+			return fmt.Errorf("delete policy %s: %w", name, err)
+		}
+		for i := range p.Rules {
+			pset := fmt.Sprintf("%s-%d", name, i)
+			if err := srv.DeleteDefinedSet(ctx, &api.DeleteDefinedSetRequest{DefinedSet: &api.DefinedSet{
+				DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: pset}, All: true}); err != nil {
+				return fmt.Errorf("delete prefix set %s: %w", pset, err)
 			}
-			pol, err := addPolicy(ctx, srv, policyName(d.dir, n.Address), nset, d.p)
-			if err != nil {
-				return err
-			}
-			*d.into = append(*d.into, pol)
+		}
+	}
+	nset := neighborSet(n.Address)
+	if err := srv.DeleteDefinedSet(ctx, &api.DeleteDefinedSetRequest{DefinedSet: &api.DefinedSet{
+		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nset}, All: true}); err != nil {
+		return fmt.Errorf("delete neighbour set %s: %w", nset, err)
+	}
+	return nil
+}
+
+// assignPolicies makes the global import and export assignments (GoBGP takes
+// "" for the global RIB) the policies of ns, in their order; neighbours
+// without a policy fall through to the default, accept.
+func assignPolicies(ctx context.Context, srv *server.BgpServer, ns []Neighbor) error {
+	var imports, exports []*api.Policy
+	for _, n := range ns {
+		if n.Import != nil {
+			imports = append(imports, &api.Policy{Name: policyName("import", n.Address)})
+		}
+		if n.Export != nil {
+			exports = append(exports, &api.Policy{Name: policyName("export", n.Address)})
 		}
 	}
 	for _, a := range []struct {
 		dir api.PolicyDirection
 		ps  []*api.Policy
 	}{{api.PolicyDirection_POLICY_DIRECTION_IMPORT, imports}, {api.PolicyDirection_POLICY_DIRECTION_EXPORT, exports}} {
-		if len(a.ps) == 0 {
-			continue
-		}
 		if err := srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
 			Direction: a.dir, Policies: a.ps, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
 		}}); err != nil {

@@ -72,16 +72,20 @@ type Speaker struct {
 	cancel context.CancelFunc
 	log    *slog.Logger
 
-	done chan struct{}   // closed when the prefix warner returned; nil without one
-	bfd  map[string]bool // neighbours with BFD, by address; set by Start
-	// restart are the neighbours with graceful restart, listenPort the
-	// port GoBGP listens on: Stop aborts their sessions (restart.go).
-	restart    []Neighbor
+	done chan struct{} // closed when the prefix warner returned
+	// listenPort is the port GoBGP listens on: Stop aborts the sessions of
+	// neighbours with graceful restart (restart.go).
 	listenPort int32
 
-	mu         sync.Mutex
-	neighbors  map[netip.Addr]*NeighborStatus
-	configured map[string]Neighbor // by address, as added (SetNeighbors compares against it)
+	// setMu serialises SetNeighbors (GoBGP's policies are one global set).
+	setMu sync.Mutex
+
+	mu        sync.Mutex
+	neighbors map[netip.Addr]*NeighborStatus
+	// configured are the neighbours as added, by address: SetNeighbors
+	// compares against them; BFD, graceful restart and max_prefixes
+	// warnings follow them.
+	configured map[string]Neighbor
 }
 
 // Validate checks a configuration without starting anything.
@@ -129,7 +133,7 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 	go srv.Serve()
 
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Speaker{srv: srv, cancel: cancel, log: log, neighbors: map[netip.Addr]*NeighborStatus{}, configured: map[string]Neighbor{}, bfd: map[string]bool{}}
+	s := &Speaker{srv: srv, cancel: cancel, log: log, neighbors: map[netip.Addr]*NeighborStatus{}, configured: map[string]Neighbor{}}
 	fail := func(err error) (*Speaker, error) {
 		cancel()
 		srv.Stop()
@@ -165,33 +169,32 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 		return fail(fmt.Errorf("watch bgp events: %w", err))
 	}
 
-	// Policies first, so that no route passes before they apply.
-	if err := installPolicies(ctx, srv, cfg.Neighbors); err != nil {
-		return fail(fmt.Errorf("install policies: %w", err))
+	if _, err := s.SetNeighbors(ctx, cfg.Neighbors); err != nil {
+		return fail(err)
 	}
-	for _, n := range cfg.Neighbors {
-		if err := srv.AddPeer(ctx, peerRequest(n)); err != nil {
-			return fail(fmt.Errorf("add neighbour %s: %w", n.Address, err))
-		}
-		s.mu.Lock()
-		if n.BFD != nil {
-			s.bfd[n.Address.String()] = true
-		}
-		if n.GracefulRestart != nil {
-			s.restart = append(s.restart, n)
-		}
-		s.neighbors[n.Address] = &NeighborStatus{Address: n.Address.String(), ASN: n.ASN, State: "idle", Since: time.Now()}
-		s.configured[n.Address.String()] = n
-		s.mu.Unlock()
-	}
-	if w := newPrefixWarner(cfg.Neighbors, log); w != nil {
-		s.done = make(chan struct{})
-		go func() {
-			defer close(s.done)
-			w.run(ctx, srv)
-		}()
-	}
+	// The warner reads the max_prefixes limits from the configured
+	// neighbours at every check, so it follows SetNeighbors.
+	w := newPrefixWarner(s.warnLimits, log)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		w.run(ctx, srv)
+	}()
 	return s, nil
+}
+
+// warnLimits returns the max_prefixes limits of the neighbours that want a
+// warning, by address.
+func (s *Speaker) warnLimits() map[string]uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]uint32{}
+	for a, n := range s.configured {
+		if n.MaxPrefixes != nil && n.MaxPrefixes.Action == Warn {
+			out[a] = n.MaxPrefixes.Limit
+		}
+	}
+	return out
 }
 
 // toUpdates turns GoBGP best paths into updates; paths of other families and
@@ -284,12 +287,20 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 		out = append(out, *n)
 	}
 	s.mu.Unlock()
+	s.mu.Lock()
+	bfdOn := map[string]bool{}
+	for a, n := range s.configured {
+		if n.BFD != nil {
+			bfdOn[a] = true
+		}
+	}
+	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
-	if len(s.bfd) > 0 {
+	if len(bfdOn) > 0 {
 		// GoBGP has no event for BFD state changes; ask it.
 		bfd := map[string]string{}
 		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
-			if p.Conf != nil && p.State != nil && p.State.BfdState != nil && s.bfd[p.Conf.NeighborAddress] {
+			if p.Conf != nil && p.State != nil && p.State.BfdState != nil && bfdOn[p.Conf.NeighborAddress] {
 				st := strings.TrimPrefix(p.State.BfdState.SessionState.String(), "BFD_SESSION_STATE_")
 				bfd[p.Conf.NeighborAddress] = strings.ToLower(st)
 			}
@@ -311,8 +322,16 @@ func (s *Speaker) Stop() {
 	if s.done != nil {
 		<-s.done
 	}
-	if len(s.restart) > 0 {
-		n := abortSessions(s.restart, s.listenPort)
+	s.mu.Lock()
+	var restart []Neighbor
+	for _, n := range s.configured {
+		if n.GracefulRestart != nil {
+			restart = append(restart, n)
+		}
+	}
+	s.mu.Unlock()
+	if len(restart) > 0 {
+		n := abortSessions(restart, s.listenPort)
 		s.log.Info("bgp: graceful-restart sessions reset for restart", "sessions", n)
 	}
 	_ = s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true})

@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +20,12 @@ import (
 // daemon is a configured CE or FE, ready to run.
 type daemon interface {
 	Run(ctx context.Context) error
+}
+
+// reloader is a daemon that can apply a new configuration while it runs
+// (SIGHUP).
+type reloader interface {
+	reload(ctx context.Context, path string) error
 }
 
 // daemonCmd is the command of a daemon configured by a YAML file: it loads and
@@ -41,6 +49,9 @@ func daemonCmd(name, short string, load func(path, pcap string) (daemon, error))
 			}
 			ctx, stop := signalContext()
 			defer stop()
+			if r, ok := d.(reloader); ok {
+				go reloadOnHUP(ctx, r, path)
+			}
 			return d.Run(ctx)
 		},
 	}
@@ -52,7 +63,7 @@ func daemonCmd(name, short string, load func(path, pcap string) (daemon, error))
 }
 
 func ceCmd() *cobra.Command {
-	return daemonCmd("ce", "Run the control element: BGP, the FIB, and ForCES towards the FEs", func(path, pcap string) (daemon, error) {
+	cmd := daemonCmd("ce", "Run the control element: BGP, the FIB, and ForCES towards the FEs", func(path, pcap string) (daemon, error) {
 		var cfg ce.Config
 		if err := loadYAML(path, &cfg); err != nil {
 			return nil, err
@@ -60,8 +71,54 @@ func ceCmd() *cobra.Command {
 		if pcap != "" {
 			cfg.ForCESPcap = pcap
 		}
-		return ce.New(cfg, newLogger())
+		c, err := ce.New(cfg, newLogger())
+		if err != nil {
+			return nil, err
+		}
+		return &ceDaemon{CE: c, pcap: pcap}, nil
 	})
+	cmd.Long = "Run the control element: BGP, the FIB, and ForCES towards the FEs.\n\n" +
+		"SIGHUP reads the configuration file again and applies what changed (static routes, BGP\n" +
+		"neighbours, control cores) without touching the rest; settings only a restart can change are\n" +
+		"logged and kept. An invalid file changes nothing."
+	return cmd
+}
+
+// ceDaemon is a CE that reloads its configuration file.
+type ceDaemon struct {
+	*ce.CE
+	pcap string
+}
+
+func (d *ceDaemon) reload(ctx context.Context, path string) error {
+	var cfg ce.Config
+	if err := loadYAML(path, &cfg); err != nil {
+		return err
+	}
+	if d.pcap != "" {
+		cfg.ForCESPcap = d.pcap
+	}
+	_, err := d.Reload(ctx, cfg)
+	return err
+}
+
+// reloadOnHUP reloads the daemon's configuration on every SIGHUP until ctx
+// ends; a failed reload is logged and changes nothing.
+func reloadOnHUP(ctx context.Context, r reloader, path string) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	log := newLogger()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := r.reload(ctx, path); err != nil {
+				log.Error("reload: configuration not applied", "config", path, "err", err)
+			}
+		}
+	}
 }
 
 func feCmd() *cobra.Command {
