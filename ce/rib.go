@@ -113,8 +113,6 @@ func (t srcTable) del(p netip.Prefix) (old srcRoute, had bool) {
 	return old, had
 }
 
-func (t srcTable) len() int { return len(t.v4) + len(t.v6) }
-
 // nhSet is an interned set of next hops and its resolution.
 type nhSet struct {
 	hops     []netip.Addr // sorted, as the sources gave them
