@@ -272,6 +272,8 @@ forces_listen: 127.0.0.1:6700
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
+control_cores: [0]              # the control core: the FE's XDP forwards on the others
+bgp_multipath: true
 neighbors:
   - address: 10.10.3.2
     asn: %d
