@@ -282,6 +282,39 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	if after.FERoutes != 2002 || after.FE.DatapathErrors != 0 || after.FE.ProtocolErrors != before.FE.ProtocolErrors {
 		t.Fatalf("after the restart: FE routes %d, datapath errors %d, protocol errors %d", after.FERoutes, after.FE.DatapathErrors, after.FE.ProtocolErrors)
 	}
+
+	// The peer killed and restarted: with graceful restart the CE keeps its
+	// routes (stale) until the peer is back and has sent them again, so the
+	// traffic through them never stops.
+	ping = exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
+		"ping", "-q", "-i", "0.02", "-c", "300", "-W", "1", lab.HostBAddr.String())
+	out.Reset()
+	ping.Stdout, ping.Stderr = &out, &out
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if o, err := splitplane(t, bin, args("lab", "restart", "peer", "--kill")...); err != nil {
+		t.Fatalf("restart peer: %v\n%s", err, o)
+	}
+	minRoutes := 2002
+	eventually(t, 40*time.Second, "the peer back", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		minRoutes = min(minRoutes, st.CERoutes, st.FERoutes)
+		if st.Peer.State != "established" || st.CERoutes != 2002 {
+			return fmt.Errorf("peer %s, CE routes %d", st.Peer.State, st.CERoutes)
+		}
+		return nil
+	})
+	if err := ping.Wait(); err != nil {
+		t.Fatalf("ping during the peer restart: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), " 0% packet loss") || minRoutes != 2002 {
+		t.Fatalf("across the peer restart: at least %d routes seen, ping:\n%s", minRoutes, out.String())
+	}
 }
 
 // TestBIRDPeer: BIRD 2, a third-party BGP daemon, as the lab's peer. Its

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -143,13 +144,15 @@ func peerCmd() *cobra.Command {
 		seed                        int64
 		listenPort                  int32
 		control                     string
+		gracefulRestart             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "peer",
 		Short: "Run a BGP speaker that announces a generated Internet-like table (the lab's upstream)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := peer.Config{ASN: asn, NeighborASN: neighborASN, Routes: routes, Seed: seed, ListenPort: listenPort, Logger: newLogger()}
+			cfg := peer.Config{ASN: asn, NeighborASN: neighborASN, Routes: routes, Seed: seed, ListenPort: listenPort, Logger: newLogger(),
+				GracefulRestart: gracefulRestart}
 			var err error
 			if cfg.RouterID, err = netip.ParseAddr(routerID); err != nil {
 				return fmt.Errorf("%w: --router-id %q: %v", errUsage, routerID, err)
@@ -194,6 +197,7 @@ func peerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.Uint32Var(&asn, "asn", 65002, "local AS number")
+	f.DurationVar(&gracefulRestart, "graceful-restart", 0, "graceful restart (RFC 4724) with this restart time; 0: off")
 	f.StringVar(&routerID, "router-id", "", "BGP identifier (IPv4)")
 	f.StringVar(&neighbor, "neighbor", "", "neighbour address")
 	f.Uint32Var(&neighborASN, "neighbor-asn", 65001, "neighbour AS number")

@@ -55,6 +55,11 @@ type Config struct {
 	HoldTime     time.Duration // 0 = 9s; whole seconds, 0 < HoldTime < 3s is invalid
 	Keepalive    time.Duration // 0 = HoldTime/3; whole seconds
 	ConnectRetry time.Duration // 0 = 1s; whole seconds
+	// GracefulRestart, if not zero, turns on graceful restart (RFC 4724)
+	// with this restart time (whole seconds, at most 4095s): the neighbour
+	// keeps this speaker's routes while it restarts, and this speaker comes
+	// up with the Restart State bit.
+	GracefulRestart time.Duration
 
 	Logger *slog.Logger // nil = discard
 }
@@ -147,6 +152,12 @@ func (c Config) validate() error {
 	}
 	if c.Keepalive < time.Second || c.Keepalive >= c.HoldTime {
 		return invalid("Keepalive", c.Keepalive, fmt.Sprintf("must be at least 1s and below HoldTime (%v)", c.HoldTime))
+	}
+	if err := wholeSeconds("GracefulRestart", c.GracefulRestart); err != nil {
+		return err
+	}
+	if c.GracefulRestart < 0 || c.GracefulRestart > 4095*time.Second {
+		return invalid("GracefulRestart", c.GracefulRestart, "must be in 0s..4095s")
 	}
 	if err := wholeSeconds("ConnectRetry", c.ConnectRetry); err != nil {
 		return err

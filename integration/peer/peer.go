@@ -175,6 +175,14 @@ func (p *Peer) start(ctx context.Context) error {
 	if cfg.LocalAddress.IsValid() {
 		peer.Transport.LocalAddress = cfg.LocalAddress.String()
 	}
+	if gr := uint32(cfg.GracefulRestart / time.Second); gr > 0 {
+		// As the CE does it (ce/bgp): the Restart State bit on every start,
+		// and graceful restart for each family.
+		peer.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: gr, DeferralTime: gr, LocalRestarting: true}
+		for _, f := range families {
+			f.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+	}
 	if err := p.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: peer}); err != nil {
 		return fmt.Errorf("%w: add neighbor %v AS %d: %w", ErrGoBGP, cfg.Neighbor, cfg.NeighborASN, err)
 	}
