@@ -9,10 +9,11 @@ LAB     ?= sp
 # What the lab and the tests run: iproute2 (ip, netns), ethtool (GRO on veth
 # peers), iputils-ping (lab traffic), util-linux (nsenter), procps (sysctl).
 RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps
-# What regenerating the BPF object needs (checked by `make test`), tshark,
+# What regenerating the BPF object and the gRPC stubs needs (both checked by
+# `make test`), tshark,
 # which the tests use to decode ForCES as an independent implementation, and
 # BIRD 2, a third-party BGP peer for the interoperability test.
-GEN_DEPS := clang llvm libbpf-dev tshark bird2
+GEN_DEPS := clang llvm libbpf-dev tshark bird2 protobuf-compiler
 
 .PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz clean
 
@@ -68,7 +69,7 @@ generate: gen-deps
 	$(GO) generate ./...
 
 check-generated: generate
-	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' || \
+	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' '*.pb.go' || \
 	{ echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 # go test fuzzes one target at a time: every decoder's target in turn.
