@@ -41,6 +41,7 @@ type CE struct {
 	syncs     chan *session // sessions ready for their full sync
 	connected chan feConnected
 	reloads   chan reload
+	api       chan any // API operations (api.go)
 
 	// converged is closed once the FIB is worth syncing to FEs after a CE
 	// start: every neighbour established and the routes quiet (or SyncHold
@@ -147,6 +148,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		syncs:     make(chan *session),
 		connected: make(chan feConnected),
 		reloads:   make(chan reload),
+		api:       make(chan any),
 		converged: make(chan struct{}),
 		ready:     make(chan struct{}),
 	}, nil
@@ -356,12 +358,15 @@ func (c *CE) loop(ctx context.Context) error {
 	rib := NewRIB(fib, c.cfg.Distances)
 	fes := map[forces.ID]*session{}
 	var changes []Change
+	watches := watchers{}
+	defer watches.closeAll()
 	send := func() {
 		c.lastUpdate.Store(time.Now().UnixNano())
 		if len(changes) > 0 {
 			for _, s := range fes {
 				s.enqueue(changes)
 			}
+			watches.publish(changes, fib)
 		}
 	}
 	changes = c.setStatics(rib, c.cfg.StaticRoutes, changes[:0])
@@ -381,6 +386,28 @@ func (c *CE) loop(ctx context.Context) error {
 				}
 			}
 			send()
+		case m := <-c.api:
+			switch m := m.(type) {
+			case apiOps:
+				if m.txn {
+					// The synced FEs get these changes as a transaction,
+					// the rest (and the watchers) the usual way.
+					changes = c.startTxn(rib, m, fes, changes[:0])
+					c.lastUpdate.Store(time.Now().UnixNano())
+					watches.publish(changes, fib)
+					continue
+				}
+				var err error
+				changes, err = c.applyAPI(rib, m.ops, changes[:0])
+				m.done <- apiResult{fibChanges: len(changes), err: err}
+				send()
+			case apiList:
+				m.reply <- rib.list(m.filter)
+			case apiWatch:
+				watches.add(m, fib)
+			case apiUnwatch:
+				watches.remove(m.w)
+			}
 		case r := <-c.reloads:
 			var rep ReloadReport
 			changes, rep = c.applyReload(ctx, rib, r, changes[:0])

@@ -67,6 +67,25 @@ type Config struct {
 	StaticRoutes []StaticRoute `yaml:"static_routes"`
 	// Distances override the administrative distances of route sources.
 	Distances Distances `yaml:"distances"`
+
+	// APIListen is where the gRPC API is served: "unix:PATH" (the default,
+	// unix:/run/splitplane/ce-api.sock) or "tcp:HOST:PORT", which needs
+	// api_tls (mutual TLS) or api_token_file (a bearer token), or both;
+	// "off" serves none.
+	APIListen string `yaml:"api_listen"`
+	// APITLS requires mutual TLS on a TCP API: the CE's certificate and key,
+	// and the CA client certificates must chain to.
+	APITLS *forces.TLSConfig `yaml:"api_tls"`
+	// APITokenFile holds the bearer token API clients must send
+	// (authorization: Bearer TOKEN).
+	APITokenFile string `yaml:"api_token_file"`
+	// BGPAPIListen, if set, serves GoBGP's own gRPC API there (TCP
+	// HOST:PORT, for the standard gobgp CLI); it has no authentication, so
+	// keep it on loopback.
+	BGPAPIListen string `yaml:"bgp_api_listen"`
+	// MetricsListen, if set, serves Prometheus metrics at
+	// http://ADDRESS/metrics (TCP HOST:PORT).
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // StaticRoute is a configured route: a prefix and one or more next hops

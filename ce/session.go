@@ -50,6 +50,7 @@ type session struct {
 	synced    atomic.Bool            // the full sync has been committed
 	hb        heartbeats             // round trips of the CE's heartbeats
 	low       atomic.Pointer[lowChannel]
+	txns      chan *feTxn // API transactions for this FE, in order
 }
 
 // setupResponse answers an Association Setup from this CE's own ID: the FE
@@ -99,6 +100,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 	s := &session{
 		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
 		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), pending: newPending(), syncReady: make(chan struct{}, 1), queries: make(chan *forces.Message, 1),
+		txns: make(chan *feTxn, 4),
 	}
 	s.lastSeen.Store(time.Now().UnixNano())
 	select {
@@ -208,6 +210,15 @@ func (s *session) run(ctx context.Context) {
 		if low := s.low.Load(); low != nil {
 			low.conn.Close()
 		}
+		// Transactions still waiting for this FE fail at once.
+		for {
+			select {
+			case t := <-s.txns:
+				t.staged <- fmt.Errorf("association ended: %v", s.reason())
+			default:
+				return
+			}
+		}
 	}()
 
 	if err := s.discover(ctx); err != nil {
@@ -250,6 +261,17 @@ func (s *session) run(ctx context.Context) {
 			return
 		case <-s.wake:
 			if err := s.flush(); err != nil {
+				s.end(err)
+				return
+			}
+		case t := <-s.txns:
+			// Changes made before the transaction go first.
+			if err := s.flush(); err != nil {
+				t.staged <- err
+				s.end(err)
+				return
+			}
+			if err := s.transaction(ctx, t); err != nil {
 				s.end(err)
 				return
 			}

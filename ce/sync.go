@@ -153,6 +153,70 @@ func (s *session) fullSync(ctx context.Context) error {
 	return nil
 }
 
+// transaction plays this FE's part of an API transaction: the changes
+// staged (SOT, MOT...), the COMMIT answered (reported on t.staged), then
+// TRCOMP or an abort as the coordinator decides. An error ends the
+// association (the FE then resyncs).
+func (s *session) transaction(ctx context.Context, t *feTxn) error {
+	hdr := s.configHeader()
+	hdr.Flags.Atomic, hdr.Flags.ExecMode, hdr.Flags.ACK = true, forces.ExecAllOrNone, forces.FailureACK
+	first := true
+	w := forces.NewConfigWriter(hdr, func(h *forces.Header) {
+		h.Correlator, h.Flags.TP = s.corr.Add(1), forces.PhaseMOT
+		if first {
+			h.Flags.TP, first = forces.PhaseSOT, false
+		}
+	})
+	w.MaxMessage = syncMessage
+	changes := s.forFE(t.changes)
+	if err := writeChanges(w, changes); err != nil {
+		t.staged <- err
+		return err
+	}
+	msgs := w.Flush()
+	if len(msgs) == 0 {
+		// Nothing for this FE (an IPv6 change to an IPv4-only FE, say).
+		t.staged <- nil
+		<-t.decide
+		return nil
+	}
+	if err := s.sendEach(msgs); err != nil {
+		t.staged <- err
+		return err
+	}
+	if err := s.send([]*forces.Message{forces.NewCommit(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
+		t.staged <- err
+		return err
+	}
+	select {
+	case code := <-s.commits:
+		if code != forces.ResultSuccess {
+			t.staged <- fmt.Errorf("COMMIT refused: %s", code)
+		} else {
+			t.staged <- nil
+		}
+	case <-time.After(commitTimeout):
+		t.staged <- fmt.Errorf("no answer to COMMIT within %s", commitTimeout)
+	case <-ctx.Done():
+		t.staged <- ctx.Err()
+		return ctx.Err()
+	}
+	var complete bool
+	select {
+	case complete = <-t.decide:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if !complete {
+		return s.send([]*forces.Message{s.abortMessage()})
+	}
+	s.mu.Lock()
+	s.pending.synced(changes)
+	s.mu.Unlock()
+	s.acked.Add(uint64(len(changes)))
+	return s.send([]*forces.Message{forces.NewTRComp(s.ce.id, s.fe, s.corr.Add(1))})
+}
+
 // abortMessage aborts the open transaction (TP=ABT).
 func (s *session) abortMessage() *forces.Message {
 	return &forces.Message{Header: forces.Header{

@@ -51,6 +51,10 @@ type Config struct {
 	ForCESPcap string `yaml:"forces_pcap"`
 	// StatusSocket, if set, is a unix socket serving the FE's status as JSON.
 	StatusSocket string `yaml:"status_socket"`
+	// MetricsListen, if set, serves Prometheus metrics at
+	// http://ADDRESS/metrics (TCP HOST:PORT): the datapath's per-CPU and
+	// per-port counters, the FE's tables and its association.
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // Validate checks the configuration and fills in defaults. Errors name the field and value.
