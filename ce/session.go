@@ -51,6 +51,7 @@ type session struct {
 	hb        heartbeats             // round trips of the CE's heartbeats
 	low       atomic.Pointer[lowChannel]
 	txns      chan *feTxn // API transactions for this FE, in order
+	qmu       sync.Mutex  // one status query at a time
 }
 
 // setupResponse answers an Association Setup from this CE's own ID: the FE

@@ -2,6 +2,8 @@ package fe
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -190,4 +192,30 @@ func TestCEAndFEECMP(t *testing.T) {
 		dp.mu.Unlock()
 		return dp.gateway(pfx.String()) == "192.0.2.2" && dp.gateway(pfx6.String()) == "" && groups == 0
 	})
+}
+
+// The CE reads an FE's status (counters, ports, lanes) with a ForCES Query
+// of the FE status component.
+func TestCEQueriesFEStatus(t *testing.T) {
+	c := runCE(t, ce.Config{HeartbeatInterval: 50 * time.Millisecond})
+	ctx := context.Background()
+	_, dp := runFE(t, c, Config{ID: 1, HeartbeatInterval: 50 * time.Millisecond})
+	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: netip.MustParsePrefix("198.51.100.0/24"), NextHop: netip.MustParseAddr("192.0.2.1")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the route in the datapath", func() bool { return dp.gateway("198.51.100.0/24") == "192.0.2.1" })
+	raw, err := c.FEDetails(ctx, forces.FEID(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	if st.ID != forces.FEID(1).String() || st.Routes != 1 || st.Programmed != 1 || !st.Associated || !st.Low.Up {
+		t.Fatalf("FE status as the CE read it: %s", raw)
+	}
+	if _, err := c.FEDetails(ctx, forces.FEID(9)); !errors.Is(err, ce.ErrNoFE) {
+		t.Fatalf("an FE that is not associated: %v", err)
+	}
 }

@@ -1,6 +1,7 @@
 package fe
 
 import (
+	"encoding/json"
 	"slices"
 	"sort"
 	"time"
@@ -71,10 +72,20 @@ func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {
 			return forces.Uint32FullData(p.FEHI), forces.ResultSuccess
 		}
 	case forces.PortTableClass:
-		if comp == forces.PortTableComponent {
+		switch comp {
+		case forces.PortTableComponent:
 			b, err := forces.MarshalPortInfos(a.portInfos())
 			if err != nil {
 				return nil, forces.ResultInternalError
+			}
+			return b, forces.ResultSuccess
+		case forces.FEStatusComponent:
+			b, err := json.Marshal(a.Status())
+			switch {
+			case err != nil:
+				return nil, forces.ResultInternalError
+			case len(b) > forces.MaxTLVLen-8:
+				return nil, forces.ResultContentsTooLong
 			}
 			return b, forces.ResultSuccess
 		}

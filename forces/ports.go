@@ -8,4 +8,10 @@ const (
 	PortTableClass     = ClassEtherPHYCop
 	PortTableInstance  = 1
 	PortTableComponent = 1000
+
+	// FEStatusComponent, beside the port table, is the FE's status as a
+	// JSON document (splitplane's fe.Status: datapath counters in total and
+	// per CPU, ports with their counters, lanes), read-only, for management
+	// (the API's FE listing); at most MaxTLVLen bytes.
+	FEStatusComponent = 1001
 )

@@ -1,0 +1,61 @@
+package ce
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/splitplane/splitplane/forces"
+)
+
+// festatusTimeout bounds the wait for an FE's answer to a status query.
+const festatusTimeout = 5 * time.Second
+
+// FEDetails asks FE fe for its status document (splitplane's FE status:
+// datapath counters in total and per CPU, ports with counters, lanes) with
+// a ForCES Query of the FE status component. ErrNoFE if fe is not
+// associated.
+func (c *CE) FEDetails(ctx context.Context, fe forces.ID) (json.RawMessage, error) {
+	s := c.session(ctx, fe)
+	if s == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoFE, fe)
+	}
+	return s.queryStatus(ctx)
+}
+
+// queryStatus sends the status Query and waits for its response (queries
+// after discovery are serialised: the reader hands responses over one at a
+// time, matched by correlator).
+func (s *session) queryStatus(ctx context.Context) (json.RawMessage, error) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	corr := s.corr.Add(1)
+	q := forces.NewQuery(s.ce.id, s.fe, corr, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.FEStatusComponent}))
+	if err := s.send([]*forces.Message{q}); err != nil {
+		return nil, err
+	}
+	timeout := time.NewTimer(festatusTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case m := <-s.queries:
+			if m.Header.Correlator != corr {
+				continue // an answer that came too late for an earlier query
+			}
+			for _, it := range forces.Items(m) {
+				if it.Result != nil && forces.ResultCode(*it.Result) != forces.ResultSuccess {
+					return nil, fmt.Errorf("FE %s status: %s", s.fe, forces.ResultCode(*it.Result))
+				}
+				if it.HasFullData && json.Valid(it.FullData) {
+					return json.RawMessage(it.FullData), nil
+				}
+			}
+			return nil, fmt.Errorf("FE %s status: no valid document in the response", s.fe)
+		case <-timeout.C:
+			return nil, fmt.Errorf("FE %s status: no answer within %s", s.fe, festatusTimeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
