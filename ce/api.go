@@ -344,9 +344,9 @@ func (ws watchers) add(m apiWatch, fib fibs) {
 	if m.current {
 		m.w.Current = make([]FIBEvent, 0, fib.Len())
 		for _, f := range []*FIB{fib.v4, fib.v6} {
-			for p := range f.routes {
-				m.w.Current = append(m.w.Current, FIBEvent{Prefix: p, NextHops: f.LookupAll(p)})
-			}
+			f.Prefixes(func(p netip.Prefix, hops []netip.Addr) {
+				m.w.Current = append(m.w.Current, FIBEvent{Prefix: p, NextHops: hops})
+			})
 		}
 	}
 	ws[m.w] = true

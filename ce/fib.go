@@ -59,20 +59,55 @@ type group struct {
 	ids     []uint32     // the members' nexthop IDs, in the same order
 }
 
+// route is a prefix's entry: its row and its nexthop's ID, or with ecmp its
+// group's. Without pointers, like fibKey: a million of them cost the garbage
+// collector nothing to scan.
 type route struct {
-	row     uint32
-	id      uint32     // the nexthop's (or group's) ID, kept here so Snapshot need not look it up
-	nexthop netip.Addr // a single next hop, or the group's first member
-	group   *group     // nil: a single next hop
+	row  uint32
+	id   uint32
+	ecmp bool
+}
+
+// fibKey is a prefix packed without pointers (netip.Prefix holds one):
+// the address's 16 bytes (an IPv4 address in the last 4) and the length.
+type fibKey struct {
+	hi, lo uint64
+	bits   uint8
+}
+
+func keyOf(p netip.Prefix) fibKey {
+	a := p.Addr().As16()
+	return fibKey{hi: beUint64(a[:8]), lo: beUint64(a[8:]), bits: uint8(p.Bits())}
+}
+
+func beUint64(b []byte) uint64 {
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+// prefix unpacks k; is4 says its family.
+func (k fibKey) prefix(is4 bool) netip.Prefix {
+	if is4 {
+		v := uint32(k.lo)
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), int(k.bits))
+	}
+	var a [16]byte
+	for i := range 8 {
+		a[i], a[8+i] = byte(k.hi>>(56-8*i)), byte(k.lo>>(56-8*i))
+	}
+	return netip.PrefixFrom(netip.AddrFrom16(a), int(k.bits))
 }
 
 // FIB is the CE's forwarding table for one address family: a next hop, or an
 // ECMP group of them, per prefix, with the row, nexthop and group numbering
 // the FEs see. It is owned by one goroutine.
 type FIB struct {
-	routes   map[netip.Prefix]route
-	nexthops map[netip.Addr]*nexthop
-	groups   map[string]*group // by groupKey of the members
+	routes    map[fibKey]route
+	is4       bool                  // the family, once the first route came (keys do not say)
+	nexthops  map[netip.Addr]*nexthop
+	addrOf    map[uint32]netip.Addr // nexthop ID -> address
+	groups    map[string]*group     // by groupKey of the members
+	groupByID map[uint32]*group
 	freeRows []uint32
 	nextRow  uint32
 	freeIDs  []uint32
@@ -83,7 +118,8 @@ type FIB struct {
 
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
-	return &FIB{routes: map[netip.Prefix]route{}, nexthops: map[netip.Addr]*nexthop{}, groups: map[string]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
+	return &FIB{routes: map[fibKey]route{}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
+		groups: map[string]*group{}, groupByID: map[uint32]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
 }
 
 // Len is the number of routes.
@@ -94,19 +130,23 @@ func (f *FIB) Len() int { return len(f.routes) }
 // the route is not installed and ok is false.
 func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok bool) {
 	p = p.Masked()
-	old, exists := f.routes[p]
-	if exists && old.group == nil && old.nexthop == nh {
-		return out, true
+	f.is4 = p.Addr().Is4()
+	k := keyOf(p)
+	old, exists := f.routes[k]
+	if exists && !old.ecmp {
+		if n := f.nexthops[nh]; n != nil && n.id == old.id {
+			return out, true
+		}
 	}
 	n, out := f.ref(nh, out)
 	if n == nil {
 		return out, false
 	}
-	r := route{row: old.row, id: n.id, nexthop: nh}
+	r := route{row: old.row, id: n.id}
 	if !exists {
 		r.row = f.allocRow()
 	}
-	f.routes[p] = r
+	f.routes[k] = r
 	out = append(out, Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: n.id, NextHop: nh})
 	if exists {
 		out = f.unrefRoute(old, out)
@@ -131,21 +171,23 @@ func (f *FIB) SetECMP(p netip.Prefix, nhs []netip.Addr, out []Change) (_ []Chang
 		return f.Set(p, members[0], out)
 	}
 	p = p.Masked()
+	f.is4 = p.Addr().Is4()
+	k := keyOf(p)
 	key := groupKey(members)
-	old, exists := f.routes[p]
-	if exists && old.group != nil && groupKey(old.group.members) == key {
+	old, exists := f.routes[k]
+	if exists && old.ecmp && groupKey(f.groupByID[old.id].members) == key {
 		return out, true
 	}
 	g, out := f.refGroup(key, members, out)
 	if g == nil {
 		return out, false
 	}
-	r := route{row: old.row, id: g.id, nexthop: members[0], group: g}
+	r := route{row: old.row, id: g.id, ecmp: true}
 	if !exists {
 		r.row = f.allocRow()
 	}
-	f.routes[p] = r
-	out = append(out, r.change(p))
+	f.routes[k] = r
+	out = append(out, f.change(p, r))
 	if exists {
 		out = f.unrefRoute(old, out)
 	}
@@ -153,12 +195,12 @@ func (f *FIB) SetECMP(p netip.Prefix, nhs []netip.Addr, out []Change) (_ []Chang
 }
 
 // change is the RouteSet that programs r for p.
-func (r route) change(p netip.Prefix) Change {
-	c := Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: r.id, NextHop: r.nexthop}
-	if r.group != nil {
-		c.ECMP, c.First = true, r.group.ids[0]
+func (f *FIB) change(p netip.Prefix, r route) Change {
+	if r.ecmp {
+		g := f.groupByID[r.id]
+		return Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: r.id, NextHop: g.members[0], ECMP: true, First: g.ids[0]}
 	}
-	return c
+	return Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: r.id, NextHop: f.addrOf[r.id]}
 }
 
 // groupKey identifies a sorted set of next hops.
@@ -203,19 +245,21 @@ func (f *FIB) refGroup(key string, members []netip.Addr, out []Change) (*group, 
 		g.ids[i] = n.id
 	}
 	f.groups[key] = g
+	f.groupByID[id] = g
 	return g, append(out, Change{Kind: GroupSet, ID: id, NextHop: members[0], Members: g.ids})
 }
 
 // unrefRoute drops a route's reference on its nexthop or group.
 func (f *FIB) unrefRoute(r route, out []Change) []Change {
-	if r.group == nil {
-		return f.unref(r.nexthop, out)
+	if !r.ecmp {
+		return f.unref(f.addrOf[r.id], out)
 	}
-	g := r.group
+	g := f.groupByID[r.id]
 	if g.refs--; g.refs > 0 {
 		return out
 	}
 	delete(f.groups, groupKey(g.members))
+	delete(f.groupByID, g.id)
 	f.freeGIDs = append(f.freeGIDs, g.id)
 	out = append(out, Change{Kind: GroupDel, ID: g.id, NextHop: g.members[0]})
 	for _, a := range g.members {
@@ -227,11 +271,12 @@ func (f *FIB) unrefRoute(r route, out []Change) []Change {
 // Delete removes prefix p, if present, and appends the FE changes it causes.
 func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
 	p = p.Masked()
-	old, exists := f.routes[p]
+	k := keyOf(p)
+	old, exists := f.routes[k]
 	if !exists {
 		return out
 	}
-	delete(f.routes, p)
+	delete(f.routes, k)
 	f.freeRows = append(f.freeRows, old.row)
 	out = append(out, Change{Kind: RouteDel, Row: old.row, Prefix: p})
 	return f.unrefRoute(old, out)
@@ -255,8 +300,8 @@ func (f *FIB) Snapshot() []Change {
 		i++
 	}
 	slices.SortFunc(out[len(f.nexthops):nh], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
-	for p, r := range f.routes {
-		out[nh+int(r.row)-1] = r.change(p)
+	for k, r := range f.routes {
+		out[nh+int(r.row)-1] = f.change(k.prefix(f.is4), r)
 	}
 	if len(f.routes) == int(f.nextRow)-1 {
 		return out // no row freed: no gaps
@@ -267,20 +312,37 @@ func (f *FIB) Snapshot() []Change {
 // Lookup returns the next hop of an exact prefix (the first of an ECMP
 // group's).
 func (f *FIB) Lookup(p netip.Prefix) (netip.Addr, bool) {
-	r, ok := f.routes[p.Masked()]
-	return r.nexthop, ok
+	r, ok := f.routes[keyOf(p.Masked())]
+	switch {
+	case !ok:
+		return netip.Addr{}, false
+	case r.ecmp:
+		return f.groupByID[r.id].members[0], true
+	}
+	return f.addrOf[r.id], true
 }
 
 // LookupAll returns every next hop of an exact prefix.
 func (f *FIB) LookupAll(p netip.Prefix) []netip.Addr {
-	r, ok := f.routes[p.Masked()]
+	r, ok := f.routes[keyOf(p.Masked())]
 	switch {
 	case !ok:
 		return nil
-	case r.group != nil:
-		return slices.Clone(r.group.members)
+	case r.ecmp:
+		return slices.Clone(f.groupByID[r.id].members)
 	}
-	return []netip.Addr{r.nexthop}
+	return []netip.Addr{f.addrOf[r.id]}
+}
+
+// Prefixes calls fn with every prefix and its next hops.
+func (f *FIB) Prefixes(fn func(netip.Prefix, []netip.Addr)) {
+	for k, r := range f.routes {
+		hops := []netip.Addr{f.addrOf[r.id]}
+		if r.ecmp {
+			hops = slices.Clone(f.groupByID[r.id].members)
+		}
+		fn(k.prefix(f.is4), hops)
+	}
 }
 
 func (f *FIB) ref(nh netip.Addr, out []Change) (*nexthop, []Change) {
@@ -301,6 +363,7 @@ func (f *FIB) ref(nh netip.Addr, out []Change) (*nexthop, []Change) {
 	}
 	n := &nexthop{id: id, refs: 1}
 	f.nexthops[nh] = n
+	f.addrOf[id] = nh
 	return n, append(out, Change{Kind: NexthopSet, ID: id, NextHop: nh})
 }
 
@@ -310,6 +373,7 @@ func (f *FIB) unref(nh netip.Addr, out []Change) []Change {
 		return out
 	}
 	delete(f.nexthops, nh)
+	delete(f.addrOf, n.id)
 	f.freeIDs = append(f.freeIDs, n.id)
 	return append(out, Change{Kind: NexthopDel, ID: n.id, NextHop: nh})
 }
