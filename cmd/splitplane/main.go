@@ -24,6 +24,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(ceCmd(), feCmd(), peerCmd(), labCmd(), benchCmd())
+	addAPICommands(root)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "splitplane:", err)
 		os.Exit(exitCode(err))
@@ -34,6 +35,10 @@ func main() {
 var errUsage = errors.New("usage")
 
 func exitCode(err error) int {
+	var api *apiError
+	if errors.As(err, &api) {
+		return api.exitCode()
+	}
 	if errors.Is(err, errUsage) {
 		return 2
 	}
