@@ -183,6 +183,7 @@ func (c *CE) Run(ctx context.Context) error {
 
 	bc, _ := c.cfg.bgpConfig() // validated in New
 	bc.Logger = c.log
+	bc.APIListen = c.cfg.BGPAPIListen
 	sp, err := bgp.Start(ctx, bc, func(u []bgp.Update) {
 		select {
 		case c.updates <- u:

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/splitplane/splitplane/ce/bgp"
@@ -259,6 +261,9 @@ func (c *Config) Validate() error {
 	if err := c.validateStatics(); err != nil {
 		return err
 	}
+	if err := c.validateAPI(); err != nil {
+		return err
+	}
 	if len(c.ControlCores) > 0 {
 		if _, err := checkCores(c.ControlCores); err != nil {
 			return fmt.Errorf("%w: control_cores %v: %w", ErrConfig, c.ControlCores, err)
@@ -266,6 +271,87 @@ func (c *Config) Validate() error {
 	}
 	_, err := c.bgpConfig()
 	return err
+}
+
+// DefaultAPIListen is where the CE serves the gRPC API unless configured
+// otherwise: a unix socket, so only local users with access to it can
+// program routes.
+const DefaultAPIListen = "unix:/run/splitplane/ce-api.sock"
+
+// validateAPI checks api_listen, api_tls, api_token_file and
+// bgp_api_listen, filling in api_listen's default: a TCP API needs mutual
+// TLS or a bearer token (or both), since anyone who can reach it can
+// program routes.
+func (c *Config) validateAPI() error {
+	if c.APIListen == "" {
+		c.APIListen = DefaultAPIListen
+	}
+	if c.APITLS != nil {
+		if _, err := c.APITLS.ServerTLS(); err != nil {
+			return fmt.Errorf("%w: api_tls: %w", ErrConfig, err)
+		}
+	}
+	if c.APITokenFile != "" {
+		if _, err := ReadAPIToken(c.APITokenFile); err != nil {
+			return fmt.Errorf("%w: api_token_file %q: %w", ErrConfig, c.APITokenFile, err)
+		}
+	}
+	network, addr, ok := strings.Cut(c.APIListen, ":")
+	switch {
+	case c.APIListen == "off":
+	case ok && network == "unix":
+		if addr == "" {
+			return fmt.Errorf("%w: api_listen %q: want unix:PATH with a path", ErrConfig, c.APIListen)
+		}
+	case ok && network == "tcp":
+		if err := checkHostPort(addr); err != nil {
+			return fmt.Errorf("%w: api_listen %q: %v", ErrConfig, c.APIListen, err)
+		}
+		if c.APITLS == nil && c.APITokenFile == "" {
+			return fmt.Errorf("%w: api_listen %q: a TCP API needs api_tls (mutual TLS) or api_token_file (a bearer token), or both", ErrConfig, c.APIListen)
+		}
+	default:
+		return fmt.Errorf("%w: api_listen %q: want unix:PATH, tcp:HOST:PORT or off", ErrConfig, c.APIListen)
+	}
+	if c.BGPAPIListen != "" {
+		if err := checkHostPort(c.BGPAPIListen); err != nil {
+			return fmt.Errorf("%w: bgp_api_listen %q: %v", ErrConfig, c.BGPAPIListen, err)
+		}
+	}
+	return nil
+}
+
+// checkHostPort checks a TCP listening address, HOST:PORT with a port
+// from 1 to 65535 (HOST may be empty: every address).
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT: %v", err)
+	}
+	if strings.ContainsAny(host, ",/") {
+		return fmt.Errorf("host %q: want an address or a name", host)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("port %q: want 1 to 65535", port)
+	}
+	return nil
+}
+
+// ReadAPIToken reads the API's bearer token from a file: its content
+// without surrounding white space, which must not be empty.
+func ReadAPIToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", errors.New("the file holds no token")
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", errors.New("the token holds white space")
+	}
+	return tok, nil
 }
 
 // validateStatics checks the static routes: a prefix, 1 to 16 next hops of

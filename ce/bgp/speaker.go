@@ -37,6 +37,9 @@ type Config struct {
 	// BgpServer.StartBgp overwrites, so all GoBGP servers in one process
 	// follow the one started last.
 	Multipath bool
+	// APIListen, if set, serves GoBGP's own gRPC API on this TCP HOST:PORT
+	// (grpcapi.go), unauthenticated, for the gobgp CLI.
+	APIListen string
 }
 
 // Update is a best-path change for one prefix: a new best next hop (with
@@ -129,7 +132,11 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 	}
 	lv := new(slog.LevelVar)
 	lv.Set(slog.LevelWarn)
-	srv := server.NewBgpServer(server.LoggerOption(log.With("subsystem", "gobgp"), lv))
+	apiOpts, apiErr := cfg.apiOptions()
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	srv := server.NewBgpServer(append(apiOpts, server.LoggerOption(log.With("subsystem", "gobgp"), lv))...)
 	go srv.Serve()
 
 	ctx, cancel := context.WithCancel(ctx)

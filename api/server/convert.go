@@ -1,0 +1,182 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
+	"github.com/splitplane/splitplane/ce"
+)
+
+// fieldError is a request field that cannot be parsed; like a
+// ce.RouteError it names the field and the value.
+func fieldError(field, value, why string) error {
+	return status.Errorf(codes.InvalidArgument, "%s %q: %s", field, value, why)
+}
+
+// parseRoute converts a route of a request; field is its name there
+// ("route", "ops[3].route").
+func parseRoute(field string, r *spv1.Route) (netip.Prefix, []netip.Addr, uint8, error) {
+	if r == nil {
+		return netip.Prefix{}, nil, 0, status.Errorf(codes.InvalidArgument, "%s: missing", field)
+	}
+	p, err := parsePrefix(field+".prefix", r.GetPrefix())
+	if err != nil {
+		return netip.Prefix{}, nil, 0, err
+	}
+	hops := make([]netip.Addr, len(r.GetNextHops()))
+	for i, s := range r.GetNextHops() {
+		if hops[i], err = netip.ParseAddr(s); err != nil {
+			return netip.Prefix{}, nil, 0, fieldError(fmt.Sprintf("%s.next_hops[%d]", field, i), s, "not an IP address")
+		}
+	}
+	if r.GetDistance() > math.MaxUint8 {
+		return netip.Prefix{}, nil, 0, fieldError(field+".distance", fmt.Sprint(r.GetDistance()), "want 1 to 255 (0: the API's default)")
+	}
+	return p, hops, uint8(r.GetDistance()), nil
+}
+
+func parsePrefix(field, s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fieldError(field, s, "not a prefix (want e.g. 198.51.100.0/24 or 2001:db8::/32)")
+	}
+	return p, nil
+}
+
+// parseOps converts the operations of a Bulk batch or a Transaction; the
+// CE checks them further (ce.CheckRouteOp).
+func parseOps(ops []*spv1.RouteOp) ([]ce.RouteOp, error) {
+	out := make([]ce.RouteOp, len(ops))
+	for i, op := range ops {
+		field := fmt.Sprintf("ops[%d]", i)
+		switch op.GetKind() {
+		case spv1.RouteOp_KIND_REPLACE:
+			p, hops, d, err := parseRoute(field+".route", op.GetRoute())
+			if err != nil {
+				return nil, err
+			}
+			out[i] = ce.RouteOp{Kind: ce.OpReplace, Prefix: p, NextHops: hops, Distance: d}
+		case spv1.RouteOp_KIND_DELETE:
+			if op.GetRoute() == nil {
+				return nil, status.Errorf(codes.InvalidArgument, "%s.route: missing (a delete needs route.prefix)", field)
+			}
+			p, err := parsePrefix(field+".route.prefix", op.GetRoute().GetPrefix())
+			if err != nil {
+				return nil, err
+			}
+			out[i] = ce.RouteOp{Kind: ce.OpDelete, Prefix: p}
+		default:
+			return nil, fieldError(field+".kind", op.GetKind().String(), "want KIND_REPLACE or KIND_DELETE")
+		}
+	}
+	return out, nil
+}
+
+// batchError maps an error of a batch of operations to a status; a
+// ce.RouteError becomes "ops[i].FIELD "VALUE": why".
+func batchError(err error) error {
+	var re *ce.RouteError
+	if errors.As(err, &re) {
+		return routeStatus(re, fmt.Sprintf("ops[%d]", re.Index), re.Field)
+	}
+	return toStatus(err)
+}
+
+// unaryError maps an error of a single-route call (Add, Replace, Delete),
+// whose request field is field; the operation's own index means nothing
+// there. prefixField renames route.prefix (Delete's request has prefix).
+func unaryError(err error, prefixField string) error {
+	var re *ce.RouteError
+	if errors.As(err, &re) {
+		f := re.Field
+		if f == "route.prefix" || f == "prefix" {
+			f = prefixField
+		}
+		return routeStatus(re, "", f)
+	}
+	return toStatus(err)
+}
+
+func routeStatus(re *ce.RouteError, where, field string) error {
+	code := code(re.Err)
+	switch {
+	case field == "" && where == "":
+		return status.Error(code, re.Err.Error())
+	case field == "":
+		return status.Errorf(code, "%s: %v", where, re.Err)
+	case where != "":
+		field = where + "." + field
+	}
+	return status.Errorf(code, "%s %q: %v", field, re.Value, re.Err)
+}
+
+// toStatus maps an error of the CE to a status: the codes the API's
+// documentation promises for each of the CE's errors.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(code(err), err.Error())
+}
+
+func code(err error) codes.Code {
+	switch {
+	case errors.Is(err, ce.ErrInvalidRoute):
+		return codes.InvalidArgument
+	case errors.Is(err, ce.ErrRouteNotFound):
+		return codes.NotFound
+	case errors.Is(err, ce.ErrRouteExists):
+		return codes.AlreadyExists
+	case errors.Is(err, ce.ErrTableFull), errors.Is(err, ce.ErrTxnBusy), errors.Is(err, ce.ErrWatcherBehind):
+		return codes.ResourceExhausted
+	case errors.Is(err, ce.ErrTxnAborted):
+		return codes.Aborted
+	case errors.Is(err, ce.ErrNoFE):
+		return codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	}
+	return codes.Internal
+}
+
+func toRoute(r ce.RouteInfo) *spv1.Route {
+	return &spv1.Route{
+		Prefix: r.Prefix.String(), NextHops: addrStrings(r.NextHops), Distance: uint32(r.Distance),
+		Origin: origin(r.Origin), Installed: r.Installed, ResolvedNextHops: addrStrings(r.Resolved),
+	}
+}
+
+func origin(s string) spv1.Origin {
+	switch s {
+	case "api":
+		return spv1.Origin_ORIGIN_API
+	case "static":
+		return spv1.Origin_ORIGIN_STATIC
+	case "bgp":
+		return spv1.Origin_ORIGIN_BGP
+	}
+	return spv1.Origin_ORIGIN_UNSPECIFIED
+}
+
+func addrStrings(as []netip.Addr) []string {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}
