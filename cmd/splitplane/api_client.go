@@ -270,4 +270,3 @@ func addAPICommands(root *cobra.Command) {
 		}
 	}
 }
-

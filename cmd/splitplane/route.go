@@ -13,8 +13,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	splitplanev1 "github.com/splitplane/splitplane/api/splitplane/v1"
 )
@@ -291,7 +289,7 @@ func routeWatchCmd(f *apiFlags) *cobra.Command {
 				if err == nil {
 					err = printEvents(cmd.OutOrStdout(), s, out)
 				}
-				if ctx.Err() != nil && status.Code(err) == codes.Canceled {
+				if err != nil && ctx.Err() != nil {
 					return nil // interrupted
 				}
 				return callError("route watch", c.addr, err)

@@ -250,8 +250,11 @@ func (r rates) rate(key string) string {
 
 // four is the rx, fwd, pass and drop rates of a key as cells.
 func (r rates) four(key string) string {
-	return r.rate(key+"|rx") + "\t" + r.rate(key+"|fwd") + "\t" + r.rate(key+"|pass") + "\t" + r.rate(key+"|drop")
+	return fmt.Sprintf("%7s\t%7s\t%7s\t%7s", r.rate(key+"|rx"), r.rate(key+"|fwd"), r.rate(key+"|pass"), r.rate(key+"|drop"))
 }
+
+// fourHeader heads the columns of four.
+var fourHeader = fmt.Sprintf("%7s\t%7s\t%7s\t%7s", "RX/s", "FWD/s", "PASS/s", "DROP/s")
 
 // si shows a rate with an SI suffix: 950, 12.3k, 1.25M, 2.00G.
 func si(v float64) string {
@@ -291,19 +294,19 @@ func renderTop(prev, cur *topSample, addr string, interval time.Duration) []byte
 	}
 	b.WriteString("\n")
 
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	if cur.fesErr != nil {
 		fmt.Fprintf(&b, "FEs: %v\n", cur.fesErr)
 	} else if len(cur.fes) == 0 {
 		b.WriteString("no FE associated\n")
 	} else {
-		fmt.Fprintln(tw, "FE\tNAME\tSYNCED\tRX/s\tFWD/s\tPASS/s\tDROP/s\tHB RTT P99\t")
+		fmt.Fprintf(tw, "FE\tNAME\tSYNCED\t%s\tHB RTT P99\n", fourHeader)
 		for _, fe := range cur.fes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2fms\t\n", fe.GetId(), dash(fe.GetName()), yesNo(fe.GetSynced()), r.four(fe.GetId()), fe.GetHeartbeatRttP99Ms())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2fms\n", fe.GetId(), dash(fe.GetName()), yesNo(fe.GetSynced()), r.four(fe.GetId()), fe.GetHeartbeatRttP99Ms())
 		}
 		fmt.Fprintln(tw)
 
-		fmt.Fprintln(tw, "CORE\t\tRX/s\tFWD/s\tPASS/s\tDROP/s\tQUEUES\t")
+		fmt.Fprintf(tw, "CORE\t\t%s\tQUEUES\n", fourHeader)
 		for _, fe := range cur.fes {
 			cpus := map[int32]bool{}
 			queues := map[int32][]string{}
@@ -320,25 +323,25 @@ func renderTop(prev, cur *topSample, addr string, interval time.Duration) []byte
 			}
 			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 			for _, c := range ids {
-				fmt.Fprintf(tw, "%s\tcpu%d\t%s\t%s\t\n", fe.GetId(), c, r.four(fmt.Sprintf("%s|cpu%d", fe.GetId(), c)), dash(strings.Join(queues[c], " ")))
+				fmt.Fprintf(tw, "%s\tcpu%d\t%s\t%s\n", fe.GetId(), c, r.four(fmt.Sprintf("%s|cpu%d", fe.GetId(), c)), dash(strings.Join(queues[c], " ")))
 			}
 		}
 		fmt.Fprintln(tw)
 
-		fmt.Fprintln(tw, "PORT\t\tUP\tRX/s\tFWD/s\tPASS/s\tDROP/s\tADDRESSES\t")
+		fmt.Fprintf(tw, "PORT\t\tUP\t%s\tADDRESSES\n", fourHeader)
 		for _, fe := range cur.fes {
 			for _, p := range fe.GetPorts() {
 				up := "down"
 				if p.GetUp() {
 					up = "up"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", fe.GetId(), dash(p.GetName()), up,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fe.GetId(), dash(p.GetName()), up,
 					r.four(fmt.Sprintf("%s|port%d", fe.GetId(), p.GetId())), dash(strings.Join(p.GetAddresses(), " ")))
 			}
 		}
 		fmt.Fprintln(tw)
 
-		fmt.Fprintln(tw, "EXCEPTION\t\tPACKETS/s\tTOTAL\t")
+		fmt.Fprintln(tw, "EXCEPTION\t\tPACKETS/s\tTOTAL")
 		for _, fe := range cur.fes {
 			byReason := fe.GetCounters().GetByReason()
 			reasons := make([]string, 0, len(byReason))
@@ -347,7 +350,7 @@ func renderTop(prev, cur *topSample, addr string, interval time.Duration) []byte
 			}
 			sort.Strings(reasons)
 			for _, reason := range reasons {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t\n", fe.GetId(), reason, r.rate(fe.GetId()+"|reason|"+reason), byReason[reason])
+				fmt.Fprintf(tw, "%s\t%s\t%9s\t%d\n", fe.GetId(), reason, r.rate(fe.GetId()+"|reason|"+reason), byReason[reason])
 			}
 		}
 		fmt.Fprintln(tw)
