@@ -57,6 +57,7 @@ type CE struct {
 	redirects      chan Redirected // packets FEs redirected to the CE; nil: count only
 	protocolErrors atomic.Uint64   // malformed or misaddressed ForCES messages
 	pcap           *forces.PcapWriter
+	prom           promMetrics // Prometheus registry and server (metrics.go)
 }
 
 // listen opens a ForCES listener, with mutual TLS when configured.
@@ -200,6 +201,13 @@ func (c *CE) Run(ctx context.Context) error {
 	if c.cfg.StatusSocket != "" {
 		stop, err := status.Serve(c.cfg.StatusSocket, func() any { return c.Status(ctx) },
 			status.Handlers{"POST /inject": c.serveInject(ctx)})
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if c.cfg.MetricsListen != "" {
+		stop, err := c.serveMetrics()
 		if err != nil {
 			return err
 		}

@@ -269,6 +269,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: control_cores %v: %w", ErrConfig, c.ControlCores, err)
 		}
 	}
+	if c.MetricsListen != "" {
+		if err := checkMetricsListen(c.MetricsListen); err != nil {
+			return fmt.Errorf("%w: metrics_listen %q: %v", ErrConfig, c.MetricsListen, err)
+		}
+	}
 	_, err := c.bgpConfig()
 	return err
 }

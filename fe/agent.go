@@ -91,6 +91,7 @@ type Agent struct {
 
 	protocolErrors atomic.Uint64 // malformed or misaddressed messages from the CE
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
+	prom           promMetrics // Prometheus registry and server (metrics.go)
 }
 
 type port struct {
@@ -278,6 +279,13 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	if a.cfg.StatusSocket != "" {
 		stop, err := status.Serve(a.cfg.StatusSocket, func() any { return a.Status() }, nil)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if a.cfg.MetricsListen != "" {
+		stop, err := a.serveMetrics()
 		if err != nil {
 			return err
 		}

@@ -115,6 +115,11 @@ func (c *Config) Validate() error {
 	if c.HeartbeatInterval < 10*time.Millisecond {
 		return fmt.Errorf("%w: heartbeat_interval %s: must be at least 10ms", ErrConfig, c.HeartbeatInterval)
 	}
+	if c.MetricsListen != "" {
+		if err := checkMetricsListen(c.MetricsListen); err != nil {
+			return fmt.Errorf("%w: metrics_listen %q: %v", ErrConfig, c.MetricsListen, err)
+		}
+	}
 	return nil
 }
 

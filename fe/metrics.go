@@ -1,0 +1,326 @@
+package fe
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// The FE's Prometheus metrics. A scrape reads the agent's tables under its
+// lock and the datapath's counters (BPF per-CPU maps) as Status does;
+// nothing is polled in between. Each agent has its own registry.
+
+// promMetrics is the agent's registry and metrics server. The zero value is
+// ready: the registry is made on first use.
+type promMetrics struct {
+	once sync.Once
+	reg  *prometheus.Registry
+	addr atomic.Value // net.Addr of the metrics listener, once serving
+}
+
+func (a *Agent) registry() *prometheus.Registry {
+	a.prom.once.Do(func() {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(
+			collectors.NewGoCollector(),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			&feCollector{a: a},
+		)
+		a.prom.reg = reg
+	})
+	return a.prom.reg
+}
+
+// RegisterMetrics adds col to the metrics the agent serves on
+// metrics_listen; it fails if col's series collide with others.
+func (a *Agent) RegisterMetrics(col prometheus.Collector) error {
+	return a.registry().Register(col)
+}
+
+// MetricsHandler serves the agent's metrics in the Prometheus exposition
+// formats, as /metrics of metrics_listen does.
+func (a *Agent) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.registry(), promhttp.HandlerOpts{
+		ErrorLog:      slogPrinter{a.log},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// MetricsAddr is the address metrics are served on, nil until Run listens
+// there or without metrics_listen.
+func (a *Agent) MetricsAddr() net.Addr {
+	addr, _ := a.prom.addr.Load().(net.Addr)
+	return addr
+}
+
+// serveMetrics serves /metrics on metrics_listen until stop.
+func (a *Agent) serveMetrics() (stop func(), err error) {
+	l, err := net.Listen("tcp", a.cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics_listen %s: %w", a.cfg.MetricsListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	a.prom.addr.Store(l.Addr())
+	a.log.Info("metrics: serving Prometheus metrics", "url", "http://"+l.Addr().String()+"/metrics")
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("metrics: server", "address", l.Addr().String(), "err", err)
+		}
+	}()
+	return func() { srv.Close() }, nil
+}
+
+// checkMetricsListen checks a metrics_listen value: a TCP HOST:PORT, with
+// an empty host for every address and port 0 for any free port.
+func checkMetricsListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want a TCP HOST:PORT such as 127.0.0.1:9102: %v", err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q: want 0 to 65535", port)
+	}
+	if host == "" {
+		return nil
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	for _, r := range host {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+			return fmt.Errorf("host %q: want an IP address or a host name", host)
+		}
+	}
+	return nil
+}
+
+// slogPrinter logs promhttp's errors (a scrape that could not collect
+// everything) through the agent's logger.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.log.Warn("metrics: " + fmt.Sprint(v...)) }
+
+// feCollector reads the agent and its datapath at each scrape.
+type feCollector struct{ a *Agent }
+
+var (
+	feCounterErrors = prometheus.NewDesc("splitplane_fe_datapath_counter_errors",
+		"Error reading the datapath's counters for this scrape.", nil, nil)
+
+	feAssociated = prometheus.NewDesc("splitplane_fe_forces_associated",
+		"1 while the FE is associated with its CE over ForCES.", nil, nil)
+	feLowUp = prometheus.NewDesc("splitplane_fe_forces_low_channel_up",
+		"1 while the low-priority ForCES channel (redirects, events) is up.", nil, nil)
+	feProtocolErrors = prometheus.NewDesc("splitplane_fe_forces_protocol_errors_total",
+		"Malformed or misaddressed ForCES messages the FE received from the CE.", nil, nil)
+	feRedirected = prometheus.NewDesc("splitplane_fe_redirected_packets_total",
+		"Frames the FE redirected to the CE over the low-priority channel.", nil, nil)
+	feRedirectDropped = prometheus.NewDesc("splitplane_fe_redirect_dropped_packets_total",
+		"Frames to redirect to the CE that were dropped: queue full or no association.", nil, nil)
+	feInjected = prometheus.NewDesc("splitplane_fe_injected_packets_total",
+		"Frames the CE sent out of the FE's ports.", nil, nil)
+	feEvents = prometheus.NewDesc("splitplane_fe_events_sent_total",
+		"Event notifications the FE sent to the CE.", nil, nil)
+
+	feRoutes = prometheus.NewDesc("splitplane_fe_fib_routes",
+		"Routes the CE programmed into the FE (its ForCES rows), by address family.", []string{"family"}, nil)
+	feNexthops = prometheus.NewDesc("splitplane_fe_fib_nexthops",
+		"Next hops the CE programmed into the FE (its ForCES rows), by address family.", []string{"family"}, nil)
+	feGroups = prometheus.NewDesc("splitplane_fe_fib_ecmp_groups",
+		"ECMP groups the CE programmed into the FE (its ForCES rows), by address family.", []string{"family"}, nil)
+	feProgrammed = prometheus.NewDesc("splitplane_fe_datapath_routes",
+		"Routes in the datapath, by address family (a route whose next hop is missing, or that a connected route shadows, is not).", []string{"family"}, nil)
+	feGateways = prometheus.NewDesc("splitplane_fe_datapath_gateways",
+		"Distinct gateways (next-hop slots) in the datapath.", nil, nil)
+	feResolved = prometheus.NewDesc("splitplane_fe_datapath_gateways_resolved",
+		"Gateways whose egress port is known.", nil, nil)
+	feDPGroups = prometheus.NewDesc("splitplane_fe_datapath_ecmp_groups",
+		"ECMP groups in the datapath.", nil, nil)
+	feNeighbors = prometheus.NewDesc("splitplane_fe_neighbors",
+		"Neighbour (ARP, NDP) entries the FE knows on its ports.", nil, nil)
+	feDPErrors = prometheus.NewDesc("splitplane_fe_datapath_errors_total",
+		"Datapath updates that failed (map full, ...).", nil, nil)
+	feKernelRoutes = prometheus.NewDesc("splitplane_fe_kernel_routes",
+		"CE routes the FE copied into the kernel's FIB (the slow path).", nil, nil)
+	feKernelErrors = prometheus.NewDesc("splitplane_fe_kernel_route_errors_total",
+		"Kernel FIB updates that failed.", nil, nil)
+
+	feRx = prometheus.NewDesc("splitplane_fe_datapath_rx_packets_total",
+		"Packets the XDP program received, by CPU. Each counts once more in splitplane_fe_datapath_packets_total.", []string{"cpu"}, nil)
+	fePackets = prometheus.NewDesc("splitplane_fe_datapath_packets_total",
+		"Packets the XDP program handled, by CPU, action (forward, pass to the kernel) and reason (the datapath's counter name, such as forwarded or pass_no_route).",
+		[]string{"cpu", "action", "reason"}, nil)
+	feFwdBytes = prometheus.NewDesc("splitplane_fe_datapath_forwarded_bytes_total",
+		"Frame bytes the XDP program forwarded, by CPU.", []string{"cpu"}, nil)
+	feFwd6 = prometheus.NewDesc("splitplane_fe_datapath_forwarded_ipv6_packets_total",
+		"IPv6 packets among those forwarded, by CPU.", []string{"cpu"}, nil)
+
+	fePortUp = prometheus.NewDesc("splitplane_fe_port_up",
+		"1 when the port's link is up.", []string{"port"}, nil)
+	fePortRx = prometheus.NewDesc("splitplane_fe_port_rx_packets_total",
+		"Packets received on the port since XDP was attached.", []string{"port"}, nil)
+	fePortRxBytes = prometheus.NewDesc("splitplane_fe_port_rx_bytes_total",
+		"Frame bytes (without FCS) received on the port since XDP was attached.", []string{"port"}, nil)
+	fePortTx = prometheus.NewDesc("splitplane_fe_port_tx_packets_total",
+		"Packets the XDP program forwarded out of the port.", []string{"port"}, nil)
+	fePortTxBytes = prometheus.NewDesc("splitplane_fe_port_tx_bytes_total",
+		"Frame bytes (without FCS) the XDP program forwarded out of the port.", []string{"port"}, nil)
+	fePortPassed = prometheus.NewDesc("splitplane_fe_port_passed_packets_total",
+		"Packets received on the port that XDP passed to the kernel.", []string{"port"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (fc *feCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{feCounterErrors, feAssociated, feLowUp, feProtocolErrors, feRedirected, feRedirectDropped,
+		feInjected, feEvents, feRoutes, feNexthops, feGroups, feProgrammed, feGateways, feResolved, feDPGroups, feNeighbors,
+		feDPErrors, feKernelRoutes, feKernelErrors, feRx, fePackets, feFwdBytes, feFwd6,
+		fePortUp, fePortRx, fePortRxBytes, fePortTx, fePortTxBytes, fePortPassed} {
+		ch <- d
+	}
+}
+
+// metricsPort is what a scrape needs of a port.
+type metricsPort struct {
+	name    string
+	ifindex int
+	up      bool
+}
+
+// Collect implements prometheus.Collector.
+func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
+	a := fc.a
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+
+	a.mu.Lock()
+	associated := a.associated
+	routes4, routes6 := a.table.v4.len(), a.table.v6.len()
+	nh4, nh6 := len(a.table.v4.nexthops), len(a.table.v6.nexthops)
+	grp4, grp6 := len(a.table.v4.groups), len(a.table.v6.groups)
+	prog4, prog6 := len(a.prog.routes), len(a.prog.routes6)
+	gateways, dpGroups, dpErrors := len(a.prog.slots), len(a.prog.groups), a.prog.errors
+	resolved := 0
+	for _, s := range a.prog.slots {
+		if s.ifindex != 0 {
+			resolved++
+		}
+	}
+	neighbors := len(a.neighbors)
+	kernel := a.kernel != nil
+	var kernelRoutes int
+	var kernelErrors uint64
+	if kernel {
+		kernelRoutes, kernelErrors = len(a.kernel.installed), a.kernel.errors
+	}
+	ports := make([]metricsPort, 0, len(a.ports))
+	for _, p := range a.ports {
+		ports = append(ports, metricsPort{p.Name, p.Ifindex, p.Up})
+	}
+	dp := a.dp
+	a.mu.Unlock()
+	sort.Slice(ports, func(i, j int) bool { return ports[i].ifindex < ports[j].ifindex })
+
+	gauge(feAssociated, b2f(associated))
+	gauge(feLowUp, b2f(a.lowq.Load() != nil))
+	counter(feProtocolErrors, a.protocolErrors.Load())
+	counter(feRedirected, a.low.redirected.Load())
+	counter(feRedirectDropped, a.low.dropped.Load())
+	counter(feInjected, a.low.injected.Load())
+	counter(feEvents, a.low.events.Load())
+
+	gauge(feRoutes, float64(routes4), "ipv4")
+	gauge(feRoutes, float64(routes6), "ipv6")
+	gauge(feNexthops, float64(nh4), "ipv4")
+	gauge(feNexthops, float64(nh6), "ipv6")
+	gauge(feGroups, float64(grp4), "ipv4")
+	gauge(feGroups, float64(grp6), "ipv6")
+	gauge(feProgrammed, float64(prog4), "ipv4")
+	gauge(feProgrammed, float64(prog6), "ipv6")
+	gauge(feGateways, float64(gateways))
+	gauge(feResolved, float64(resolved))
+	gauge(feDPGroups, float64(dpGroups))
+	gauge(feNeighbors, float64(neighbors))
+	counter(feDPErrors, dpErrors)
+	if kernel {
+		gauge(feKernelRoutes, float64(kernelRoutes))
+		counter(feKernelErrors, kernelErrors)
+	}
+	for _, p := range ports {
+		gauge(fePortUp, b2f(p.up), p.name)
+	}
+	if dp == nil {
+		return // not loaded yet
+	}
+
+	perCPU, err := dp.CPUCounters()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(feCounterErrors, fmt.Errorf("datapath per-CPU counters: %w", err))
+	}
+	for cpu, cs := range perCPU {
+		if cs["rx"] == 0 {
+			continue // a CPU that never saw a packet (often one only possible, not online)
+		}
+		c := strconv.Itoa(cpu)
+		for name, v := range cs {
+			switch {
+			case name == "rx":
+				counter(feRx, v, c)
+			case name == "forwarded_bytes":
+				counter(feFwdBytes, v, c)
+			case name == "forwarded_ipv6":
+				counter(feFwd6, v, c)
+			case name == "forwarded":
+				counter(fePackets, v, c, "forward", name)
+			case strings.HasPrefix(name, "pass_"):
+				counter(fePackets, v, c, "pass", name)
+			case strings.HasPrefix(name, "drop"):
+				counter(fePackets, v, c, "drop", name)
+			default:
+				counter(fePackets, v, c, "other", name)
+			}
+		}
+	}
+
+	pcs, err := dp.PortCounters()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(feCounterErrors, fmt.Errorf("datapath port counters: %w", err))
+		return
+	}
+	for _, p := range ports {
+		pc, ok := pcs[p.ifindex]
+		if !ok {
+			continue
+		}
+		counter(fePortRx, pc.RxPackets, p.name)
+		counter(fePortRxBytes, pc.RxBytes, p.name)
+		counter(fePortTx, pc.TxPackets, p.name)
+		counter(fePortTxBytes, pc.TxBytes, p.name)
+		counter(fePortPassed, pc.Passed, p.name)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
