@@ -87,7 +87,7 @@ func topOnce(ctx context.Context, c *apiConn, w io.Writer, interval time.Duratio
 }
 
 // topLive redraws a frame every interval until ctx ends. On a terminal each
-// frame replaces the last (clear screen, cursor home); elsewhere frames
+// frame replaces the last (plain ANSI sequences); elsewhere frames
 // follow each other. An unreachable API is shown, and retried.
 func topLive(ctx context.Context, c *apiConn, w io.Writer, interval time.Duration, tty bool) error {
 	if tty {
@@ -104,7 +104,14 @@ func topLive(ctx context.Context, c *apiConn, w io.Writer, interval time.Duratio
 		}
 		frame := renderTop(prev, cur, c.addr, interval)
 		if tty {
-			frame = append([]byte("\033[H\033[2J"), frame...)
+			// Overwrite the last frame in place rather than clear the
+			// screen first, which flickers: cursor home, each line cleared
+			// to its end, the rest of the screen cleared after the frame.
+			frame = bytes.ReplaceAll(frame, []byte("\n"), []byte("\033[K\n"))
+			frame = append(append([]byte("\033[H"), frame...), "\033[J"...)
+			if prev == nil {
+				frame = append([]byte("\033[2J"), frame...)
+			}
 		} else {
 			frame = append(frame, '\n')
 		}
@@ -296,9 +303,9 @@ func renderTop(prev, cur *topSample, addr string, interval time.Duration) []byte
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	if cur.fesErr != nil {
-		fmt.Fprintf(&b, "FEs: %v\n", cur.fesErr)
+		fmt.Fprintf(&b, "FEs: %v\n\n", cur.fesErr)
 	} else if len(cur.fes) == 0 {
-		b.WriteString("no FE associated\n")
+		b.WriteString("no FE associated\n\n")
 	} else {
 		fmt.Fprintf(tw, "FE\tNAME\tSYNCED\t%s\tHB RTT P99\n", fourHeader)
 		for _, fe := range cur.fes {
@@ -359,6 +366,8 @@ func renderTop(prev, cur *topSample, addr string, interval time.Duration) []byte
 
 	if cur.bgpErr != nil {
 		fmt.Fprintf(&b, "BGP: %v\n", cur.bgpErr)
+	} else if len(cur.neighbors) == 0 {
+		b.WriteString("no BGP neighbour\n")
 	} else {
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "NEIGHBOR\tASN\tSTATE\tFOR\tBFD\tRECEIVED\tACCEPTED")
