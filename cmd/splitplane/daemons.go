@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/splitplane/splitplane/api/server"
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/integration/peer"
@@ -72,11 +73,20 @@ func ceCmd() *cobra.Command {
 		if pcap != "" {
 			cfg.ForCESPcap = pcap
 		}
-		c, err := ce.New(cfg, newLogger())
+		log := newLogger()
+		c, err := ce.New(cfg, log)
 		if err != nil {
 			return nil, err
 		}
-		return &ceDaemon{CE: c, pcap: pcap}, nil
+		api, serve, err := server.FromCE(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		d := &ceDaemon{CE: c, pcap: pcap}
+		if serve {
+			d.api = &api
+		}
+		return d, nil
 	})
 	cmd.Long = "Run the control element: BGP, the FIB, and ForCES towards the FEs.\n\n" +
 		"SIGHUP reads the configuration file again and applies what changed (static routes, BGP\n" +
@@ -85,10 +95,25 @@ func ceCmd() *cobra.Command {
 	return cmd
 }
 
-// ceDaemon is a CE that reloads its configuration file.
+// ceDaemon is a CE that serves the gRPC API and reloads its configuration
+// file.
 type ceDaemon struct {
 	*ce.CE
 	pcap string
+	api  *server.Config // nil: api_listen off
+}
+
+// Run serves the API while the CE runs; the API stops after the CE, so its
+// watches end with the CE's.
+func (d *ceDaemon) Run(ctx context.Context) error {
+	if d.api != nil {
+		s, err := server.Start(d.CE, *d.api)
+		if err != nil {
+			return err
+		}
+		defer s.Stop()
+	}
+	return d.CE.Run(ctx)
 }
 
 func (d *ceDaemon) reload(ctx context.Context, path string) error {
