@@ -26,7 +26,7 @@ import (
 
 // startCE runs a CE with BGP off whose next hops in 10.0.0.0/8 and
 // 2001:db8::/64 are directly connected.
-func startCE(t *testing.T, cfg ce.Config) *ce.CE {
+func startCE(t testing.TB, cfg ce.Config) *ce.CE {
 	t.Helper()
 	cfg.ID, cfg.ASN, cfg.RouterID, cfg.BGPListenPort = 1, 65001, "192.0.2.1", -1
 	cfg.ForCESListen, cfg.ForCESListenLow = "127.0.0.1:0", "127.0.0.1:0"
@@ -50,7 +50,7 @@ func startCE(t *testing.T, cfg ce.Config) *ce.CE {
 	return c
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
@@ -63,7 +63,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // startServer serves b's API; a Listen of "" takes a unix socket in a
 // temporary directory.
-func startServer(t *testing.T, b Backend, cfg Config) *Server {
+func startServer(t testing.TB, b Backend, cfg Config) *Server {
 	t.Helper()
 	if cfg.Listen == "" {
 		cfg.Listen = "unix:" + filepath.Join(t.TempDir(), "run", "ce-api.sock")
@@ -84,7 +84,7 @@ func target(s *Server) string {
 	return s.Addr().String()
 }
 
-func dial(t *testing.T, s *Server, opts ...grpc.DialOption) *grpc.ClientConn {
+func dial(t testing.TB, s *Server, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
