@@ -124,7 +124,6 @@ type apiOps struct {
 
 type apiResult struct {
 	fibChanges int
-	fes        int
 	err        error
 }
 

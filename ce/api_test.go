@@ -128,7 +128,7 @@ func TestAPITransaction(t *testing.T) {
 		return len(st.FEs) == 1 && st.FEs[0].Synced
 	})
 
-	run := func(commit forces.ResultCode, ops []RouteOp) (error, []forces.Item) {
+	run := func(commit forces.ResultCode, ops []RouteOp) ([]forces.Item, error) {
 		res := make(chan error, 1)
 		go func() { _, _, err := c.Transaction(ctx, ops); res <- err }()
 		var items []forces.Item
@@ -144,16 +144,16 @@ func TestAPITransaction(t *testing.T) {
 				if commit == forces.ResultSuccess && !hasOp(end, forces.OpTRComp) || commit != forces.ResultSuccess && end.Header.Flags.TP != forces.PhaseABT {
 					t.Fatalf("after COMMIT %s: %+v", commit, end.Header)
 				}
-				return <-res, items
+				return items, <-res
 			}
 			items = append(items, forces.Items(m)...)
 		}
 	}
-	err, items := run(forces.ResultSuccess, []RouteOp{replaceOp("198.51.100.0/24", "10.0.0.2"), replaceOp("203.0.113.0/24", "10.0.0.2")})
+	items, err := run(forces.ResultSuccess, []RouteOp{replaceOp("198.51.100.0/24", "10.0.0.2"), replaceOp("203.0.113.0/24", "10.0.0.2")})
 	if err != nil || len(items) != 3 { // the nexthop and two routes
 		t.Fatalf("committed transaction: %v, %d rows", err, len(items))
 	}
-	err, _ = run(forces.ResultUnspecifiedError, []RouteOp{replaceOp("198.51.100.0/24", "10.0.0.3"), {Kind: OpDelete, Prefix: netip.MustParsePrefix("203.0.113.0/24")}})
+	_, err = run(forces.ResultUnspecifiedError, []RouteOp{replaceOp("198.51.100.0/24", "10.0.0.3"), {Kind: OpDelete, Prefix: netip.MustParsePrefix("203.0.113.0/24")}})
 	if !errors.Is(err, ErrTxnAborted) {
 		t.Fatalf("refused COMMIT: %v", err)
 	}

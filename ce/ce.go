@@ -106,6 +106,7 @@ type Status struct {
 // FEStatus describes one associated FE.
 type FEStatus struct {
 	ID            string     `json:"id"`
+	Num           forces.ID  `json:"-"` // the ID as a number, for FEDetails
 	Name          string     `json:"name"`
 	LFBs          []string   `json:"lfbs"`
 	Ports         []FEPort   `json:"ports"`

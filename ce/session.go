@@ -178,7 +178,7 @@ func (s *session) status() FEStatus {
 		ports = append(ports, FEPort{ID: p.ID, Name: p.Name, MAC: net.HardwareAddr(p.MAC[:]).String(), Up: p.Up})
 	}
 	st := FEStatus{
-		ID: s.fe.String(), Name: info.name, LFBs: lfbs, Ports: ports, Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
+		ID: s.fe.String(), Num: s.fe, Name: info.name, LFBs: lfbs, Ports: ports, Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
 		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: time.Unix(0, s.lastSeen.Load()),
 		HeartbeatRTT: s.hb.summary(),
 	}

@@ -55,6 +55,7 @@ bgp_listen_addresses: [127.0.0.1]
 forces_listen: 127.0.0.1:0
 forces_listen_low: 127.0.0.1:0
 status_socket: %s
+api_listen: "off"
 neighbors:
 %s
 static_routes:

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -48,17 +49,21 @@ func (f *fakeDatapath) DeleteRoutes(ps []netip.Prefix) error {
 	}
 	return nil
 }
-func (f *fakeDatapath) SetNexthop(uint32, datapath.Nexthop) error            { return nil }
-func (f *fakeDatapath) DeleteNexthop(uint32) error                           { return nil }
-func (f *fakeDatapath) SetNexthopGroup(uint32, []uint32) error               { return nil }
-func (f *fakeDatapath) DeleteNexthopGroup(uint32) error                      { return nil }
-func (f *fakeDatapath) SetNeighbor(int, netip.Addr, net.HardwareAddr) error  { return nil }
-func (f *fakeDatapath) DeleteNeighbor(int, netip.Addr) error                 { return nil }
-func (f *fakeDatapath) SetLocalAddr(netip.Addr) error                        { return nil }
-func (f *fakeDatapath) Counters() (datapath.Counters, error)                 { return datapath.Counters{}, nil }
+func (f *fakeDatapath) SetNexthop(uint32, datapath.Nexthop) error           { return nil }
+func (f *fakeDatapath) DeleteNexthop(uint32) error                          { return nil }
+func (f *fakeDatapath) SetNexthopGroup(uint32, []uint32) error              { return nil }
+func (f *fakeDatapath) DeleteNexthopGroup(uint32) error                     { return nil }
+func (f *fakeDatapath) SetNeighbor(int, netip.Addr, net.HardwareAddr) error { return nil }
+func (f *fakeDatapath) DeleteNeighbor(int, netip.Addr) error                { return nil }
+func (f *fakeDatapath) SetLocalAddr(netip.Addr) error                       { return nil }
+func (f *fakeDatapath) Counters() (datapath.Counters, error) {
+	return datapath.Counters{"rx": 30, "forwarded": 20, "pass_no_route": 6, "pass_ttl": 4}, nil
+}
 func (f *fakeDatapath) PortCounters() (map[int]datapath.PortCounters, error) { return nil, nil }
-func (f *fakeDatapath) CPUCounters() ([]datapath.Counters, error)            { return nil, nil }
-func (f *fakeDatapath) Close() error                                         { return nil }
+func (f *fakeDatapath) CPUCounters() ([]datapath.Counters, error) {
+	return []datapath.Counters{{"rx": 10, "forwarded": 10}, {"rx": 20, "forwarded": 10, "pass_no_route": 6, "pass_ttl": 4}}, nil
+}
+func (f *fakeDatapath) Close() error { return nil }
 
 func (f *fakeDatapath) has(p string) bool {
 	f.mu.Lock()
@@ -131,5 +136,12 @@ func TestTransactionWithFE(t *testing.T) {
 	if f.Id != "FE(1)" || f.Name != "fe-test" || f.Remote == "" || f.AssociatedUnixMs == 0 || f.RowsAcked == 0 || f.RowsFailed != 0 ||
 		len(f.Ports) != 1 || f.Ports[0].Id != 7 || f.Ports[0].Name != "p7" || !f.Ports[0].Up {
 		t.Fatalf("FE: %v", f)
+	}
+	// What the FE reported of itself over ForCES: its counters, in total
+	// and per CPU, and its port's addresses.
+	cs := f.Counters
+	if cs == nil || cs.RxPackets != 30 || cs.ForwardedPackets != 20 || cs.PassedPackets != 10 || cs.ByReason["pass_ttl"] != 4 ||
+		len(cs.Cpus) != 2 || cs.Cpus[1].PassedPackets != 10 || !slices.Equal(f.Ports[0].Addresses, []string{"10.0.0.1/8"}) {
+		t.Fatalf("the FE's own report: %v", f)
 	}
 }

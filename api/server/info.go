@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -9,6 +12,8 @@ import (
 
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
+	festatus "github.com/splitplane/splitplane/fe"
+	"github.com/splitplane/splitplane/fe/datapath"
 )
 
 // statusTimeout bounds the wait for the CE's status: a CE that does not
@@ -35,8 +40,10 @@ type fes struct {
 	b Backend
 }
 
-// List reports the associated FEs from the CE's status. Lanes and counters
-// are the FEs' to report; the CE does not know them yet, so they are empty.
+// List reports the associated FEs: what the CE knows of them, and what each
+// FE reports of itself over ForCES (its status component: counters in total
+// and per CPU, ports with addresses and counters, lanes). An FE that does
+// not answer in time is listed without the latter.
 func (s *fes) List(ctx context.Context, _ *spv1.ListFEsRequest) (*spv1.ListFEsResponse, error) {
 	st, err := ceStatus(ctx, s.b)
 	if err != nil {
@@ -51,9 +58,76 @@ func (s *fes) List(ctx context.Context, _ *spv1.ListFEsRequest) (*spv1.ListFEsRe
 		for _, p := range f.Ports {
 			fe.Ports = append(fe.Ports, &spv1.Port{Id: p.ID, Name: p.Name, Mac: p.MAC, Up: p.Up})
 		}
+		wait, cancel := context.WithTimeout(ctx, statusTimeout)
+		raw, err := s.b.FEDetails(wait, f.Num)
+		cancel()
+		if err == nil {
+			addDetails(fe, raw)
+		}
 		out.Fes = append(out.Fes, fe)
 	}
 	return out, nil
+}
+
+// addDetails fills in what an FE reported of itself.
+func addDetails(out *spv1.FE, raw json.RawMessage) {
+	var st festatus.Status
+	if json.Unmarshal(raw, &st) != nil {
+		return
+	}
+	out.Counters = counters(st.Counters, st.PerCPU)
+	byName := map[string]*spv1.Port{}
+	for _, p := range out.Ports {
+		byName[p.Name] = p
+	}
+	for _, p := range st.Ports {
+		pp := byName[p.Name]
+		if pp == nil {
+			pp = &spv1.Port{Id: uint32(p.Ifindex), Name: p.Name, Mac: p.MAC, Up: p.Up}
+			out.Ports = append(out.Ports, pp)
+		}
+		for _, a := range p.Addrs {
+			pp.Addresses = append(pp.Addresses, a.String())
+		}
+		pp.Counters = &spv1.Counters{RxPackets: p.Counters.RxPackets, ForwardedPackets: p.Counters.TxPackets, PassedPackets: p.Counters.Passed}
+	}
+	for _, l := range st.Lanes {
+		cpu := int32(-1) // served on the sending CPU, or not known
+		if f := strings.FieldsFunc(l.CPUs, func(r rune) bool { return r == '-' || r == ',' }); len(f) > 0 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				cpu = int32(n)
+			}
+		}
+		out.Lanes = append(out.Lanes, &spv1.Lane{Port: l.Port, Queue: uint32(l.Queue), Cpu: cpu})
+	}
+}
+
+// counters maps the datapath's named counters: rx, forwarded, and every
+// pass_* reason (to the kernel).
+func counters(total datapath.Counters, perCPU []datapath.Counters) *spv1.Counters {
+	sum := func(c datapath.Counters) (rx, fwd, passed uint64) {
+		for name, v := range c {
+			switch {
+			case name == "rx":
+				rx = v
+			case name == "forwarded":
+				fwd = v
+			case strings.HasPrefix(name, "pass_"):
+				passed += v
+			}
+		}
+		return rx, fwd, passed
+	}
+	out := &spv1.Counters{ByReason: map[string]uint64{}}
+	out.RxPackets, out.ForwardedPackets, out.PassedPackets = sum(total)
+	for name, v := range total {
+		out.ByReason[name] = v
+	}
+	for i, c := range perCPU {
+		rx, fwd, passed := sum(c)
+		out.Cpus = append(out.Cpus, &spv1.CPUCounters{Cpu: int32(i), RxPackets: rx, ForwardedPackets: fwd, PassedPackets: passed})
+	}
+	return out
 }
 
 func unixMs(t time.Time) int64 {

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -34,6 +35,7 @@ type Backend interface {
 	WatchFIB(ctx context.Context, current bool) (*ce.Watcher, error)
 	Unwatch(w *ce.Watcher)
 	Status(ctx context.Context) ce.Status
+	FEDetails(ctx context.Context, fe forces.ID) (json.RawMessage, error)
 }
 
 // Config says where and how the API is served.

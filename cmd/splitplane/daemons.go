@@ -112,6 +112,17 @@ func (d *ceDaemon) Run(ctx context.Context) error {
 			return err
 		}
 		defer s.Stop()
+		// The API's request counts and latencies join the CE's metrics.
+		err = d.CE.RegisterMetrics(ce.APIStatsCollector(server.LatencyBounds(), func() []ce.APIMethodStats {
+			var out []ce.APIMethodStats
+			for _, m := range s.Stats().Snapshot() {
+				out = append(out, ce.APIMethodStats(m))
+			}
+			return out
+		}))
+		if err != nil {
+			return err
+		}
 	}
 	return d.CE.Run(ctx)
 }

@@ -450,6 +450,7 @@ bgp_listen_addresses: [%q]
 forces_listen: %s
 sync_hold: 1ms   # nothing to wait for: the FE is synced (empty) before the session starts
 status_socket: %s
+api_listen: "off"
 neighbors:
   - address: %s
     asn: %d
