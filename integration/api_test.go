@@ -1,0 +1,155 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	neturl "net/url"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/splitplane/splitplane/integration/lab"
+)
+
+// The API through the real binaries: a route added with `splitplane route
+// add` reaches the FE and forwards (A pings an address of host B only that
+// route leads to), is listed with its origin, and, deleted, stops
+// forwarding; `fe list` shows the FE's own counters; the CE's /metrics
+// counts the API's calls.
+func TestAPIEndToEnd(t *testing.T) {
+	requireLab(t)
+	bin := buildBinary(t)
+	o := lab.Options{Name: "spa", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
+	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "100")...); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	api := "unix:" + o.Socket("api")
+	cli := func(a ...string) (string, error) { return splitplane(t, bin, append(a, "--api", api)...) }
+
+	// An address of host B that no route leads to yet.
+	const extra = "192.0.2.77"
+	if out, err := exec.Command("ip", "-n", o.Namespace("b"), "addr", "add", extra+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	ping := func() error {
+		out, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"), "ping", "-c", "1", "-W", "1", extra).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if ping() == nil {
+		t.Fatal("the address answered before any route led to it")
+	}
+	if out, err := cli("route", "add", extra+"/32", "via", lab.HostB.String()); err != nil {
+		t.Fatalf("route add: %v\n%s", err, out)
+	}
+	eventually(t, 20*time.Second, "ping through the API's route", ping)
+
+	out, err := cli("route", "list", extra+"/32", "-o", "json")
+	if err != nil {
+		t.Fatalf("route list: %v\n%s", err, out)
+	}
+	var routes []map[string]any
+	if err := json.Unmarshal([]byte(out), &routes); err != nil || len(routes) != 1 || routes[0]["origin"] != "api" || routes[0]["installed"] != true {
+		t.Fatalf("route list: %v\n%s", err, out)
+	}
+	// A second add of the same prefix: exit code 4 (already exists).
+	if out, err := cli("route", "add", extra+"/32", "via", lab.HostB.String()); exitCode(err) != 4 {
+		t.Fatalf("second add: %v\n%s", err, out)
+	}
+
+	out, err = cli("fe", "list", "-o", "json")
+	var fes []map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &fes) != nil || len(fes) != 1 || fes[0]["counters"] == nil {
+		t.Fatalf("fe list: %v\n%s", err, out)
+	}
+
+	if out, err := cli("route", "del", extra+"/32"); err != nil {
+		t.Fatalf("route del: %v\n%s", err, out)
+	}
+	eventually(t, 20*time.Second, "no more forwarding to the deleted route", func() error {
+		if ping() == nil {
+			return fmt.Errorf("still answers")
+		}
+		return nil
+	})
+	if out, err := cli("route", "del", extra+"/32"); exitCode(err) != 3 {
+		t.Fatalf("second delete: %v\n%s", err, out)
+	}
+
+	// The CE's metrics, from inside the router's namespace.
+	body := getInNetns(t, o.Namespace("rtr"), "http://127.0.0.1:9101/metrics")
+	for _, want := range []string{"splitplane_ce_fib_routes", `splitplane_api_requests_total{code="OK",method="Add",service="splitplane.v1.Routes"}`, "splitplane_ce_fe_synced"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
+
+// getInNetns fetches url from inside network namespace ns.
+func getInNetns(t *testing.T, ns, url string) string {
+	t.Helper()
+	type result struct {
+		body string
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // the thread dies with the goroutine, still in ns
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			res <- result{err: err}
+			return
+		}
+		// The socket must be made on this thread, in ns: the transport
+		// would dial from another goroutine (and thread).
+		u, _ := neturl.Parse(url)
+		conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }}}
+		resp, err := c.Get(url)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		res <- result{body: string(b), err: err}
+	}()
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("GET %s in %s: %v", url, ns, r.err)
+	}
+	return r.body
+}
