@@ -289,10 +289,10 @@ var ErrWatcherBehind = errors.New("watcher fell behind the FIB's changes")
 // began (if asked for); C brings every change after it.
 type Watcher struct {
 	Current []FIBEvent
-	C    <-chan FIBEvent
-	c    chan FIBEvent
-	err  error // why C was closed, if the CE closed it
-	done chan struct{}
+	C       <-chan FIBEvent
+	c       chan FIBEvent
+	err     error // why C was closed, if the CE closed it
+	done    chan struct{}
 }
 
 // Err says why C was closed: ErrWatcherBehind, or nil (Stop, or the CE

@@ -103,17 +103,17 @@ func (k fibKey) prefix(is4 bool) netip.Prefix {
 // the FEs see. It is owned by one goroutine.
 type FIB struct {
 	routes    map[fibKey]route
-	is4       bool                  // the family, once the first route came (keys do not say)
+	is4       bool // the family, once the first route came (keys do not say)
 	nexthops  map[netip.Addr]*nexthop
 	addrOf    map[uint32]netip.Addr // nexthop ID -> address
 	groups    map[string]*group     // by groupKey of the members
 	groupByID map[uint32]*group
-	freeRows []uint32
-	nextRow  uint32
-	freeIDs  []uint32
-	nextID   uint32
-	freeGIDs []uint32
-	nextGID  uint32
+	freeRows  []uint32
+	nextRow   uint32
+	freeIDs   []uint32
+	nextID    uint32
+	freeGIDs  []uint32
+	nextGID   uint32
 }
 
 // NewFIB returns an empty FIB.
