@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -55,9 +56,36 @@ type Config struct {
 	// http://ADDRESS/metrics (TCP HOST:PORT): the datapath's per-CPU and
 	// per-port counters, the FE's tables and its association.
 	MetricsListen string `yaml:"metrics_listen"`
+	// Classifier steers the router's own control flows (BGP sessions,
+	// ForCES associations) to the control CPU and polices the rest of the
+	// traffic addressed to the router; nil: off.
+	Classifier *ClassifierConfig `yaml:"classifier"`
 }
 
 // Validate checks the configuration and fills in defaults. Errors name the field and value.
+// ClassifierConfig configures the classifier (package classifier).
+type ClassifierConfig struct {
+	// ControlCPU is the CPU the return packets of control flows are
+	// steered to (the CE's control core); -1: none (they are still
+	// exempt from policing).
+	ControlCPU int `yaml:"control_cpu"`
+	// Ports are the TCP ports whose connections are control flows, with
+	// a name each; by default 179 (bgp), 6700 and 6702 (forces), 22 (ssh).
+	Ports map[uint16]string `yaml:"ports"`
+	// PolicePPS and PoliceBurst police the other traffic addressed to the
+	// router, per CPU: a token bucket of PoliceBurst packets refilled at
+	// PolicePPS packets per second; excess is dropped (counted
+	// drop_policed). 0: no policing.
+	PolicePPS   uint64 `yaml:"police_pps"`
+	PoliceBurst uint64 `yaml:"police_burst"`
+	// GTSMPeers are BGP peers one hop away whose packets to port 179 must
+	// arrive with TTL 255 (RFC 5082); others are dropped (drop_gtsm).
+	GTSMPeers []string `yaml:"gtsm_peers"`
+	// Interval is how often the router's sockets are read for control
+	// flows (default 200ms).
+	Interval time.Duration `yaml:"interval"`
+}
+
 func (c *Config) Validate() error {
 	if c.ID == 0 {
 		c.ID = 1
@@ -118,6 +146,35 @@ func (c *Config) Validate() error {
 	if c.MetricsListen != "" {
 		if err := checkMetricsListen(c.MetricsListen); err != nil {
 			return fmt.Errorf("%w: metrics_listen %q: %v", ErrConfig, c.MetricsListen, err)
+		}
+	}
+	if c.Classifier != nil {
+		return c.Classifier.validate()
+	}
+	return nil
+}
+
+func (c *ClassifierConfig) validate() error {
+	if c.ControlCPU < -1 || c.ControlCPU >= 1<<16 {
+		return fmt.Errorf("%w: classifier.control_cpu %d: want a CPU number, or -1 for none", ErrConfig, c.ControlCPU)
+	}
+	if c.Interval == 0 {
+		c.Interval = 200 * time.Millisecond
+	}
+	if c.Interval < 10*time.Millisecond {
+		return fmt.Errorf("%w: classifier.interval %s: must be at least 10ms", ErrConfig, c.Interval)
+	}
+	if c.PolicePPS > 0 && c.PoliceBurst == 0 {
+		c.PoliceBurst = max(c.PolicePPS/10, 1)
+	}
+	for port, name := range c.Ports {
+		if port == 0 || name == "" {
+			return fmt.Errorf("%w: classifier.ports %d: %q: want a port and a name", ErrConfig, port, name)
+		}
+	}
+	for i, p := range c.GTSMPeers {
+		if a, err := netip.ParseAddr(p); err != nil || a.Zone() != "" {
+			return fmt.Errorf("%w: classifier.gtsm_peers[%d] %q: not an IP address", ErrConfig, i, p)
 		}
 	}
 	return nil
