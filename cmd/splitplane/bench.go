@@ -20,7 +20,7 @@ func benchCmd() *cobra.Command {
 		Use:   "bench NAME",
 		Short: "Run a benchmark and print its figures (a table, or JSON lines with --json)",
 	}
-	cmd.AddCommand(benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd())
+	cmd.AddCommand(benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())
 	return cmd
 }
 
@@ -146,6 +146,55 @@ inherits the environment: GOGC and GOMEMLIMIT set here apply to it.`,
 	}
 	cmd.Flags().IntVar(&o.Routes, "routes", 1_000_000, "routes the sender announces")
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 1, "rounds (splitplane and BIRD take turns); each figure is the median")
+	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the route generator")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
+	return cmd
+}
+
+func benchAPICmd() *cobra.Command {
+	var (
+		o      bench.APIOptions
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "Routes through the gRPC API end to end into the XDP datapath: bulk rate, and single add until it forwards",
+		Long: `Needs root. Runs this binary's 'ce' (serving the API on a unix socket) and 'fe'
+(the XDP datapath natively on both router ports) in a namespace between a
+generator and a sink (bapi-*, deleted at the end); each round starts them afresh.
+Median over --rounds:
+  api_bulk_routes_per_s      --routes routegen prefixes through Routes.Bulk (batches
+                             of 10,000, 8 in flight), from the first batch until the
+                             FE's datapath holds them all; against
+                             fib_install_routes_per_s, the same routes into an empty
+                             datapath in one call (the datapath alone, the ceiling)
+  api_add_to_forward_p50_ms  then --adds single Routes.Add calls, each a new /32 the
+  api_add_to_forward_p99_ms  generator already sends to (a frame every 100us): from
+                             the call until its first frame reaches the sink`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Routes < 1 {
+				return fmt.Errorf("%w: --routes %d: need at least 1", errUsage, o.Routes)
+			}
+			if o.Rounds < 1 {
+				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+			}
+			if o.Adds < 1 || o.Adds > 1<<16 {
+				return fmt.Errorf("%w: --adds %d: must be 1 to 65536", errUsage, o.Adds)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			o.Progress = os.Stderr
+			results, err := bench.API(ctx, o)
+			if err != nil {
+				return err
+			}
+			return printResults(os.Stdout, results, asJSON)
+		},
+	}
+	cmd.Flags().IntVar(&o.Routes, "routes", 1_000_000, "routes sent through Routes.Bulk")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 3, "rounds; each figure is the median")
+	cmd.Flags().IntVar(&o.Adds, "adds", 200, "single adds timed until they forward")
 	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the route generator")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
 	return cmd
