@@ -1,7 +1,6 @@
 package ce
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -100,19 +99,24 @@ func (p *pending) add(ch []Change) {
 // deleted.
 func (p *pending) take() []Change {
 	out := make([]Change, 0, p.len())
+	// Each kind in row order (the FE fills its tables page by page): the
+	// map keys are the order, so sort them, not the (large) changes.
+	var keys []uint64
 	kind := func(k ChangeKind, m map[uint64]Change, have func(Change) *bitmap, key func(Change) uint32) {
-		start := len(out)
-		for _, c := range m {
+		keys = keys[:0]
+		for pk, c := range m {
 			if c.Kind != k {
 				continue
 			}
 			if (k == RouteDel || k == NexthopDel || k == GroupDel) && !have(c).has(key(c)) {
 				continue // never reached the FE
 			}
-			out = append(out, c)
+			keys = append(keys, pk)
 		}
-		added := out[start:]
-		slices.SortFunc(added, func(a, b Change) int { return cmp.Compare(pkey(a, key(a)), pkey(b, key(b))) })
+		slices.Sort(keys)
+		for _, pk := range keys {
+			out = append(out, m[pk])
+		}
 	}
 	row := func(c Change) uint32 { return c.Row }
 	id := func(c Change) uint32 { return c.ID }
