@@ -8,6 +8,16 @@
 // sock_diag: every control flow is one real connection's exact 5-tuple, never
 // a guess such as "port 179 from anywhere". [Flows] reads them once; [Watch]
 // polls and reports the flows that appear and go, which is what steering rules
-// are made from. Steering (NIC n-tuple rules and RSS indirection, XDP cpumap)
-// and policing build on them: see the project's issue 7.
+// are made from.
+//
+// Steering has two paths. The software path, for veth, virtio and any NIC
+// without n-tuple filters, is in the FE's XDP program (fe/datapath): exact
+// control-flow rules redirect return packets through a CPUMAP to the control
+// CPU, a per-CPU policer limits the rest of the traffic to the router, and GTSM
+// guards the BGP port; the FE agent (fe/classifier.go) keeps the rules in step
+// with [Watch]. The hardware path (nic.go, ntuple.go) programs n-tuple rules
+// through SIOCETHTOOL (ETHTOOL_SRXCLSRLINS/DEL, GRXCLSRLALL; byte layout
+// checked against what the ethtool binary sends), spreads the RSS indirection
+// table over the forwarding queues, pins each queue's IRQ to its core, and
+// restores all of it on exit ([Steerer]).
 package classifier
