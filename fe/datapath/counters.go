@@ -25,6 +25,11 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	// Added with IPv6, so after the older names.
 	xdpStatReasonSTAT_FORWARDED_IPV6:    "forwarded_ipv6",
 	xdpStatReasonSTAT_PASS_NOT_ROUTABLE: "pass_not_routable",
+	// Added with control-plane protection (control.go).
+	xdpStatReasonSTAT_TO_CONTROL_CPU: "to_control_cpu",
+	xdpStatReasonSTAT_PASS_CONTROL:   "pass_control",
+	xdpStatReasonSTAT_DROP_POLICED:   "drop_policed",
+	xdpStatReasonSTAT_DROP_GTSM:      "drop_gtsm",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,
@@ -35,9 +40,14 @@ func CounterNames() []string {
 
 // Counters holds the datapath counters summed over all CPUs, keyed by the
 // names of CounterNames. Every packet counts once as "rx" and once under
-// "forwarded" or one "pass_*" reason; "forwarded_bytes" counts frame bytes
-// and "forwarded_ipv6" the IPv6 packets among "forwarded". "pass_not_ipv4"
-// counts frames that are neither IPv4 nor IPv6 (ARP, LLDP, ...).
+// "forwarded", one "pass_*" reason (to the kernel on this CPU),
+// "to_control_cpu" (to the kernel on the control CPU) or one "drop_*"
+// reason (dropped: "drop_gtsm", "drop_policed"); "forwarded_bytes" counts
+// frame bytes and "forwarded_ipv6" the IPv6 packets among "forwarded".
+// "pass_not_ipv4" counts frames that are neither IPv4 nor IPv6 (ARP, LLDP,
+// ...), "pass_local" the conforming packets for the router that are not
+// control flows, and "pass_control" control flows passed on the CPU that
+// received them because no control CPU is set.
 type Counters map[string]uint64
 
 // Counters returns all counters summed over the CPUs.
@@ -90,16 +100,18 @@ func (d *Datapath) readCounters(f func(name string, perCPU []uint64)) error {
 
 // PortCounters counts the packets of one port, summed over the CPUs, since
 // the port was attached. Every packet received on the port counts in
-// RxPackets and RxBytes, and those handed to the kernel (XDP_PASS) also in
-// Passed; every packet the fast path forwards out of the port counts in
-// TxPackets and TxBytes. Bytes are Ethernet frame bytes without the FCS.
-// The fast path drops nothing itself, so there is no drop counter.
+// RxPackets and RxBytes, those handed to the kernel (XDP_PASS, or
+// redirected to the control CPU) also in Passed, and those the program
+// dropped (GTSM, policer) in Dropped; every packet the fast path forwards
+// out of the port counts in TxPackets and TxBytes. Bytes are Ethernet frame
+// bytes without the FCS.
 type PortCounters struct {
 	RxPackets uint64 `json:"rx_packets"`
 	RxBytes   uint64 `json:"rx_bytes"`
 	TxPackets uint64 `json:"tx_packets"`
 	TxBytes   uint64 `json:"tx_bytes"`
 	Passed    uint64 `json:"passed"`
+	Dropped   uint64 `json:"dropped"`
 }
 
 // PortCounters returns the counters of every attached port, keyed by
@@ -123,6 +135,7 @@ func (d *Datapath) PortCounters() (map[int]PortCounters, error) {
 			pc.TxPackets += c.TxPackets
 			pc.TxBytes += c.TxBytes
 			pc.Passed += c.Passed
+			pc.Dropped += c.Dropped
 		}
 		pcs[ifindex] = pc
 	}

@@ -21,6 +21,9 @@ const (
 	MaxNeighbors  = 65536     // (ifindex, address) entries per address family
 	MaxLocalAddrs = 4096      // addresses of the router itself, per address family
 	MaxPorts      = 1024      // ports that can be attached at once
+	// MaxControlFlows and MaxGTSMPeers are per address family.
+	MaxControlFlows = 8192
+	MaxGTSMPeers    = 4096
 )
 
 // ECMP nexthop groups (NH_GROUP_* in xdp.c). Route targets share one id
@@ -113,6 +116,11 @@ type Datapath struct {
 	fib6   *fib6
 	unmaps []func() error
 	rcu    *rcuBarrier
+
+	// ctlMu serialises writes of fe_config_map and cpu_map; cfg is what
+	// fe_config_map holds.
+	ctlMu sync.Mutex
+	cfg   xdpFeConfig
 }
 
 // routerObjects are the objects of xdp_router, which the FE runs.
@@ -134,6 +142,14 @@ type routerObjects struct {
 	// PortSlots and PortSlotsHash map an ifindex to its PortStats slot.
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
+	// Control-plane protection (control.go).
+	ControlFlows  *ebpf.Map `ebpf:"control_flows"`
+	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
+	GtsmPeers     *ebpf.Map `ebpf:"gtsm_peers"`
+	GtsmPeers6    *ebpf.Map `ebpf:"gtsm_peers6"`
+	CPUMap        *ebpf.Map `ebpf:"cpu_map"`
+	FeConfig      *ebpf.Map `ebpf:"fe_config_map"`
+	Policer       *ebpf.Map `ebpf:"policer"`
 	// BenchDsts and BenchDsts6 are the address arrays of bench_rotate.
 	BenchDsts  *ebpf.Variable `ebpf:"bench_dsts"`
 	BenchDsts6 *ebpf.Variable `ebpf:"bench_dsts6"`
@@ -142,7 +158,8 @@ type routerObjects struct {
 func (o *routerObjects) Close() error {
 	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
-		o.PortSlots, o.PortSlotsHash)
+		o.PortSlots, o.PortSlotsHash, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
+		o.CPUMap, o.FeConfig, o.Policer)
 }
 
 // trieObjects are the extra objects of the baseline xdp_router_trie.
@@ -225,6 +242,13 @@ func load(opts loadOptions) (*Datapath, error) {
 	if opts.fib6Groups > 0 {
 		spec.Maps[xdpMapFib6Tbl8].MaxEntries = uint32(opts.fib6Groups)
 	}
+	// The CPUMAP is indexed by CPU number, so it needs an entry for each
+	// possible CPU, whatever MAX_CPUS says.
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("possible CPUs: %w", err)
+	}
+	spec.Maps[xdpMapCpuMap].MaxEntries = uint32(ncpu)
 	d := &Datapath{links: make(map[int]link.Link), slots: make(map[int]uint32)}
 	var err2 error
 	if opts.trie {

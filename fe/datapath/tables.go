@@ -201,8 +201,9 @@ func (d *Datapath) DeleteNeighbor(ifindex int, ip netip.Addr) error {
 }
 
 // SetLocalAddr marks ip (IPv4 or IPv6) as an address of the router: packets
-// to it go to the kernel. IPv6 link-local and multicast destinations go to
-// the kernel anyway.
+// to it go to the kernel, after GTSM, control-flow steering and the policer
+// (see SetGTSM, AddControlFlow, SetPolicer). IPv6 link-local and multicast
+// destinations go to the kernel anyway, unprotected.
 func (d *Datapath) SetLocalAddr(ip netip.Addr) error {
 	m, key, err := d.localKey(ip)
 	if err != nil {

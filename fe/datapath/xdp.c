@@ -10,6 +10,13 @@
 // "rx" and once under the reason it left by, and per port (port_stats) as
 // rx on its ingress port and, when forwarded, as tx on its egress port.
 //
+// Packets for the router itself (local_addrs) are protected (for_us4 and
+// for_us6): GTSM drops BGP packets from single-hop peers that arrive with a
+// TTL below 255, the router's known control flows are redirected through a
+// CPUMAP to the control CPU (so that the kernel processes them there, away
+// from the forwarding load), and the rest passes a per-CPU policer. None of
+// this runs for forwarded packets.
+//
 // IPv4 routes are looked up in a DIR-24-8 table (as DPDK's rte_lpm): one
 // array load for prefixes up to /24, a second one for longer prefixes,
 // whatever the table size. fib.go builds the table. IPv6 routes are looked
@@ -35,6 +42,9 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 #define MAX_NEIGHBORS 65536 // per address family
 #define MAX_LOCAL_ADDRS 4096 // per address family
 #define MAX_TX_PORTS 1024
+#define MAX_CONTROL_FLOWS 8192 // per address family
+#define MAX_GTSM_PEERS 4096 // per address family
+#define MAX_CPUS 64 // cpu_map size in the object; Go sets the possible CPUs at load
 
 // ECMP nexthop groups; datapath.go repeats these. A route's nexthop id
 // below NH_GROUP_BASE is a nexthop, NH_GROUP_BASE + i is nh_groups[i].
@@ -96,6 +106,10 @@ enum stat_reason {
 	STAT_PASS_NO_TX_PORT,   // nexthop interface is not in tx_ports
 	STAT_FORWARDED_IPV6,    // the IPv6 packets among STAT_FORWARDED
 	STAT_PASS_NOT_ROUTABLE, // IPv6 dst link-local, :: or ::1; src also multicast
+	STAT_TO_CONTROL_CPU,    // control flow redirected to the control CPU
+	STAT_PASS_CONTROL,      // control flow passed here: no control CPU set
+	STAT_DROP_POLICED,      // for the router, over the policer's rate
+	STAT_DROP_GTSM,         // BGP from a GTSM peer with TTL / hop limit < 255
 	STAT_MAX,
 };
 
@@ -263,6 +277,100 @@ struct {
 	__type(value, __u8);
 } local_addrs6 SEC(".maps");
 
+// ctl_flow_key is a TCP control flow as its packets arrive: s* is the peer,
+// d* the router. Addresses and ports are in network order.
+struct ctl_flow_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+};
+
+struct ctl_flow_key6 {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__be16 sport;
+	__be16 dport;
+};
+
+// control_flows and control_flows6 hold the router's control flows; the
+// value counts each flow's packets on each CPU.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MAX_CONTROL_FLOWS);
+	__type(key, struct ctl_flow_key);
+	__type(value, __u64);
+} control_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MAX_CONTROL_FLOWS);
+	__type(key, struct ctl_flow_key6);
+	__type(value, __u64);
+} control_flows6 SEC(".maps");
+
+// gtsm_peers and gtsm_peers6 hold the peers whose BGP packets must arrive
+// with TTL / hop limit 255 (RFC 5082).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_GTSM_PEERS);
+	__type(key, __be32);
+	__type(value, __u8);
+} gtsm_peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_GTSM_PEERS);
+	__type(key, struct in6_addr);
+	__type(value, __u8);
+} gtsm_peers6 SEC(".maps");
+
+// cpu_map has one entry, at the control CPU, while one is configured; the
+// value is the entry's queue size (no program runs on the control CPU).
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u32);
+} cpu_map SEC(".maps");
+
+// fe_config is the one entry of fe_config_map, written whole by the Go side.
+// The policer is a token bucket in its GCRA ("virtual scheduling") form: a
+// packet conforms while the bucket's theoretical arrival time is at most
+// police_tolerance_ns ahead of now, and each conforming packet moves it
+// police_interval_ns (1 s / rate) later. That admits burst packets at once
+// (tolerance = (burst - 1) * interval) and rate packets per second after
+// that, with one timestamp of state and no multiplication on the packet
+// path. The Go side may rewrite one field while a packet reads another; a
+// packet that sees half of an update is policed with a mix of the old and
+// the new setting, which is harmless.
+struct fe_config {
+	__u32 control_cpu;
+	__u32 control_cpu_set; // 0: no control CPU, control flows pass here
+	__u64 police_interval_ns; // 0: no policing
+	__u64 police_tolerance_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fe_config);
+} fe_config_map SEC(".maps");
+
+// policer_state is this CPU's bucket: the time at which it will be full
+// again. 0 (as the Go side resets it) means full.
+struct policer_state {
+	__u64 tat_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct policer_state);
+} policer SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
 	__uint(max_entries, MAX_TX_PORTS);
@@ -279,15 +387,17 @@ struct {
 
 // port_counters counts the traffic of one port. Each packet counts once as rx
 // on its ingress port and, when forwarded, once as tx on its egress port;
-// passed counts the rx packets handed to the kernel. The program drops
-// nothing itself, so there is no drop counter: a redirect that fails after
-// the program returned is dropped by the driver, out of the program's sight.
+// passed counts the rx packets handed to the kernel (here or, for control
+// flows, on the control CPU) and dropped those the program dropped (GTSM,
+// policer). A redirect that fails after the program returned is dropped by
+// the driver, out of the program's sight.
 struct port_counters {
 	__u64 rx_packets;
 	__u64 rx_bytes;
 	__u64 tx_packets;
 	__u64 tx_bytes;
 	__u64 passed;
+	__u64 dropped;
 };
 
 // port_stats holds the counters of each port slot. The Go side gives every
@@ -649,6 +759,188 @@ static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *n
 	return XDP_REDIRECT;
 }
 
+// --- packets for the router itself ------------------------------------
+
+#define BGP_PORT 179
+
+// ACT_TO_CONTROL_CPU is what route returns for a packet redirected to the
+// control CPU: router counts it as passed (the kernel gets it) and returns
+// XDP_REDIRECT. It is no XDP action.
+#define ACT_TO_CONTROL_CPU 0x100
+
+// is_bgp says whether a TCP packet has port 179 on either side.
+static __always_inline int is_bgp(__be16 sport, __be16 dport)
+{
+	return sport == bpf_htons(BGP_PORT) || dport == bpf_htons(BGP_PORT);
+}
+
+static __always_inline int drop(__u32 reason)
+{
+	stat_add(reason, 1);
+	return XDP_DROP;
+}
+
+// police passes the packet if this CPU's bucket has a token for it and
+// drops it otherwise; see struct fe_config. The bucket is per CPU, so the
+// rate and burst are per CPU too, and no CPU waits for another.
+static __always_inline int police(const struct fe_config *cfg)
+{
+	__u64 interval = cfg->police_interval_ns;
+	struct policer_state *st;
+	__u32 key = 0;
+	__u64 now, tat;
+
+	if (!interval)
+		return pass(STAT_PASS_LOCAL);
+	st = bpf_map_lookup_elem(&policer, &key);
+	if (!st)
+		return pass(STAT_PASS_LOCAL);
+	now = bpf_ktime_get_ns();
+	tat = st->tat_ns;
+	if (tat < now)
+		tat = now; // the bucket has been full since tat
+	if (tat - now > cfg->police_tolerance_ns)
+		return drop(STAT_DROP_POLICED);
+	// Per CPU and XDP does not nest, so a plain store, as in stat_add.
+	st->tat_ns = tat + interval;
+	return pass(STAT_PASS_LOCAL);
+}
+
+// to_control sends a packet of a control flow (whose per-CPU packet count is
+// *count) to the control CPU, or passes it here when none is configured. A
+// missing cpu_map entry (while the Go side moves the control CPU) makes
+// bpf_redirect_map return XDP_PASS, and the packet passes here too.
+static __always_inline int to_control(const struct fe_config *cfg, __u64 *count)
+{
+	*count += 1;
+	if (cfg->control_cpu_set &&
+	    bpf_redirect_map(&cpu_map, cfg->control_cpu, XDP_PASS) == XDP_REDIRECT) {
+		stat_add(STAT_TO_CONTROL_CPU, 1);
+		return ACT_TO_CONTROL_CPU;
+	}
+	return pass(STAT_PASS_CONTROL);
+}
+
+// for_us4 decides the fate of an IPv4 packet to one of the router's
+// addresses: GTSM, then control flows, then the policer. The header, options
+// included, is in the frame; tot_len is not checked (the kernel does).
+// It is a BPF-to-BPF call so that forwarded packets, which never get here,
+// do not carry its code inline.
+static __attribute__((noinline)) int for_us4(struct iphdr *ip, void *data_end)
+{
+	struct ctl_flow_key key = {};
+	struct fe_config *cfg;
+	__u32 zero = 0;
+	int ports = 0;
+	__u64 *count;
+	__be16 *l4;
+
+	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
+	if (!cfg)
+		return pass(STAT_PASS_LOCAL);
+	// Only a first fragment (offset 0) holds the TCP header.
+	if (ip->protocol != 6 /* TCP */ || (ip->frag_off & bpf_htons(0x1fff /* IP_OFFSET */)))
+		return police(cfg);
+	l4 = (void *)ip + ip->ihl * 4;
+	if ((void *)(l4 + 2) <= data_end) {
+		key.sport = l4[0];
+		key.dport = l4[1];
+		ports = 1;
+	}
+	// GTSM protects BGP sessions in both directions: the peer's packets
+	// go to port 179 when it connected to the router and come from it when
+	// the router connected to the peer. A first fragment too short to show
+	// its ports may be BGP and is dropped alike (RFC 1858 calls such
+	// fragments an attack anyway).
+	if (ip->ttl < 255 && (!ports || is_bgp(key.sport, key.dport)) &&
+	    bpf_map_lookup_elem(&gtsm_peers, &ip->saddr))
+		return drop(STAT_DROP_GTSM);
+	if (ports) {
+		key.saddr = ip->saddr;
+		key.daddr = ip->daddr;
+		count = bpf_map_lookup_elem(&control_flows, &key);
+		if (count)
+			return to_control(cfg, count);
+	}
+	return police(cfg);
+}
+
+// IPv6 extension headers that for_us6 steps over.
+static __always_inline int is_ext6(__u8 nh)
+{
+	return nh == 0 /* Hop-by-Hop */ || nh == 43 /* Routing */ || nh == 44 /* Fragment */ ||
+	       nh == 60 /* Destination Options */;
+}
+
+#define EXT6_MAX 4 // extension headers for_us6 follows to find TCP
+
+// for_us6 is for_us4 for IPv6. NDP (ICMPv6 types 133-137) always passes
+// unpoliced. The upper-layer header is found behind up to EXT6_MAX
+// extension headers, so that they cannot hide BGP from GTSM; a chain that
+// cannot be followed counts as possibly BGP for GTSM, and as neither a
+// control flow nor NDP otherwise.
+static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end)
+{
+	struct ctl_flow_key6 key = {};
+	struct fe_config *cfg;
+	__u8 proto = ip6->nexthdr;
+	void *l4 = ip6 + 1;
+	int i, opaque = 0, later_frag = 0, ports = 0;
+	__u32 zero = 0;
+	__u64 *count;
+
+	if (proto == 58 /* ICMPv6 */ && l4 + 1 <= data_end) {
+		__u8 type = *(__u8 *)l4;
+
+		if (type >= 133 && type <= 137)
+			return pass(STAT_PASS_LOCAL);
+	}
+	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
+	if (!cfg)
+		return pass(STAT_PASS_LOCAL);
+#pragma unroll
+	for (i = 0; i < EXT6_MAX; i++) {
+		__u8 *h = l4;
+
+		if (!is_ext6(proto))
+			break;
+		if ((void *)(h + 8) > data_end) {
+			opaque = 1;
+			break;
+		}
+		if (proto == 44) {
+			// Later fragments hold no upper-layer header.
+			if (*(__be16 *)(h + 2) & bpf_htons(0xfff8)) {
+				later_frag = 1;
+				break;
+			}
+			l4 += 8;
+		} else {
+			l4 += (h[1] + 1) * 8;
+		}
+		proto = h[0];
+	}
+	if (!later_frag && is_ext6(proto))
+		opaque = 1;
+	if (proto == 6 /* TCP */ && !later_frag && !opaque && l4 + 4 <= data_end) {
+		key.sport = ((__be16 *)l4)[0];
+		key.dport = ((__be16 *)l4)[1];
+		ports = 1;
+	}
+	if (ip6->hop_limit < 255 &&
+	    (opaque || (proto == 6 && !later_frag && (!ports || is_bgp(key.sport, key.dport)))) &&
+	    bpf_map_lookup_elem(&gtsm_peers6, &ip6->saddr))
+		return drop(STAT_DROP_GTSM);
+	if (ports) {
+		__builtin_memcpy(key.saddr, &ip6->saddr, sizeof(key.saddr));
+		__builtin_memcpy(key.daddr, &ip6->daddr, sizeof(key.daddr));
+		count = bpf_map_lookup_elem(&control_flows6, &key);
+		if (count)
+			return to_control(cfg, count);
+	}
+	return police(cfg);
+}
+
 // router4 forwards the IPv4 packet after eth, or passes it. use_trie is a
 // constant at each call site, so each program keeps only its own lookup.
 static __always_inline int router4(struct ethhdr *eth, void *data_end, const int use_trie)
@@ -665,8 +957,13 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 		return pass(STAT_PASS_TRUNCATED);
 	if (ip->version != 4 || ip->ihl < 5)
 		return pass(STAT_PASS_BAD_HEADER);
-	if (ip->ihl > 5)
+	if (ip->ihl > 5) {
+		// Options must not let a packet for the router dodge GTSM and
+		// the policer; forwarded packets pay nothing for the check.
+		if (bpf_map_lookup_elem(&local_addrs, &ip->daddr))
+			return for_us4(ip, data_end);
 		return pass(STAT_PASS_OPTIONS);
+	}
 	// Padding after tot_len is fine (short frames are padded to 60
 	// bytes); a tot_len the frame cannot hold means a broken packet that
 	// the kernel should judge.
@@ -681,7 +978,7 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 	if (!is_unicast_ipv4(daddr))
 		return pass(STAT_PASS_NOT_UNICAST);
 	if (bpf_map_lookup_elem(&local_addrs, &daddr))
-		return pass(STAT_PASS_LOCAL);
+		return for_us4(ip, data_end);
 	if (ip->ttl <= 1 && !bench_ignore_ttl)
 		return pass(STAT_PASS_TTL);
 
@@ -720,8 +1017,12 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 	// with a Hop-by-Hop header and so goes to the kernel below.
 	if ((void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len) > data_end)
 		return pass(STAT_PASS_TRUNCATED);
-	if (ip6->nexthdr == 0 /* IPPROTO_HOPOPTS */)
+	if (ip6->nexthdr == 0 /* IPPROTO_HOPOPTS */) {
+		// As for IPv4 options.
+		if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
+			return for_us6(ip6, data_end);
 		return pass(STAT_PASS_OPTIONS);
+	}
 
 	if (bench_rotate)
 		ip6->daddr = bench_dsts6[bench_next++ & (BENCH_DSTS - 1)];
@@ -737,7 +1038,7 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 	if (ip6->saddr.s6_addr[0] == 0xff || !is_routable_ipv6(&ip6->saddr))
 		return pass(STAT_PASS_NOT_ROUTABLE);
 	if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
-		return pass(STAT_PASS_LOCAL);
+		return for_us6(ip6, data_end);
 	if (ip6->hop_limit <= 1 && !bench_ignore_ttl)
 		return pass(STAT_PASS_TTL);
 
@@ -801,13 +1102,23 @@ static __always_inline int router(struct xdp_md *ctx, const int use_trie)
 
 	action = route(data, data_end, use_trie);
 	ps = port_counters(ifindex);
-	if (ps) {
-		ps->rx_packets++;
-		ps->rx_bytes += len;
-		if (action == XDP_PASS)
-			ps->passed++;
+	if (!ps)
+		return action == ACT_TO_CONTROL_CPU ? XDP_REDIRECT : action;
+	ps->rx_packets++;
+	ps->rx_bytes += len;
+	if (action == XDP_REDIRECT)
+		return action;
+	if (action == XDP_PASS) {
+		ps->passed++;
+		return action;
 	}
-	return action;
+	if (action == XDP_DROP) {
+		ps->dropped++;
+		return action;
+	}
+	// ACT_TO_CONTROL_CPU: the control CPU's kernel gets the packet.
+	ps->passed++;
+	return XDP_REDIRECT;
 }
 
 SEC("xdp")

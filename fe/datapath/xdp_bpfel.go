@@ -13,6 +13,30 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpCtlFlowKey struct {
+	_     structs.HostLayout
+	Saddr uint32
+	Daddr uint32
+	Sport uint16
+	Dport uint16
+}
+
+type xdpCtlFlowKey6 struct {
+	_     structs.HostLayout
+	Saddr [16]uint8
+	Daddr [16]uint8
+	Sport uint16
+	Dport uint16
+}
+
+type xdpFeConfig struct {
+	_                 structs.HostLayout
+	ControlCpu        uint32
+	ControlCpuSet     uint32
+	PoliceIntervalNs  uint64
+	PoliceToleranceNs uint64
+}
+
 type xdpFibRow struct {
 	_ structs.HostLayout
 	E [256]uint32
@@ -72,6 +96,11 @@ type xdpNhGroup struct {
 	Members [16]uint32
 }
 
+type xdpPolicerState struct {
+	_     structs.HostLayout
+	TatNs uint64
+}
+
 type xdpPortCounters struct {
 	_         structs.HostLayout
 	RxPackets uint64
@@ -79,6 +108,7 @@ type xdpPortCounters struct {
 	TxPackets uint64
 	TxBytes   uint64
 	Passed    uint64
+	Dropped   uint64
 }
 
 type xdpStatReason uint32
@@ -101,23 +131,34 @@ const (
 	xdpStatReasonSTAT_PASS_NO_TX_PORT   xdpStatReason = 14
 	xdpStatReasonSTAT_FORWARDED_IPV6    xdpStatReason = 15
 	xdpStatReasonSTAT_PASS_NOT_ROUTABLE xdpStatReason = 16
-	xdpStatReasonSTAT_MAX               xdpStatReason = 17
+	xdpStatReasonSTAT_TO_CONTROL_CPU    xdpStatReason = 17
+	xdpStatReasonSTAT_PASS_CONTROL      xdpStatReason = 18
+	xdpStatReasonSTAT_DROP_POLICED      xdpStatReason = 19
+	xdpStatReasonSTAT_DROP_GTSM         xdpStatReason = 20
+	xdpStatReasonSTAT_MAX               xdpStatReason = 21
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xdpMapControlFlows     = "control_flows"
+	xdpMapControlFlows6    = "control_flows6"
+	xdpMapCpuMap           = "cpu_map"
+	xdpMapFeConfigMap      = "fe_config_map"
 	xdpMapFib6Tbl16        = "fib6_tbl16"
 	xdpMapFib6Tbl8         = "fib6_tbl8"
 	xdpMapFibTbl24         = "fib_tbl24"
 	xdpMapFibTbl8          = "fib_tbl8"
+	xdpMapGtsmPeers        = "gtsm_peers"
+	xdpMapGtsmPeers6       = "gtsm_peers6"
 	xdpMapLocalAddrs       = "local_addrs"
 	xdpMapLocalAddrs6      = "local_addrs6"
 	xdpMapNeighbors        = "neighbors"
 	xdpMapNeighbors6       = "neighbors6"
 	xdpMapNexthops         = "nexthops"
 	xdpMapNhGroups         = "nh_groups"
+	xdpMapPolicer          = "policer"
 	xdpMapPortSlots        = "port_slots"
 	xdpMapPortSlotsHash    = "port_slots_hash"
 	xdpMapPortStats        = "port_stats"
@@ -185,16 +226,23 @@ type xdpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpMapSpecs struct {
+	ControlFlows  *ebpf.MapSpec `ebpf:"control_flows"`
+	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
+	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
+	FeConfigMap   *ebpf.MapSpec `ebpf:"fe_config_map"`
 	Fib6Tbl16     *ebpf.MapSpec `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.MapSpec `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.MapSpec `ebpf:"fib_tbl24"`
 	FibTbl8       *ebpf.MapSpec `ebpf:"fib_tbl8"`
+	GtsmPeers     *ebpf.MapSpec `ebpf:"gtsm_peers"`
+	GtsmPeers6    *ebpf.MapSpec `ebpf:"gtsm_peers6"`
 	LocalAddrs    *ebpf.MapSpec `ebpf:"local_addrs"`
 	LocalAddrs6   *ebpf.MapSpec `ebpf:"local_addrs6"`
 	Neighbors     *ebpf.MapSpec `ebpf:"neighbors"`
 	Neighbors6    *ebpf.MapSpec `ebpf:"neighbors6"`
 	Nexthops      *ebpf.MapSpec `ebpf:"nexthops"`
 	NhGroups      *ebpf.MapSpec `ebpf:"nh_groups"`
+	Policer       *ebpf.MapSpec `ebpf:"policer"`
 	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.MapSpec `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.MapSpec `ebpf:"port_stats"`
@@ -236,16 +284,23 @@ func (o *xdpObjects) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpMaps struct {
+	ControlFlows  *ebpf.Map `ebpf:"control_flows"`
+	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
+	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
+	FeConfigMap   *ebpf.Map `ebpf:"fe_config_map"`
 	Fib6Tbl16     *ebpf.Map `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.Map `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.Map `ebpf:"fib_tbl24"`
 	FibTbl8       *ebpf.Map `ebpf:"fib_tbl8"`
+	GtsmPeers     *ebpf.Map `ebpf:"gtsm_peers"`
+	GtsmPeers6    *ebpf.Map `ebpf:"gtsm_peers6"`
 	LocalAddrs    *ebpf.Map `ebpf:"local_addrs"`
 	LocalAddrs6   *ebpf.Map `ebpf:"local_addrs6"`
 	Neighbors     *ebpf.Map `ebpf:"neighbors"`
 	Neighbors6    *ebpf.Map `ebpf:"neighbors6"`
 	Nexthops      *ebpf.Map `ebpf:"nexthops"`
 	NhGroups      *ebpf.Map `ebpf:"nh_groups"`
+	Policer       *ebpf.Map `ebpf:"policer"`
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.Map `ebpf:"port_stats"`
@@ -257,16 +312,23 @@ type xdpMaps struct {
 
 func (m *xdpMaps) Close() error {
 	return _XdpClose(
+		m.ControlFlows,
+		m.ControlFlows6,
+		m.CpuMap,
+		m.FeConfigMap,
 		m.Fib6Tbl16,
 		m.Fib6Tbl8,
 		m.FibTbl24,
 		m.FibTbl8,
+		m.GtsmPeers,
+		m.GtsmPeers6,
 		m.LocalAddrs,
 		m.LocalAddrs6,
 		m.Neighbors,
 		m.Neighbors6,
 		m.Nexthops,
 		m.NhGroups,
+		m.Policer,
 		m.PortSlots,
 		m.PortSlotsHash,
 		m.PortStats,

@@ -1,0 +1,296 @@
+//go:build linux
+
+package datapath
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/cilium/ebpf"
+)
+
+// Protection of the router's own traffic (for_us4 and for_us6 in xdp.c).
+// Packets to one of the router's local addresses are, in this order:
+// dropped by GTSM when they are BGP from a GTSM peer with a TTL (hop
+// limit) below 255; redirected to the control CPU when they belong to a
+// control flow; passed when they are NDP; otherwise policed. None of it
+// touches forwarded packets.
+
+// ControlQueueSize is the queue size of the control CPU's CPUMAP entry: the
+// frames that can wait for the control CPU's kernel before more are
+// dropped.
+const ControlQueueSize = 2048
+
+// Policer limits (SetPolicer).
+const (
+	MaxPoliceRate  = 1_000_000_000 // packets per second per CPU
+	MaxPoliceBurst = 1 << 30       // packets
+)
+
+// ControlFlow is a TCP flow of the router's control plane (a BGP session,
+// an in-band ForCES association, a management session) as its packets
+// arrive: Src is the peer's address and port, Dst the router's. Both are of
+// the same family; IPv4-mapped IPv6 addresses and zones are refused.
+type ControlFlow struct {
+	Src, Dst netip.AddrPort
+}
+
+// String returns "tcp SRC -> DST".
+func (f ControlFlow) String() string {
+	return fmt.Sprintf("tcp %s -> %s", f.Src, f.Dst)
+}
+
+// SetControlCPU makes the program redirect the packets of control flows
+// through a CPUMAP to CPU cpu, where the kernel then processes them, so
+// that forwarding load on the other CPUs cannot delay them; -1 removes the
+// control CPU, and control flows then pass to the kernel on the CPU that
+// received them (counted as "pass_control"). The CPU's queue holds
+// ControlQueueSize frames. Setting the CPU it already has changes nothing.
+func (d *Datapath) SetControlCPU(cpu int) error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("set control CPU: %w", err)
+	}
+	if cpu < -1 || cpu >= ncpu {
+		return fmt.Errorf("set control CPU: CPU %d out of range [-1, %d): %w", cpu, ncpu, ErrInvalid)
+	}
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	cfg := d.cfg
+	old := -1
+	if cfg.ControlCpuSet != 0 {
+		old = int(cfg.ControlCpu)
+	}
+	if cpu == old {
+		return nil
+	}
+	// The new entry exists before the program is told to use it, and the
+	// old one goes after it no longer is; a packet that sees no entry
+	// passes where it arrived.
+	if cpu >= 0 {
+		if err := d.objs.CPUMap.Put(uint32(cpu), uint32(ControlQueueSize)); err != nil {
+			return fmt.Errorf("set control CPU %d: %w", cpu, err)
+		}
+		cfg.ControlCpu, cfg.ControlCpuSet = uint32(cpu), 1
+	} else {
+		cfg.ControlCpu, cfg.ControlCpuSet = 0, 0
+	}
+	if err := d.putConfig(cfg); err != nil {
+		if cpu >= 0 {
+			_ = d.objs.CPUMap.Delete(uint32(cpu))
+		}
+		return fmt.Errorf("set control CPU %d: %w", cpu, err)
+	}
+	if old >= 0 {
+		if err := d.objs.CPUMap.Delete(uint32(old)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("set control CPU %d: remove CPU %d: %w", cpu, old, err)
+		}
+	}
+	return nil
+}
+
+// SetPolicer polices the packets for the router that are neither control
+// flows nor NDP (ICMP included): each CPU admits up to burst packets at
+// once and ratePPS packets per second on average, and drops the excess
+// (counted as "drop_policed"). The bucket is per CPU, so with N CPUs
+// receiving such packets up to N*ratePPS per second reach the kernel; the
+// interval between packets is rounded down to whole nanoseconds. A rate of
+// 0 turns policing off (the default; burst is then ignored). Every CPU's
+// bucket starts full.
+func (d *Datapath) SetPolicer(ratePPS, burst uint64) error {
+	var interval, tolerance uint64
+	if ratePPS > 0 {
+		if ratePPS > MaxPoliceRate {
+			return fmt.Errorf("set policer: rate %d packets/s above %d: %w", ratePPS, MaxPoliceRate, ErrInvalid)
+		}
+		if burst < 1 || burst > MaxPoliceBurst {
+			return fmt.Errorf("set policer: burst %d out of range [1, %d]: %w", burst, MaxPoliceBurst, ErrInvalid)
+		}
+		interval = 1e9 / ratePPS
+		tolerance = (burst - 1) * interval
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("set policer: %w", err)
+	}
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	cfg := d.cfg
+	cfg.PoliceIntervalNs, cfg.PoliceToleranceNs = interval, tolerance
+	if err := d.putConfig(cfg); err != nil {
+		return fmt.Errorf("set policer: %w", err)
+	}
+	// A zero state is a full bucket.
+	if err := d.objs.Policer.Put(uint32(0), make([]xdpPolicerState, ncpu)); err != nil {
+		return fmt.Errorf("set policer: reset buckets: %w", err)
+	}
+	return nil
+}
+
+// putConfig writes cfg to the program's configuration; d.ctlMu is held.
+func (d *Datapath) putConfig(cfg xdpFeConfig) error {
+	if err := d.objs.FeConfig.Put(uint32(0), &cfg); err != nil {
+		return err
+	}
+	d.cfg = cfg
+	return nil
+}
+
+// AddControlFlow adds f to the control flows; adding one that is there
+// changes nothing (its packet count stays). A full table (MaxControlFlows
+// per family) is an error.
+func (d *Datapath) AddControlFlow(f ControlFlow) error {
+	m, key, err := d.flowKey(f)
+	if err != nil {
+		return fmt.Errorf("add control flow: %w", err)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("add control flow %s: %w", f, err)
+	}
+	err = m.Update(key, make([]uint64, ncpu), ebpf.UpdateNoExist)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+		return fmt.Errorf("add control flow %s: %w", f, err)
+	}
+	return nil
+}
+
+// DeleteControlFlow removes f from the control flows; its packets are then
+// policed like any other packet for the router. A missing flow gives an
+// error wrapping ErrNotFound.
+func (d *Datapath) DeleteControlFlow(f ControlFlow) error {
+	m, key, err := d.flowKey(f)
+	if err != nil {
+		return fmt.Errorf("delete control flow: %w", err)
+	}
+	return deleteKey(m, key, "delete control flow "+f.String())
+}
+
+// ControlFlows returns the control flows, IPv4 first, each family sorted by
+// source and then destination, and the packets each has matched since it
+// was added, summed over the CPUs.
+func (d *Datapath) ControlFlows() ([]ControlFlow, map[ControlFlow]uint64, error) {
+	var flows []ControlFlow
+	counts := map[ControlFlow]uint64{}
+	add := func(f ControlFlow, perCPU []uint64) {
+		var n uint64
+		for _, v := range perCPU {
+			n += v
+		}
+		flows = append(flows, f)
+		counts[f] = n
+	}
+	var k4 xdpCtlFlowKey
+	var perCPU []uint64
+	it := d.objs.ControlFlows.Iterate()
+	for it.Next(&k4, &perCPU) {
+		add(ControlFlow{
+			Src: netip.AddrPortFrom(addr4(k4.Saddr), port(k4.Sport)),
+			Dst: netip.AddrPortFrom(addr4(k4.Daddr), port(k4.Dport)),
+		}, perCPU)
+	}
+	if err := it.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list control flows: %w", err)
+	}
+	var k6 xdpCtlFlowKey6
+	it = d.objs.ControlFlows6.Iterate()
+	for it.Next(&k6, &perCPU) {
+		add(ControlFlow{
+			Src: netip.AddrPortFrom(netip.AddrFrom16(k6.Saddr), port(k6.Sport)),
+			Dst: netip.AddrPortFrom(netip.AddrFrom16(k6.Daddr), port(k6.Dport)),
+		}, perCPU)
+	}
+	if err := it.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list control flows: %w", err)
+	}
+	slices.SortFunc(flows, func(a, b ControlFlow) int {
+		if a.Src.Addr().Is4() != b.Src.Addr().Is4() {
+			if a.Src.Addr().Is4() {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(a.Src.Compare(b.Src), a.Dst.Compare(b.Dst))
+	})
+	return flows, counts, nil
+}
+
+// SetGTSM turns the Generalized TTL Security Mechanism (RFC 5082) for the
+// single-hop BGP peer at peer on or off: while on, TCP packets from peer to
+// the router with port 179 on either side (the session in whichever
+// direction it was opened) that arrive with a TTL (hop limit) below 255 are
+// dropped and counted as "drop_gtsm", and so are the packets whose ports
+// cannot be seen (a first IPv4 fragment too short to hold them, an IPv6
+// extension header chain longer than the program follows). Turning it on
+// or off twice changes nothing.
+func (d *Datapath) SetGTSM(peer netip.Addr, on bool) error {
+	is6, err := checkAddr("GTSM peer", peer)
+	if err != nil {
+		return fmt.Errorf("set GTSM: %w", err)
+	}
+	var m *ebpf.Map
+	var key any
+	if is6 {
+		m, key = d.objs.GtsmPeers6, peer.As16()
+	} else {
+		m, key = d.objs.GtsmPeers, be32(peer)
+	}
+	if on {
+		err = m.Put(key, uint8(1))
+	} else if err = m.Delete(key); errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("set GTSM for %s to %t: %w", peer, on, err)
+	}
+	return nil
+}
+
+// flowKey checks f and returns its control flow map and key.
+func (d *Datapath) flowKey(f ControlFlow) (*ebpf.Map, any, error) {
+	src6, err := checkAddr("source", f.Src.Addr())
+	if err != nil {
+		return nil, nil, fmt.Errorf("flow %s: %w", f, err)
+	}
+	dst6, err := checkAddr("destination", f.Dst.Addr())
+	if err != nil {
+		return nil, nil, fmt.Errorf("flow %s: %w", f, err)
+	}
+	if src6 != dst6 {
+		return nil, nil, fmt.Errorf("flow %s mixes IPv4 and IPv6: %w", f, ErrInvalid)
+	}
+	if f.Src.Port() == 0 || f.Dst.Port() == 0 {
+		return nil, nil, fmt.Errorf("flow %s has port 0: %w", f, ErrInvalid)
+	}
+	if src6 {
+		return d.objs.ControlFlows6, &xdpCtlFlowKey6{
+			Saddr: f.Src.Addr().As16(), Daddr: f.Dst.Addr().As16(),
+			Sport: be16(f.Src.Port()), Dport: be16(f.Dst.Port()),
+		}, nil
+	}
+	return d.objs.ControlFlows, &xdpCtlFlowKey{
+		Saddr: be32(f.Src.Addr()), Daddr: be32(f.Dst.Addr()),
+		Sport: be16(f.Src.Port()), Dport: be16(f.Dst.Port()),
+	}, nil
+}
+
+// be16 returns the port as the uint16 whose in-memory bytes are in network
+// order, as the BPF program keeps ports; port undoes it.
+func be16(p uint16) uint16 {
+	return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, p))
+}
+
+func port(v uint16) uint16 {
+	return binary.BigEndian.Uint16(binary.NativeEndian.AppendUint16(nil, v))
+}
+
+// addr4 undoes be32.
+func addr4(v uint32) netip.Addr {
+	var a [4]byte
+	binary.NativeEndian.PutUint32(a[:], v)
+	return netip.AddrFrom4(a)
+}
