@@ -73,6 +73,7 @@ type Agent struct {
 	table      *table             // the rows the CE programmed
 	txn        *txn               // an open transaction, if any
 	items      []forces.Item      // applyConfig's buffer, reused message to message
+	classifier classifierState    // control flows steered (classifier.go)
 	prog       *programmed        // what the datapath holds for them
 	connected  map[prefix4]uint32 // prefix -> local nexthop ID
 	connected6 map[netip.Prefix]uint32
@@ -136,6 +137,8 @@ type Status struct {
 	KernelErrors   uint64            `json:"kernel_route_errors"`
 	ProtocolErrors uint64            `json:"protocol_errors"`
 	Counters       datapath.Counters `json:"counters"`
+	// Classifier: the control flows steered, policing and GTSM (nil: off).
+	Classifier *ClassifierStatus `json:"classifier,omitempty"`
 	// PerCPU are the same counters for each CPU: which core did the work.
 	PerCPU []datapath.Counters `json:"counters_per_cpu"`
 }
@@ -272,10 +275,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); a.watchLinks(ctx) }()
 	go func() { defer wg.Done(); a.watchNeighbors(ctx) }()
 	go func() { defer wg.Done(); a.resolveLoop(ctx) }()
+	go func() {
+		defer wg.Done()
+		if err := a.runClassifier(ctx, dp); err != nil {
+			a.log.Error("fe: classifier stopped; control flows are no longer steered", "err", err)
+		}
+	}()
 
 	if a.cfg.StatusSocket != "" {
 		stop, err := status.Serve(a.cfg.StatusSocket, func() any { return a.Status() }, nil)
@@ -360,5 +369,6 @@ func (a *Agent) Status() Status {
 			}
 		}
 	}
+	st.Classifier = a.classifierStatus(dp)
 	return st
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -89,7 +90,8 @@ func addDetails(out *spv1.FE, raw json.RawMessage) {
 		for _, a := range p.Addrs {
 			pp.Addresses = append(pp.Addresses, a.String())
 		}
-		pp.Counters = &spv1.Counters{RxPackets: p.Counters.RxPackets, ForwardedPackets: p.Counters.TxPackets, PassedPackets: p.Counters.Passed}
+		pp.Counters = &spv1.Counters{RxPackets: p.Counters.RxPackets, ForwardedPackets: p.Counters.TxPackets, PassedPackets: p.Counters.Passed,
+			DroppedPackets: p.Counters.Dropped}
 	}
 	for _, l := range st.Lanes {
 		cpu := int32(-1) // served on the sending CPU, or not known
@@ -102,30 +104,32 @@ func addDetails(out *spv1.FE, raw json.RawMessage) {
 	}
 }
 
-// counters maps the datapath's named counters: rx, forwarded, and every
-// pass_* reason (to the kernel).
+// counters maps the datapath's named counters: rx, forwarded, every pass_*
+// reason and to_control_cpu (to the kernel), every drop_* reason (dropped).
 func counters(total datapath.Counters, perCPU []datapath.Counters) *spv1.Counters {
-	sum := func(c datapath.Counters) (rx, fwd, passed uint64) {
+	sum := func(c datapath.Counters) (rx, fwd, passed, dropped uint64) {
 		for name, v := range c {
 			switch {
 			case name == "rx":
 				rx = v
 			case name == "forwarded":
 				fwd = v
-			case strings.HasPrefix(name, "pass_"):
+			case strings.HasPrefix(name, "pass_"), name == "to_control_cpu":
 				passed += v
+			case strings.HasPrefix(name, "drop_"):
+				dropped += v
 			}
 		}
-		return rx, fwd, passed
+		return rx, fwd, passed, dropped
 	}
 	out := &spv1.Counters{ByReason: map[string]uint64{}}
-	out.RxPackets, out.ForwardedPackets, out.PassedPackets = sum(total)
+	out.RxPackets, out.ForwardedPackets, out.PassedPackets, out.DroppedPackets = sum(total)
 	for name, v := range total {
 		out.ByReason[name] = v
 	}
 	for i, c := range perCPU {
-		rx, fwd, passed := sum(c)
-		out.Cpus = append(out.Cpus, &spv1.CPUCounters{Cpu: int32(i), RxPackets: rx, ForwardedPackets: fwd, PassedPackets: passed})
+		rx, fwd, passed, dropped := sum(c)
+		out.Cpus = append(out.Cpus, &spv1.CPUCounters{Cpu: int32(i), RxPackets: rx, ForwardedPackets: fwd, PassedPackets: passed, DroppedPackets: dropped})
 	}
 	return out
 }
@@ -157,12 +161,39 @@ func (s *bgpService) Neighbors(ctx context.Context, _ *spv1.ListNeighborsRequest
 	return out, nil
 }
 
-// classifier serves the Classifier service. The classifier does not exist
-// yet: it has no rules.
+// classifier serves the Classifier service: the control-flow rules each FE
+// reports (its status component), with their packets, and the FE's policer
+// drops.
 type classifier struct {
 	spv1.UnimplementedClassifierServer
+	b Backend
 }
 
-func (classifier) ListRules(context.Context, *spv1.ListRulesRequest) (*spv1.ListRulesResponse, error) {
-	return &spv1.ListRulesResponse{}, nil
+func (c classifier) ListRules(ctx context.Context, _ *spv1.ListRulesRequest) (*spv1.ListRulesResponse, error) {
+	st, err := ceStatus(ctx, c.b)
+	if err != nil {
+		return nil, err
+	}
+	out := &spv1.ListRulesResponse{}
+	for _, f := range st.FEs {
+		wait, cancel := context.WithTimeout(ctx, statusTimeout)
+		raw, err := c.b.FEDetails(wait, f.Num)
+		cancel()
+		if err != nil {
+			continue
+		}
+		var fs festatus.Status
+		if json.Unmarshal(raw, &fs) != nil || fs.Classifier == nil {
+			continue
+		}
+		for _, r := range fs.Classifier.Rules {
+			out.Rules = append(out.Rules, &spv1.Rule{
+				Flow:     fmt.Sprintf("%s: tcp %s -> %s", r.Kind, r.Remote, r.Local),
+				Port:     f.ID,
+				Steering: fs.Classifier.Steering,
+				Packets:  r.Packets, PolicedDrops: fs.Counters["drop_policed"],
+			})
+		}
+	}
+	return out, nil
 }

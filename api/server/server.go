@@ -133,7 +133,7 @@ func Start(b Backend, cfg Config) (*Server, error) {
 	spv1.RegisterRoutesServer(s.grpc, &routes{b: b})
 	spv1.RegisterFEsServer(s.grpc, &fes{b: b})
 	spv1.RegisterBGPServer(s.grpc, &bgpService{b: b})
-	spv1.RegisterClassifierServer(s.grpc, classifier{})
+	spv1.RegisterClassifierServer(s.grpc, classifier{b: b})
 	reflection.Register(s.grpc)
 	go func() {
 		defer close(s.done)

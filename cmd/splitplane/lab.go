@@ -44,6 +44,8 @@ func labCmd() *cobra.Command {
 	up.Flags().IntVar(&o.Routes, "routes", 10000, "prefixes the peer announces")
 	up.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the prefix generator")
 	up.Flags().StringVar(&o.XDPMode, "xdp-mode", "native", "XDP attach mode of the FE: native or generic")
+	up.Flags().Uint64Var(&o.PolicePPS, "police-pps", 20000, "police traffic to the router that is not a control flow at this rate, per CPU")
+	up.Flags().StringSliceVar(&o.GTSMPeers, "gtsm-peer", nil, "addresses whose BGP packets must arrive with TTL 255 (GTSM)")
 	up.Flags().BoolVar(&o.Traffic, "traffic", false, "keep pinging host B from host A")
 	up.Flags().StringVar(&o.Peer, "peer", "splitplane", "the BGP peer: splitplane (GoBGP) or bird (BIRD 2)")
 

@@ -50,6 +50,13 @@ func (f ControlFlow) String() string {
 // control CPU, and control flows then pass to the kernel on the CPU that
 // received them (counted as "pass_control"). The CPU's queue holds
 // ControlQueueSize frames. Setting the CPU it already has changes nothing.
+// cpumapVal is struct bpf_cpumap_val: the entry's queue size and the program
+// that runs on its CPU.
+type cpumapVal struct {
+	Qsize  uint32
+	ProgFD int32
+}
+
 func (d *Datapath) SetControlCPU(cpu int) error {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -72,7 +79,8 @@ func (d *Datapath) SetControlCPU(cpu int) error {
 	// old one goes after it no longer is; a packet that sees no entry
 	// passes where it arrived.
 	if cpu >= 0 {
-		if err := d.objs.CPUMap.Put(uint32(cpu), uint32(ControlQueueSize)); err != nil {
+		val := cpumapVal{Qsize: ControlQueueSize, ProgFD: int32(d.objs.XdpControl.FD())}
+		if err := d.objs.CPUMap.Put(uint32(cpu), val); err != nil {
 			return fmt.Errorf("set control CPU %d: %w", cpu, err)
 		}
 		cfg.ControlCpu, cfg.ControlCpuSet = uint32(cpu), 1

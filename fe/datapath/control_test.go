@@ -146,9 +146,9 @@ func TestControlFlows(t *testing.T) {
 			}
 			checkDelta(t, before, counters(t, d), map[string]uint64{"rx": 1, "to_control_cpu": 1})
 		}
-		var size uint32
-		if err := d.objs.CPUMap.Lookup(uint32(cpu), &size); err != nil || size != ControlQueueSize {
-			t.Errorf("cpu_map[%d] = %d, %v; want %d", cpu, size, err, ControlQueueSize)
+		var v cpumapVal
+		if err := d.objs.CPUMap.Lookup(uint32(cpu), &v); err != nil || v.Qsize != ControlQueueSize || v.ProgFD <= 0 {
+			t.Errorf("cpu_map[%d] = %+v, %v; want queue size %d and xdp_control", cpu, v, err, ControlQueueSize)
 		}
 	})
 
@@ -220,14 +220,14 @@ func TestControlFlows(t *testing.T) {
 		}
 		checkOne(t, d, ctl6, xdpRedirect, "to_control_cpu")
 		if cpu != 0 {
-			if err := d.objs.CPUMap.Lookup(uint32(cpu), new(uint32)); err == nil {
+			if err := d.objs.CPUMap.Lookup(uint32(cpu), new(cpumapVal)); err == nil {
 				t.Errorf("cpu_map[%d] still set after moving to CPU 0", cpu)
 			}
 		}
 		if err := d.SetControlCPU(-1); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.objs.CPUMap.Lookup(uint32(0), new(uint32)); err == nil {
+		if err := d.objs.CPUMap.Lookup(uint32(0), new(cpumapVal)); err == nil {
 			t.Errorf("cpu_map[0] still set after SetControlCPU(-1)")
 		}
 		checkPassed(t, d, ctl6, "pass_control")
@@ -512,7 +512,7 @@ func TestControlCounterNames(t *testing.T) {
 	if names[16] != "pass_not_routable" {
 		t.Errorf("counter 16 is %q, want pass_not_routable", names[16])
 	}
-	want := []string{"to_control_cpu", "pass_control", "drop_policed", "drop_gtsm"}
+	want := []string{"to_control_cpu", "pass_control", "drop_policed", "drop_gtsm", "control_cpu_rx"}
 	if got := names[17:]; !slices.Equal(got, want) {
 		t.Errorf("counters after pass_not_routable: %v, want %v", got, want)
 	}

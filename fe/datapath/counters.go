@@ -30,6 +30,8 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_PASS_CONTROL:   "pass_control",
 	xdpStatReasonSTAT_DROP_POLICED:   "drop_policed",
 	xdpStatReasonSTAT_DROP_GTSM:      "drop_gtsm",
+	// Counted on the control CPU by the CPUMAP's program.
+	xdpStatReasonSTAT_CONTROL_CPU_RX: "control_cpu_rx",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,

@@ -126,6 +126,7 @@ type Datapath struct {
 // routerObjects are the objects of xdp_router, which the FE runs.
 type routerObjects struct {
 	XdpRouter   *ebpf.Program `ebpf:"xdp_router"`
+	XdpControl  *ebpf.Program `ebpf:"xdp_control"`
 	FibTbl24    *ebpf.Map     `ebpf:"fib_tbl24"`
 	FibTbl8     *ebpf.Map     `ebpf:"fib_tbl8"`
 	Fib6Tbl16   *ebpf.Map     `ebpf:"fib6_tbl16"`
@@ -156,7 +157,7 @@ type routerObjects struct {
 }
 
 func (o *routerObjects) Close() error {
-	return closeAll(o.XdpRouter, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
+	return closeAll(o.XdpRouter, o.XdpControl, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
 		o.CPUMap, o.FeConfig, o.Policer)

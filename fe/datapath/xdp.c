@@ -110,6 +110,7 @@ enum stat_reason {
 	STAT_PASS_CONTROL,      // control flow passed here: no control CPU set
 	STAT_DROP_POLICED,      // for the router, over the policer's rate
 	STAT_DROP_GTSM,         // BGP from a GTSM peer with TTL / hop limit < 255
+	STAT_CONTROL_CPU_RX,    // control-flow packets the CPUMAP brought to this CPU
 	STAT_MAX,
 };
 
@@ -325,13 +326,14 @@ struct {
 	__type(value, __u8);
 } gtsm_peers6 SEC(".maps");
 
-// cpu_map has one entry, at the control CPU, while one is configured; the
-// value is the entry's queue size (no program runs on the control CPU).
+// cpu_map has one entry, at the control CPU, while one is configured: the
+// entry's queue size and xdp_control, which runs there on every packet the
+// map brings.
 struct {
 	__uint(type, BPF_MAP_TYPE_CPUMAP);
 	__uint(max_entries, MAX_CPUS);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct bpf_cpumap_val);
 } cpu_map SEC(".maps");
 
 // fe_config is the one entry of fe_config_map, written whole by the Go side.
@@ -1125,6 +1127,16 @@ SEC("xdp")
 int xdp_router(struct xdp_md *ctx)
 {
 	return router(ctx, 0);
+}
+
+// xdp_control runs on the control CPU for every packet cpu_map brings there
+// (a control flow's return packet): it counts it on that CPU, which is how
+// one sees where the work is done, and hands it to that CPU's kernel stack.
+SEC("xdp/cpumap")
+int xdp_control(struct xdp_md *ctx)
+{
+	stat_add(STAT_CONTROL_CPU_RX, 1);
+	return XDP_PASS;
 }
 
 SEC("xdp")

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xdpBpfCpumapVal struct {
+	_       structs.HostLayout
+	Qsize   uint32
+	BpfProg struct {
+		_  structs.HostLayout
+		Fd int32
+	}
+}
+
 type xdpCtlFlowKey struct {
 	_     structs.HostLayout
 	Saddr uint32
@@ -135,7 +144,8 @@ const (
 	xdpStatReasonSTAT_PASS_CONTROL      xdpStatReason = 18
 	xdpStatReasonSTAT_DROP_POLICED      xdpStatReason = 19
 	xdpStatReasonSTAT_DROP_GTSM         xdpStatReason = 20
-	xdpStatReasonSTAT_MAX               xdpStatReason = 21
+	xdpStatReasonSTAT_CONTROL_CPU_RX    xdpStatReason = 21
+	xdpStatReasonSTAT_MAX               xdpStatReason = 22
 )
 
 // Names of all BPF objects in the ELF.
@@ -166,6 +176,7 @@ const (
 	xdpMapRoutes6          = "routes6"
 	xdpMapStats            = "stats"
 	xdpMapTxPorts          = "tx_ports"
+	xdpProgXdpControl      = "xdp_control"
 	xdpProgXdpRouter       = "xdp_router"
 	xdpProgXdpRouterTrie   = "xdp_router_trie"
 	xdpVarBenchDsts        = "bench_dsts"
@@ -218,6 +229,7 @@ type xdpSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpProgramSpecs struct {
+	XdpControl    *ebpf.ProgramSpec `ebpf:"xdp_control"`
 	XdpRouter     *ebpf.ProgramSpec `ebpf:"xdp_router"`
 	XdpRouterTrie *ebpf.ProgramSpec `ebpf:"xdp_router_trie"`
 }
@@ -355,12 +367,14 @@ type xdpVariables struct {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpPrograms struct {
+	XdpControl    *ebpf.Program `ebpf:"xdp_control"`
 	XdpRouter     *ebpf.Program `ebpf:"xdp_router"`
 	XdpRouterTrie *ebpf.Program `ebpf:"xdp_router_trie"`
 }
 
 func (p *xdpPrograms) Close() error {
 	return _XdpClose(
+		p.XdpControl,
 		p.XdpRouter,
 		p.XdpRouterTrie,
 	)

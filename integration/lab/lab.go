@@ -48,6 +48,13 @@ type Options struct {
 	// GoBGP speaker) or "bird" (BIRD 2 from Debian, announcing the same
 	// IPv4 table with itself as the next hop).
 	Peer string
+	// PolicePPS polices the traffic addressed to the router that is not a
+	// control flow, per CPU (the FE's classifier.police_pps); 0: the lab's
+	// default, 20,000.
+	PolicePPS uint64
+	// GTSMPeers are addresses whose BGP packets must arrive with TTL 255
+	// (the FE's classifier.gtsm_peers).
+	GTSMPeers []string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 }

@@ -252,6 +252,13 @@ func (o *Options) writeBIRD() error {
 	return os.WriteFile(filepath.Join(o.Dir, "bird.conf"), []byte(b.String()), 0o644)
 }
 
+func (o *Options) policePPS() uint64 {
+	if o.PolicePPS == 0 {
+		return 20000
+	}
+	return o.PolicePPS
+}
+
 func (o *Options) writeConfigs() error {
 	if o.Peer == "bird" {
 		if err := o.writeBIRD(); err != nil {
@@ -295,7 +302,11 @@ xdp_mode: %s
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
-`, o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"))
+classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
+  control_cpu: 0
+  police_pps: %d                # per CPU, for the other traffic to the router
+  gtsm_peers: [%s]
+`, o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"), o.policePPS(), strings.Join(o.GTSMPeers, ", "))
 	if err := os.WriteFile(filepath.Join(o.Dir, "ce.yaml"), []byte(ce), 0o644); err != nil {
 		return err
 	}

@@ -1,0 +1,145 @@
+package fe
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/splitplane/splitplane/classifier"
+	"github.com/splitplane/splitplane/fe/datapath"
+)
+
+// The classifier's side in the FE: the router's own control flows, found in
+// its sockets (package classifier), become exact rules in the XDP program
+// that steer their return packets to the control CPU through a CPUMAP
+// (the software path: veth, virtio and any NIC without n-tuple filters);
+// the other traffic addressed to the router is policed per CPU, and GTSM
+// protects the BGP port.
+
+// classifierDatapath is what the classifier needs of the datapath; the real
+// XDP datapath has it, test datapaths need not.
+type classifierDatapath interface {
+	SetControlCPU(cpu int) error
+	AddControlFlow(f datapath.ControlFlow) error
+	DeleteControlFlow(f datapath.ControlFlow) error
+	SetPolicer(ratePPS, burst uint64) error
+	SetGTSM(peer netip.Addr, on bool) error
+}
+
+// ClassifierStatus is what the classifier is doing, for the FE's status.
+type ClassifierStatus struct {
+	ControlCPU int          `json:"control_cpu"`
+	Steering   string       `json:"steering"` // "xdp cpumap to CPU N", "none"
+	PolicePPS  uint64       `json:"police_pps"`
+	GTSMPeers  []string     `json:"gtsm_peers"`
+	Rules      []FlowStatus `json:"rules"`
+	Errors     uint64       `json:"errors"`
+}
+
+// FlowStatus is one control flow the datapath steers.
+type FlowStatus struct {
+	Kind    string `json:"kind"`
+	Local   string `json:"local"`
+	Remote  string `json:"remote"`
+	Packets uint64 `json:"packets"` // its return packets the datapath steered
+}
+
+type classifierState struct {
+	mu     sync.Mutex
+	status ClassifierStatus
+	flows  map[classifier.Flow]bool
+}
+
+// runClassifier programs the datapath's control CPU, policer and GTSM peers,
+// then keeps its control-flow rules in step with the router's sockets until
+// ctx ends. It returns at once when the datapath has no classifier.
+func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
+	cfg := a.cfg.Classifier
+	cdp, ok := dp.(classifierDatapath)
+	if cfg == nil || !ok {
+		return nil
+	}
+	st := &a.classifier
+	st.mu.Lock()
+	st.flows = map[classifier.Flow]bool{}
+	st.status = ClassifierStatus{ControlCPU: cfg.ControlCPU, PolicePPS: cfg.PolicePPS, GTSMPeers: slices.Clone(cfg.GTSMPeers), Steering: "none"}
+	st.mu.Unlock()
+
+	if err := cdp.SetControlCPU(cfg.ControlCPU); err != nil {
+		return fmt.Errorf("classifier.control_cpu %d: %w", cfg.ControlCPU, err)
+	}
+	if cfg.ControlCPU >= 0 {
+		st.mu.Lock()
+		st.status.Steering = fmt.Sprintf("xdp cpumap to CPU %d", cfg.ControlCPU)
+		st.mu.Unlock()
+	}
+	if err := cdp.SetPolicer(cfg.PolicePPS, cfg.PoliceBurst); err != nil {
+		return fmt.Errorf("classifier.police_pps %d: %w", cfg.PolicePPS, err)
+	}
+	for _, p := range cfg.GTSMPeers {
+		if err := cdp.SetGTSM(netip.MustParseAddr(p), true); err != nil { // validated
+			return fmt.Errorf("classifier.gtsm_peers %s: %w", p, err)
+		}
+	}
+	a.log.Info("fe: classifier on", "steering", st.status.Steering, "police_pps", cfg.PolicePPS, "gtsm_peers", cfg.GTSMPeers)
+
+	ports := cfg.Ports
+	if len(ports) == 0 {
+		ports = classifier.DefaultPorts
+	}
+	err := classifier.Watch(ctx, classifier.Config{Ports: ports, Interval: cfg.Interval}, func(added, removed []classifier.Flow) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		for _, f := range removed {
+			if err := cdp.DeleteControlFlow(datapath.ControlFlow{Src: f.Remote, Dst: f.Local}); err != nil {
+				st.status.Errors++
+				a.log.Warn("fe: classifier: remove rule", "flow", f, "err", err)
+			}
+			delete(st.flows, f)
+		}
+		for _, f := range added {
+			if err := cdp.AddControlFlow(datapath.ControlFlow{Src: f.Remote, Dst: f.Local}); err != nil {
+				st.status.Errors++
+				a.log.Warn("fe: classifier: add rule", "flow", f, "err", err)
+				continue
+			}
+			st.flows[f] = true
+		}
+		if len(added)+len(removed) > 0 {
+			a.log.Info("fe: classifier rules changed", "added", len(added), "removed", len(removed), "rules", len(st.flows))
+		}
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// classifierStatus reports the classifier's rules, with their packet
+// counts when the datapath keeps them.
+func (a *Agent) classifierStatus(dp Datapath) *ClassifierStatus {
+	var counts map[datapath.ControlFlow]uint64
+	if c, ok := dp.(interface {
+		ControlFlows() ([]datapath.ControlFlow, map[datapath.ControlFlow]uint64, error)
+	}); ok {
+		_, counts, _ = c.ControlFlows()
+	}
+	st := &a.classifier
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.flows == nil {
+		return nil
+	}
+	out := st.status
+	out.Rules = nil
+	for _, f := range slices.SortedFunc(maps.Keys(st.flows), func(x, y classifier.Flow) int {
+		return x.Local.Compare(y.Local)*2 + x.Remote.Compare(y.Remote)
+	}) {
+		out.Rules = append(out.Rules, FlowStatus{Kind: f.Kind, Local: f.Local.String(), Remote: f.Remote.String(),
+			Packets: counts[datapath.ControlFlow{Src: f.Remote, Dst: f.Local}]})
+	}
+	return &out
+}

@@ -1,0 +1,188 @@
+package integration_test
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/splitplane/splitplane/fe"
+	"github.com/splitplane/splitplane/integration/lab"
+)
+
+// The classifier in the lab, with real traffic: the BGP session's return
+// packets are steered to CPU 0 (the control CPU: the CPUMAP's program counts
+// them there, and only there) while forwarded packets stay on the CPU that
+// received them; the rule goes with its session; a flood at the router's
+// address is policed to the configured rate; GTSM drops a BGP peer's
+// packets that arrive with a TTL below 255.
+func TestClassifier(t *testing.T) {
+	requireLab(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: one for the control plane, one for forwarding")
+	}
+	bin := buildBinary(t)
+	const police = 300 // packets per second, per CPU
+	gtsmPeer := netip.MustParseAddr("10.10.3.9")
+	o := lab.Options{Name: "spc", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
+	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "100", "--police-pps", fmt.Sprint(police), "--gtsm-peer", gtsmPeer.String())...); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	status := func() fe.Status {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.FE
+	}
+	bgpRule := func(st fe.Status) string {
+		if st.Classifier == nil {
+			return ""
+		}
+		for _, r := range st.Classifier.Rules {
+			if r.Kind == "bgp" {
+				return r.Local + " " + r.Remote
+			}
+		}
+		return ""
+	}
+	var rule string
+	eventually(t, 30*time.Second, "a rule for the BGP session, and its packets on the control CPU", func() error {
+		st := status()
+		if rule = bgpRule(st); rule == "" || st.Counters["control_cpu_rx"] < 2 {
+			return fmt.Errorf("classifier %+v, control_cpu_rx %d", st.Classifier, st.Counters["control_cpu_rx"])
+		}
+		return nil
+	})
+
+	// Forwarded traffic, sent from CPU 1, is processed on CPU 1; the BGP
+	// session's packets reach the kernel on CPU 0 only.
+	before := status()
+	ping := exec.Command("taskset", "-c", "1", "nsenter", "--net=/run/netns/"+o.Namespace("a"),
+		"ping", "-q", "-c", "50", "-i", "0.02", lab.HostBAddr.String())
+	if out, err := ping.CombinedOutput(); err != nil {
+		t.Fatalf("ping from CPU 1: %v\n%s", err, out)
+	}
+	time.Sleep(4 * time.Second) // at least one BGP keepalive
+	after := status()
+	cpu := func(st fe.Status, i int, name string) uint64 { return st.PerCPU[i][name] }
+	if d := cpu(after, 1, "forwarded") - cpu(before, 1, "forwarded"); d < 50 {
+		t.Errorf("CPU 1 forwarded %d of the 50 pings sent from it", d)
+	}
+	for i := 1; i < len(after.PerCPU); i++ {
+		if n := cpu(after, i, "control_cpu_rx"); n != 0 {
+			t.Errorf("CPU %d took %d control-flow packets; only CPU 0 should", i, n)
+		}
+	}
+	if d := cpu(after, 0, "control_cpu_rx") - cpu(before, 0, "control_cpu_rx"); d == 0 {
+		t.Error("no control-flow packet reached CPU 0 in 4 s (keepalives every 3 s)")
+	}
+
+	// A flood of UDP at the router's address from host A: policed.
+	before = status()
+	start := time.Now()
+	inNetns(t, o.Namespace("a"), func() {
+		c, err := net.Dial("udp", "10.10.1.1:9")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		for range 20000 {
+			c.Write([]byte("flood"))
+		}
+	})
+	elapsed := time.Since(start)
+	after = status()
+	passed := after.Counters["pass_local"] - before.Counters["pass_local"]
+	dropped := after.Counters["drop_policed"] - before.Counters["drop_policed"]
+	limit := uint64(float64(police)*elapsed.Seconds()*float64(len(after.PerCPU))) + uint64(len(after.PerCPU))*police/10 + 20
+	if dropped == 0 || passed > limit {
+		t.Errorf("flood of 20000 in %s: %d passed (limit %d), %d dropped by the policer", elapsed, passed, limit, dropped)
+	}
+	if bgpRule(after) != rule {
+		t.Error("the BGP session's rule changed during the flood")
+	}
+
+	// GTSM: a TCP connection to the BGP port from the GTSM peer arrives
+	// with TTL 64 (dropped) or 255 (let through).
+	if out, err := exec.Command("ip", "-n", o.Namespace("peer"), "addr", "add", gtsmPeer.String()+"/24", "dev", "eth0").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	dial := func(ttl int) error {
+		var err error
+		inNetns(t, o.Namespace("peer"), func() {
+			d := net.Dialer{
+				Timeout:   time.Second,
+				LocalAddr: &net.TCPAddr{IP: gtsmPeer.AsSlice()},
+				Control: func(_, _ string, rc syscall.RawConn) error {
+					var serr error
+					rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl) })
+					return serr
+				},
+			}
+			var c net.Conn
+			if c, err = d.Dial("tcp", "10.10.3.1:179"); err == nil {
+				c.Close()
+			}
+		})
+		return err
+	}
+	before = status()
+	if err := dial(64); err == nil {
+		t.Error("a connection with TTL 64 from a GTSM peer got through")
+	}
+	if d := status().Counters["drop_gtsm"] - before.Counters["drop_gtsm"]; d == 0 {
+		t.Error("drop_gtsm did not count the TTL-64 SYN")
+	}
+	if err := dial(255); err != nil {
+		t.Errorf("a connection with TTL 255 from the GTSM peer: %v", err)
+	}
+
+	// The session ends: its rule goes (a new session gets a rule of its own).
+	if out, err := splitplane(t, bin, args("lab", "restart", "peer", "--kill")...); err != nil {
+		t.Fatalf("restart peer: %v\n%s", err, out)
+	}
+	eventually(t, 30*time.Second, "the old session's rule gone, the new session's in", func() error {
+		st, err := lab.GetStatus(o) // the peer may not answer yet
+		if err != nil {
+			return err
+		}
+		if r := bgpRule(st.FE); r == rule || r == "" {
+			return fmt.Errorf("rule %q (old %q)", r, rule)
+		}
+		return nil
+	})
+}
+
+// inNetns runs fn on a thread inside network namespace ns; sockets fn opens
+// belong to ns.
+func inNetns(t *testing.T, ns string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // the thread ends with the goroutine, still in ns
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			t.Error(err)
+			return
+		}
+		fn()
+	}()
+	<-done
+}
