@@ -545,7 +545,7 @@ func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient) (time.Time, *bu
 	stream, err := rc.Bulk(sctx)
 	if err != nil {
 		cancel()
-		return time.Time{}, nil, fmt.Errorf("Bulk: %w", err)
+		return time.Time{}, nil, fmt.Errorf("bulk stream: %w", err)
 	}
 	window := make(chan struct{}, a.opts.Window)
 	started := make(chan time.Time, 1)
@@ -573,7 +573,7 @@ func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient) (time.Time, *bu
 	case start = <-started:
 	case err := <-sendErr:
 		cancel()
-		return time.Time{}, nil, fmt.Errorf("Bulk: %w", err)
+		return time.Time{}, nil, fmt.Errorf("bulk stream: %w", err)
 	}
 	go func() {
 		defer close(res.done)
