@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,6 +112,15 @@ func TestClassifier(t *testing.T) {
 	}
 	if bgpRule(after) != rule {
 		t.Error("the BGP session's rule changed during the flood")
+	}
+	// Every steered packet reached the kernel intact: the session never
+	// went down, and no TCP checksum failed.
+	if ce, err := lab.GetStatus(o); err != nil || ce.BGPState != "established" {
+		t.Errorf("BGP session after the steering: %q %v", ce.BGPState, err)
+	}
+	out, err := exec.Command("ip", "netns", "exec", o.Namespace("rtr"), "nstat", "-az", "TcpInCsumErrors").CombinedOutput()
+	if f := strings.Fields(string(out)); err != nil || len(f) < 2 || f[0] != "TcpInCsumErrors" || f[1] != "0" {
+		t.Errorf("TCP checksum errors in the router: %v\n%s", err, out)
 	}
 
 	// GTSM: a TCP connection to the BGP port from the GTSM peer arrives

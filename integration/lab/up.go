@@ -91,6 +91,15 @@ func Up(ctx context.Context, o Options) (err error) {
 		if err := inNS(l.ns2, "ethtool", "-K", l.if2, "gro", "on"); err != nil {
 			return err
 		}
+		// A sender on a veth leaves TCP and UDP checksums to "hardware"
+		// (CHECKSUM_PARTIAL), and veth never fills them in: a packet the
+		// XDP program redirects through the CPUMAP to the control CPU (a
+		// control flow's) is then rebuilt without that note and fails the
+		// kernel's checksum check. Real NICs send whole checksums; here the
+		// hosts' ends compute them.
+		if err := inNS(l.ns2, "ethtool", "-K", l.if2, "tx", "off"); err != nil {
+			return err
+		}
 	}
 	for _, h := range []struct{ ns, gw, gw6 string }{{o.Namespace("a"), "10.10.1.1", "fd00:10:1::1"}, {o.Namespace("b"), "10.10.2.1", "fd00:10:2::1"}} {
 		if err := inNS(h.ns, "ip", "route", "add", "default", "via", h.gw); err != nil {
