@@ -33,6 +33,9 @@ type classifierDatapath interface {
 type ClassifierStatus struct {
 	ControlCPU int          `json:"control_cpu"`
 	Steering   string       `json:"steering"` // "xdp cpumap to CPU N", "none"
+	// NICs say, per port, what its NIC can do (n-tuple rules, RSS
+	// indirection, queues, IRQs) and so which path steers there.
+	NICs []string `json:"nics"`
 	PolicePPS  uint64       `json:"police_pps"`
 	GTSMPeers  []string     `json:"gtsm_peers"`
 	Rules      []FlowStatus `json:"rules"`
@@ -84,6 +87,25 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 			return fmt.Errorf("classifier.gtsm_peers %s: %w", p, err)
 		}
 	}
+	// What each port's NIC could do in hardware, reported at start. The
+	// software path (the XDP program) steers on every port either way.
+	var nics []string
+	for _, name := range a.cfg.Ports {
+		if a.noPorts {
+			break
+		}
+		nic, caps, err := classifier.OpenNIC(name)
+		if err != nil {
+			nics = append(nics, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		nic.Close()
+		nics = append(nics, caps.String())
+		a.log.Info("fe: classifier: port", "nic", caps.String())
+	}
+	st.mu.Lock()
+	st.status.NICs = nics
+	st.mu.Unlock()
 	a.log.Info("fe: classifier on", "steering", st.status.Steering, "police_pps", cfg.PolicePPS, "gtsm_peers", cfg.GTSMPeers)
 
 	ports := cfg.Ports

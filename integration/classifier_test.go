@@ -65,6 +65,12 @@ func TestClassifier(t *testing.T) {
 		return nil
 	})
 
+	// The FE looked at each port's NIC: veth has no n-tuple filters, so the
+	// XDP program is the path.
+	if nics := status().Classifier.NICs; len(nics) != 3 || !strings.Contains(strings.Join(nics, "|"), "hardware steering: no") {
+		t.Errorf("NIC capabilities reported: %q", nics)
+	}
+
 	// Forwarded traffic, sent from CPU 1, is processed on CPU 1; the BGP
 	// session's packets reach the kernel on CPU 0 only.
 	before := status()
