@@ -31,15 +31,15 @@ type classifierDatapath interface {
 
 // ClassifierStatus is what the classifier is doing, for the FE's status.
 type ClassifierStatus struct {
-	ControlCPU int          `json:"control_cpu"`
-	Steering   string       `json:"steering"` // "xdp cpumap to CPU N", "none"
+	ControlCPU int    `json:"control_cpu"`
+	Steering   string `json:"steering"` // "xdp cpumap to CPU N", "none"
 	// NICs say, per port, what its NIC can do (n-tuple rules, RSS
 	// indirection, queues, IRQs) and so which path steers there.
-	NICs []string `json:"nics"`
-	PolicePPS  uint64       `json:"police_pps"`
-	GTSMPeers  []string     `json:"gtsm_peers"`
-	Rules      []FlowStatus `json:"rules"`
-	Errors     uint64       `json:"errors"`
+	NICs      []string     `json:"nics"`
+	PolicePPS uint64       `json:"police_pps"`
+	GTSMPeers []string     `json:"gtsm_peers"`
+	Rules     []FlowStatus `json:"rules"`
+	Errors    uint64       `json:"errors"`
 }
 
 // FlowStatus is one control flow the datapath steers.
