@@ -330,7 +330,11 @@ func renderTop(prev, cur *topSample, addr string, interval time.Duration) []byte
 			}
 			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 			for _, c := range ids {
-				fmt.Fprintf(tw, "%s\tcpu%d\t%s\t%s\n", fe.GetId(), c, r.four(fmt.Sprintf("%s|cpu%d", fe.GetId(), c)), dash(strings.Join(queues[c], " ")))
+				name := fmt.Sprintf("cpu%d", c)
+				if c < 0 {
+					name = "sender" // queues served in softirq on the sending CPU (veth)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", fe.GetId(), name, r.four(fmt.Sprintf("%s|cpu%d", fe.GetId(), c)), dash(strings.Join(queues[c], " ")))
 			}
 		}
 		fmt.Fprintln(tw)
