@@ -25,6 +25,11 @@ import (
 // dropped.
 const ControlQueueSize = 2048
 
+// ForwardQueueSize is the queue size of each forward CPU's CPUMAP entry
+// (SetForwardCPUs): the frames that can wait for that CPU before more are
+// dropped.
+const ForwardQueueSize = 2048
+
 // Policer limits (SetPolicer).
 const (
 	MaxPoliceRate  = 1_000_000_000 // packets per second per CPU
@@ -49,14 +54,8 @@ func (f ControlFlow) String() string {
 // that forwarding load on the other CPUs cannot delay them; -1 removes the
 // control CPU, and control flows then pass to the kernel on the CPU that
 // received them (counted as "pass_control"). The CPU's queue holds
-// ControlQueueSize frames. Setting the CPU it already has changes nothing.
-// cpumapVal is struct bpf_cpumap_val: the entry's queue size and the program
-// that runs on its CPU.
-type cpumapVal struct {
-	Qsize  uint32
-	ProgFD int32
-}
-
+// ControlQueueSize frames. Setting the CPU it already has changes nothing;
+// a forward CPU (SetForwardCPUs) cannot be the control CPU (ErrInvalid).
 func (d *Datapath) SetControlCPU(cpu int) error {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -67,6 +66,9 @@ func (d *Datapath) SetControlCPU(cpu int) error {
 	}
 	d.ctlMu.Lock()
 	defer d.ctlMu.Unlock()
+	if slices.Contains(d.fwdCPUs, cpu) {
+		return fmt.Errorf("set control CPU: CPU %d is a forward CPU: %w", cpu, ErrInvalid)
+	}
 	cfg := d.cfg
 	old := -1
 	if cfg.ControlCpuSet != 0 {
@@ -99,6 +101,121 @@ func (d *Datapath) SetControlCPU(cpu int) error {
 		}
 	}
 	return nil
+}
+
+// cpumapVal is struct bpf_cpumap_val: the entry's queue size and the program
+// that runs on its CPU.
+type cpumapVal struct {
+	Qsize  uint32
+	ProgFD int32
+}
+
+// SetForwardCPUs makes the given CPUs do all the forwarding, so that the
+// control CPU and any other CPU stay free of it: a packet the program would
+// forward that arrives on a CPU outside the set is redirected, unmodified,
+// through a CPUMAP to the CPU of the set that its flow hash picks (a flow
+// stays on one CPU, its packets in order), routed again there and
+// forwarded; on the CPU it arrived on it counts as "rx" and "to_fe_cpu",
+// on the forward CPU as "forwarded". Packets for the router and those for
+// the kernel are not affected, and packets arriving on a forward CPU are
+// forwarded there. Each CPU's queue holds ForwardQueueSize frames. nil or
+// empty turns it off (the default): every CPU forwards what it receives.
+// The set is taken as a set (order does not matter); setting the one in
+// place changes nothing. CPUs out of range, listed twice, or the control
+// CPU are refused with ErrInvalid.
+func (d *Datapath) SetForwardCPUs(cpus []int) error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("set forward CPUs: %w", err)
+	}
+	set := slices.Clone(cpus)
+	slices.Sort(set)
+	for i, cpu := range set {
+		if cpu < 0 || cpu >= ncpu {
+			return fmt.Errorf("set forward CPUs: CPU %d out of range [0, %d): %w", cpu, ncpu, ErrInvalid)
+		}
+		if i > 0 && set[i-1] == cpu {
+			return fmt.Errorf("set forward CPUs: CPU %d listed twice: %w", cpu, ErrInvalid)
+		}
+	}
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	if d.cfg.ControlCpuSet != 0 && slices.Contains(set, int(d.cfg.ControlCpu)) {
+		return fmt.Errorf("set forward CPUs: CPU %d is the control CPU: %w", d.cfg.ControlCpu, ErrInvalid)
+	}
+	old := d.fwdCPUs
+	if slices.Equal(set, old) {
+		return nil
+	}
+	// As SetControlCPU: the new CPUs' entries exist before any CPU is
+	// told to use them, and the old ones go once none is; a packet that
+	// finds no entry is forwarded where it arrived.
+	val := cpumapVal{Qsize: ForwardQueueSize, ProgFD: int32(d.objs.XdpForwardCPUMap.FD())}
+	var added []int
+	undo := func() {
+		for _, cpu := range added {
+			_ = d.objs.CPUMap.Delete(uint32(cpu))
+		}
+	}
+	for _, cpu := range set {
+		if slices.Contains(old, cpu) {
+			continue
+		}
+		if err := d.objs.CPUMap.Put(uint32(cpu), val); err != nil {
+			undo()
+			return fmt.Errorf("set forward CPUs: CPU %d: %w", cpu, err)
+		}
+		added = append(added, cpu)
+	}
+	if err := d.putForwardList(set, ncpu); err != nil {
+		undo()
+		return fmt.Errorf("set forward CPUs: list: %w", err)
+	}
+	steer := make([]uint32, ncpu)
+	for cpu := range steer {
+		if len(set) > 0 && !slices.Contains(set, cpu) {
+			steer[cpu] = uint32(len(set))
+		}
+	}
+	if err := d.objs.FwdSteer.Put(uint32(0), steer); err != nil {
+		_ = d.putForwardList(old, ncpu)
+		undo()
+		return fmt.Errorf("set forward CPUs: %w", err)
+	}
+	d.fwdCPUs = set
+	for _, cpu := range old {
+		if slices.Contains(set, cpu) {
+			continue
+		}
+		if err := d.objs.CPUMap.Delete(uint32(cpu)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("set forward CPUs: remove CPU %d: %w", cpu, err)
+		}
+	}
+	return nil
+}
+
+// putForwardList fills every slot of fwd_cpus with set, cyclically (see
+// fwd_cpus in xdp.c); an empty set leaves the slots, which no CPU reads
+// then. d.ctlMu is held.
+func (d *Datapath) putForwardList(set []int, ncpu int) error {
+	if len(set) == 0 {
+		return nil
+	}
+	keys := make([]uint32, ncpu)
+	vals := make([]uint32, ncpu)
+	for i := range keys {
+		keys[i], vals[i] = uint32(i), uint32(set[i%len(set)])
+	}
+	_, err := d.objs.FwdCPUs.BatchUpdate(keys, vals, nil)
+	return err
+}
+
+// ForwardCPUs returns the forward CPUs in ascending order, or nil when every
+// CPU forwards what it receives.
+func (d *Datapath) ForwardCPUs() []int {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	return slices.Clone(d.fwdCPUs)
 }
 
 // SetPolicer polices the packets for the router that are neither control

@@ -512,7 +512,7 @@ func TestControlCounterNames(t *testing.T) {
 	if names[16] != "pass_not_routable" {
 		t.Errorf("counter 16 is %q, want pass_not_routable", names[16])
 	}
-	want := []string{"to_control_cpu", "pass_control", "drop_policed", "drop_gtsm", "control_cpu_rx"}
+	want := []string{"to_control_cpu", "pass_control", "drop_policed", "drop_gtsm", "control_cpu_rx", "to_fe_cpu"}
 	if got := names[17:]; !slices.Equal(got, want) {
 		t.Errorf("counters after pass_not_routable: %v, want %v", got, want)
 	}

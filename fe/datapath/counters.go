@@ -32,6 +32,8 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_DROP_GTSM:      "drop_gtsm",
 	// Counted on the control CPU by the CPUMAP's program.
 	xdpStatReasonSTAT_CONTROL_CPU_RX: "control_cpu_rx",
+	// Added with the forward CPUs (SetForwardCPUs).
+	xdpStatReasonSTAT_TO_FE_CPU: "to_fe_cpu",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,
@@ -41,11 +43,16 @@ func CounterNames() []string {
 }
 
 // Counters holds the datapath counters summed over all CPUs, keyed by the
-// names of CounterNames. Every packet counts once as "rx" and once under
-// "forwarded", one "pass_*" reason (to the kernel on this CPU),
-// "to_control_cpu" (to the kernel on the control CPU) or one "drop_*"
-// reason (dropped: "drop_gtsm", "drop_policed"); "forwarded_bytes" counts
-// frame bytes and "forwarded_ipv6" the IPv6 packets among "forwarded".
+// names of CounterNames. Every packet counts once as "rx", on the CPU that
+// received it, and once under "forwarded", one "pass_*" reason (to the
+// kernel on this CPU), "to_control_cpu" (to the kernel on the control CPU)
+// or one "drop_*" reason (dropped: "drop_gtsm", "drop_policed");
+// "forwarded_bytes" counts frame bytes and "forwarded_ipv6" the IPv6
+// packets among "forwarded". With forward CPUs set (SetForwardCPUs), a
+// packet that another CPU receives counts there as "rx" and "to_fe_cpu",
+// and then on the forward CPU under the reason it left by (normally
+// "forwarded"); "to_fe_cpu" is thus no reason of its own, and packets that
+// a full forward CPU queue drops count in it and under no reason.
 // "pass_not_ipv4" counts frames that are neither IPv4 nor IPv6 (ARP, LLDP,
 // ...), "pass_local" the conforming packets for the router that are not
 // control flows, and "pass_control" control flows passed on the CPU that

@@ -117,29 +117,33 @@ type Datapath struct {
 	unmaps []func() error
 	rcu    *rcuBarrier
 
-	// ctlMu serialises writes of fe_config_map and cpu_map; cfg is what
-	// fe_config_map holds.
-	ctlMu sync.Mutex
-	cfg   xdpFeConfig
+	// ctlMu serialises writes of fe_config_map, cpu_map, fwd_cpus and
+	// fwd_steer; cfg is what fe_config_map holds, fwdCPUs the forward CPUs,
+	// sorted.
+	ctlMu   sync.Mutex
+	cfg     xdpFeConfig
+	fwdCPUs []int
 }
 
 // routerObjects are the objects of xdp_router, which the FE runs.
 type routerObjects struct {
-	XdpRouter   *ebpf.Program `ebpf:"xdp_router"`
-	XdpControl  *ebpf.Program `ebpf:"xdp_control"`
-	FibTbl24    *ebpf.Map     `ebpf:"fib_tbl24"`
-	FibTbl8     *ebpf.Map     `ebpf:"fib_tbl8"`
-	Fib6Tbl16   *ebpf.Map     `ebpf:"fib6_tbl16"`
-	Fib6Tbl8    *ebpf.Map     `ebpf:"fib6_tbl8"`
-	Nexthops    *ebpf.Map     `ebpf:"nexthops"`
-	NhGroups    *ebpf.Map     `ebpf:"nh_groups"`
-	Neighbors   *ebpf.Map     `ebpf:"neighbors"`
-	Neighbors6  *ebpf.Map     `ebpf:"neighbors6"`
-	LocalAddrs  *ebpf.Map     `ebpf:"local_addrs"`
-	LocalAddrs6 *ebpf.Map     `ebpf:"local_addrs6"`
-	TxPorts     *ebpf.Map     `ebpf:"tx_ports"`
-	Stats       *ebpf.Map     `ebpf:"stats"`
-	PortStats   *ebpf.Map     `ebpf:"port_stats"`
+	XdpRouter  *ebpf.Program `ebpf:"xdp_router"`
+	XdpControl *ebpf.Program `ebpf:"xdp_control"`
+	// XdpForwardCPUMap runs on the forward CPUs (SetForwardCPUs).
+	XdpForwardCPUMap *ebpf.Program `ebpf:"xdp_forward_cpumap"`
+	FibTbl24         *ebpf.Map     `ebpf:"fib_tbl24"`
+	FibTbl8          *ebpf.Map     `ebpf:"fib_tbl8"`
+	Fib6Tbl16        *ebpf.Map     `ebpf:"fib6_tbl16"`
+	Fib6Tbl8         *ebpf.Map     `ebpf:"fib6_tbl8"`
+	Nexthops         *ebpf.Map     `ebpf:"nexthops"`
+	NhGroups         *ebpf.Map     `ebpf:"nh_groups"`
+	Neighbors        *ebpf.Map     `ebpf:"neighbors"`
+	Neighbors6       *ebpf.Map     `ebpf:"neighbors6"`
+	LocalAddrs       *ebpf.Map     `ebpf:"local_addrs"`
+	LocalAddrs6      *ebpf.Map     `ebpf:"local_addrs6"`
+	TxPorts          *ebpf.Map     `ebpf:"tx_ports"`
+	Stats            *ebpf.Map     `ebpf:"stats"`
+	PortStats        *ebpf.Map     `ebpf:"port_stats"`
 	// PortSlots and PortSlotsHash map an ifindex to its PortStats slot.
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
@@ -151,16 +155,18 @@ type routerObjects struct {
 	CPUMap        *ebpf.Map `ebpf:"cpu_map"`
 	FeConfig      *ebpf.Map `ebpf:"fe_config_map"`
 	Policer       *ebpf.Map `ebpf:"policer"`
+	FwdCPUs       *ebpf.Map `ebpf:"fwd_cpus"`
+	FwdSteer      *ebpf.Map `ebpf:"fwd_steer"`
 	// BenchDsts and BenchDsts6 are the address arrays of bench_rotate.
 	BenchDsts  *ebpf.Variable `ebpf:"bench_dsts"`
 	BenchDsts6 *ebpf.Variable `ebpf:"bench_dsts6"`
 }
 
 func (o *routerObjects) Close() error {
-	return closeAll(o.XdpRouter, o.XdpControl, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
+	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
-		o.CPUMap, o.FeConfig, o.Policer)
+		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer)
 }
 
 // trieObjects are the extra objects of the baseline xdp_router_trie.
@@ -250,6 +256,7 @@ func load(opts loadOptions) (*Datapath, error) {
 		return nil, fmt.Errorf("possible CPUs: %w", err)
 	}
 	spec.Maps[xdpMapCpuMap].MaxEntries = uint32(ncpu)
+	spec.Maps[xdpMapFwdCpus].MaxEntries = uint32(ncpu)
 	d := &Datapath{links: make(map[int]link.Link), slots: make(map[int]uint32)}
 	var err2 error
 	if opts.trie {

@@ -7,8 +7,14 @@
 // link-local and multicast destinations, packets for the router itself,
 // misses) goes to the kernel with XDP_PASS, so the kernel stays the slow path
 // and the source of ICMP and ICMPv6 errors. Every packet is counted once as
-// "rx" and once under the reason it left by, and per port (port_stats) as
-// rx on its ingress port and, when forwarded, as tx on its egress port.
+// "rx", on the CPU that received it, and once under the reason it left by,
+// and per port (port_stats) as rx on its ingress port and, when forwarded,
+// as tx on its egress port.
+//
+// With forward CPUs set (fwd_steer), a packet that a CPU outside them would
+// forward goes unmodified through cpu_map to the forward CPU its flow hash
+// picks (counted "to_fe_cpu" where it arrived), and xdp_forward_cpumap
+// routes and forwards it there, counting all but rx again.
 //
 // Packets for the router itself (local_addrs) are protected (for_us4 and
 // for_us6): GTSM drops BGP packets from single-hop peers that arrive with a
@@ -111,6 +117,7 @@ enum stat_reason {
 	STAT_DROP_POLICED,      // for the router, over the policer's rate
 	STAT_DROP_GTSM,         // BGP from a GTSM peer with TTL / hop limit < 255
 	STAT_CONTROL_CPU_RX,    // control-flow packets the CPUMAP brought to this CPU
+	STAT_TO_FE_CPU,         // forwardable, redirected to a forward CPU to be forwarded there
 	STAT_MAX,
 };
 
@@ -326,15 +333,39 @@ struct {
 	__type(value, __u8);
 } gtsm_peers6 SEC(".maps");
 
-// cpu_map has one entry, at the control CPU, while one is configured: the
-// entry's queue size and xdp_control, which runs there on every packet the
-// map brings.
+// cpu_map has an entry at the control CPU, while one is configured, with
+// xdp_control, and one at each forward CPU, while forward CPUs are set, with
+// xdp_forward_cpumap: each entry holds its queue size and the program that
+// runs there on every packet the map brings. No CPU is both.
 struct {
 	__uint(type, BPF_MAP_TYPE_CPUMAP);
 	__uint(max_entries, MAX_CPUS);
 	__type(key, __u32);
 	__type(value, struct bpf_cpumap_val);
 } cpu_map SEC(".maps");
+
+// fwd_cpus lists the forward CPUs (the Go side's SetForwardCPUs) cyclically
+// over all its slots, as nh_group does its members: a packet whose flow hash
+// is h goes to fwd_cpus[h % n], and with every slot filled a reader that
+// races with an update (an old n, a new list) still picks a forward CPU.
+// Go sizes it to the possible CPUs at load.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u32);
+} fwd_cpus SEC(".maps");
+
+// fwd_steer holds, on each CPU, the number n of forward CPUs if packets this
+// CPU would forward go to a forward CPU instead, and 0 if it forwards them
+// itself (no forward CPUs set, or this CPU is one of them). One per-CPU
+// load thus decides, and forwarding with the feature off pays only that.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fwd_steer SEC(".maps");
 
 // fe_config is the one entry of fe_config_map, written whole by the Go side.
 // The policer is a token bucket in its GCRA ("virtual scheduling") form: a
@@ -769,6 +800,10 @@ static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *n
 // control CPU: router counts it as passed (the kernel gets it) and returns
 // XDP_REDIRECT. It is no XDP action.
 #define ACT_TO_CONTROL_CPU 0x100
+// ACT_TO_FE_CPU is what route returns for a packet redirected to a forward
+// CPU: router counts only its rx (the forward CPU counts the rest) and
+// returns XDP_REDIRECT.
+#define ACT_TO_FE_CPU 0x101
 
 // is_bgp says whether a TCP packet has port 179 on either side.
 static __always_inline int is_bgp(__be16 sport, __be16 dport)
@@ -943,14 +978,49 @@ static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end
 	return police(cfg);
 }
 
+// to_fe_cpu is called for a packet this CPU would forward (egress selected
+// tx port ifindex) while fwd_steer says that n forward CPUs do the
+// forwarding: it redirects the packet, unmodified, through cpu_map to the
+// forward CPU that its flow hash picks, so that a flow stays on one CPU
+// and in order. It returns ACT_TO_FE_CPU, or 0 to forward the packet here
+// when the CPU has no cpu_map entry (while the Go side changes the set), or
+// the pass reason if the tx port vanished meanwhile. It is a BPF-to-BPF call
+// so that the packets forwarded where they arrive do not carry its code.
+static __attribute__((noinline)) int to_fe_cpu(__u32 hash, __u32 n, __u32 ifindex)
+{
+	__u32 key = hash % n;
+	__u32 *cpu = bpf_map_lookup_elem(&fwd_cpus, &key);
+
+	if (cpu && bpf_redirect_map(&cpu_map, *cpu, XDP_PASS) == XDP_REDIRECT) {
+		stat_add(STAT_TO_FE_CPU, 1);
+		return ACT_TO_FE_CPU;
+	}
+	// A failed cpu_map lookup cleared the redirect that egress set up.
+	if (bpf_redirect_map(&tx_ports, ifindex, XDP_PASS) != XDP_REDIRECT)
+		return STAT_PASS_NO_TX_PORT;
+	return 0;
+}
+
+// fwd_steer_count returns this CPU's fwd_steer: 0 to forward here.
+static __always_inline __u32 fwd_steer_count(void)
+{
+	__u32 key = 0;
+	__u32 *n = bpf_map_lookup_elem(&fwd_steer, &key);
+
+	return n ? *n : 0;
+}
+
 // router4 forwards the IPv4 packet after eth, or passes it. use_trie is a
-// constant at each call site, so each program keeps only its own lookup.
-static __always_inline int router4(struct ethhdr *eth, void *data_end, const int use_trie)
+// constant at each call site, so each program keeps only its own lookup;
+// so is on_fe_cpu, set in the forward CPUs' CPUMAP program, which forwards
+// what it gets and never steers again.
+static __always_inline int router4(struct ethhdr *eth, void *data_end, const int use_trie,
+				   const int on_fe_cpu)
 {
 	struct iphdr *ip = (void *)(eth + 1);
 	struct nexthop *nh;
 	struct neigh *neigh;
-	__u32 nh_id;
+	__u32 nh_id, n;
 	__be32 daddr;
 	__u16 tot_len;
 	int reason;
@@ -994,6 +1064,13 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 	reason = egress(nh_id, daddr, 0, &nh, &neigh);
 	if (reason)
 		return pass(reason);
+	if (!on_fe_cpu && (n = fwd_steer_count())) {
+		reason = to_fe_cpu(flow_hash4(ip, data_end), n, nh->ifindex);
+		if (reason == ACT_TO_FE_CPU)
+			return reason;
+		if (reason)
+			return pass(reason);
+	}
 
 	ip_decrease_ttl(ip);
 	return forwarded(eth, nh, neigh, data_end - (void *)eth);
@@ -1001,13 +1078,14 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 
 // router6 forwards the IPv6 packet after eth, or passes it. Extension
 // headers other than Hop-by-Hop are not parsed: RFC 8200 section 4 has
-// routers forward them untouched. use_trie is as for router4.
-static __always_inline int router6(struct ethhdr *eth, void *data_end, const int use_trie)
+// routers forward them untouched. use_trie and on_fe_cpu are as for router4.
+static __always_inline int router6(struct ethhdr *eth, void *data_end, const int use_trie,
+				   const int on_fe_cpu)
 {
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
 	struct nexthop *nh;
 	struct neigh *neigh;
-	__u32 nh_id;
+	__u32 nh_id, n;
 	int reason;
 
 	if ((void *)(ip6 + 1) > data_end)
@@ -1054,6 +1132,13 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 	reason = egress(nh_id, 0, &ip6->daddr, &nh, &neigh);
 	if (reason)
 		return pass(reason);
+	if (!on_fe_cpu && (n = fwd_steer_count())) {
+		reason = to_fe_cpu(flow_hash6(ip6, data_end), n, nh->ifindex);
+		if (reason == ACT_TO_FE_CPU)
+			return reason;
+		if (reason)
+			return pass(reason);
+	}
 
 	// IPv6 has no header checksum to update.
 	ip6->hop_limit--;
@@ -1062,12 +1147,16 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 }
 
 // route decides what happens to the packet; use_trie selects the lookup of
-// both families.
-static __always_inline int route(void *data, void *data_end, const int use_trie)
+// both families. on_fe_cpu is set for the packets another CPU redirected to
+// this forward CPU: they were counted as rx there, and rx counts every
+// packet once, on the CPU that received it.
+static __always_inline int route(void *data, void *data_end, const int use_trie,
+				 const int on_fe_cpu)
 {
 	struct ethhdr *eth = data;
 
-	stat_add(STAT_RX, 1);
+	if (!on_fe_cpu)
+		stat_add(STAT_RX, 1);
 
 	if ((void *)(eth + 1) > data_end)
 		return pass(STAT_PASS_TRUNCATED);
@@ -1087,12 +1176,15 @@ static __always_inline int route(void *data, void *data_end, const int use_trie)
 		return pass(STAT_PASS_NOT_UNICAST);
 
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		return router6(eth, data_end, use_trie);
-	return router4(eth, data_end, use_trie);
+		return router6(eth, data_end, use_trie, on_fe_cpu);
+	return router4(eth, data_end, use_trie, on_fe_cpu);
 }
 
 // router is the whole program: route plus the ingress port's counters.
-static __always_inline int router(struct xdp_md *ctx, const int use_trie)
+// With on_fe_cpu (the forward CPUs' CPUMAP program) the ingress port's rx
+// is not counted again: the receiving CPU did, and a packet counts once as
+// rx, however many CPUs it visits.
+static __always_inline int router(struct xdp_md *ctx, const int use_trie, const int on_fe_cpu)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -1102,12 +1194,14 @@ static __always_inline int router(struct xdp_md *ctx, const int use_trie)
 	struct port_counters *ps;
 	int action;
 
-	action = route(data, data_end, use_trie);
+	action = route(data, data_end, use_trie, on_fe_cpu);
 	ps = port_counters(ifindex);
 	if (!ps)
-		return action == ACT_TO_CONTROL_CPU ? XDP_REDIRECT : action;
-	ps->rx_packets++;
-	ps->rx_bytes += len;
+		return action >= ACT_TO_CONTROL_CPU ? XDP_REDIRECT : action;
+	if (!on_fe_cpu) {
+		ps->rx_packets++;
+		ps->rx_bytes += len;
+	}
 	if (action == XDP_REDIRECT)
 		return action;
 	if (action == XDP_PASS) {
@@ -1118,6 +1212,9 @@ static __always_inline int router(struct xdp_md *ctx, const int use_trie)
 		ps->dropped++;
 		return action;
 	}
+	// ACT_TO_FE_CPU: the forward CPU counts the tx (or what else happens).
+	if (action == ACT_TO_FE_CPU)
+		return XDP_REDIRECT;
 	// ACT_TO_CONTROL_CPU: the control CPU's kernel gets the packet.
 	ps->passed++;
 	return XDP_REDIRECT;
@@ -1126,7 +1223,7 @@ static __always_inline int router(struct xdp_md *ctx, const int use_trie)
 SEC("xdp")
 int xdp_router(struct xdp_md *ctx)
 {
-	return router(ctx, 0);
+	return router(ctx, 0, 0);
 }
 
 // xdp_control runs on the control CPU for every packet cpu_map brings there
@@ -1139,8 +1236,18 @@ int xdp_control(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+// xdp_forward_cpumap runs on each forward CPU for every packet cpu_map
+// brings there (one that another CPU would have forwarded): it routes the
+// packet again, with this CPU's view of the tables, and forwards it, or
+// passes it to this CPU's kernel if the tables changed meanwhile.
+SEC("xdp/cpumap")
+int xdp_forward_cpumap(struct xdp_md *ctx)
+{
+	return router(ctx, 0, 1);
+}
+
 SEC("xdp")
 int xdp_router_trie(struct xdp_md *ctx)
 {
-	return router(ctx, 1);
+	return router(ctx, 1, 0);
 }

@@ -145,46 +145,50 @@ const (
 	xdpStatReasonSTAT_DROP_POLICED      xdpStatReason = 19
 	xdpStatReasonSTAT_DROP_GTSM         xdpStatReason = 20
 	xdpStatReasonSTAT_CONTROL_CPU_RX    xdpStatReason = 21
-	xdpStatReasonSTAT_MAX               xdpStatReason = 22
+	xdpStatReasonSTAT_TO_FE_CPU         xdpStatReason = 22
+	xdpStatReasonSTAT_MAX               xdpStatReason = 23
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xdpMapControlFlows     = "control_flows"
-	xdpMapControlFlows6    = "control_flows6"
-	xdpMapCpuMap           = "cpu_map"
-	xdpMapFeConfigMap      = "fe_config_map"
-	xdpMapFib6Tbl16        = "fib6_tbl16"
-	xdpMapFib6Tbl8         = "fib6_tbl8"
-	xdpMapFibTbl24         = "fib_tbl24"
-	xdpMapFibTbl8          = "fib_tbl8"
-	xdpMapGtsmPeers        = "gtsm_peers"
-	xdpMapGtsmPeers6       = "gtsm_peers6"
-	xdpMapLocalAddrs       = "local_addrs"
-	xdpMapLocalAddrs6      = "local_addrs6"
-	xdpMapNeighbors        = "neighbors"
-	xdpMapNeighbors6       = "neighbors6"
-	xdpMapNexthops         = "nexthops"
-	xdpMapNhGroups         = "nh_groups"
-	xdpMapPolicer          = "policer"
-	xdpMapPortSlots        = "port_slots"
-	xdpMapPortSlotsHash    = "port_slots_hash"
-	xdpMapPortStats        = "port_stats"
-	xdpMapRoutes           = "routes"
-	xdpMapRoutes6          = "routes6"
-	xdpMapStats            = "stats"
-	xdpMapTxPorts          = "tx_ports"
-	xdpProgXdpControl      = "xdp_control"
-	xdpProgXdpRouter       = "xdp_router"
-	xdpProgXdpRouterTrie   = "xdp_router_trie"
-	xdpVarBenchDsts        = "bench_dsts"
-	xdpVarBenchDsts6       = "bench_dsts6"
-	xdpVarBenchIgnoreTtl   = "bench_ignore_ttl"
-	xdpVarBenchNext        = "bench_next"
-	xdpVarBenchRotate      = "bench_rotate"
-	xdpVarUnusedStatReason = "unused_stat_reason"
+	xdpMapControlFlows      = "control_flows"
+	xdpMapControlFlows6     = "control_flows6"
+	xdpMapCpuMap            = "cpu_map"
+	xdpMapFeConfigMap       = "fe_config_map"
+	xdpMapFib6Tbl16         = "fib6_tbl16"
+	xdpMapFib6Tbl8          = "fib6_tbl8"
+	xdpMapFibTbl24          = "fib_tbl24"
+	xdpMapFibTbl8           = "fib_tbl8"
+	xdpMapFwdCpus           = "fwd_cpus"
+	xdpMapFwdSteer          = "fwd_steer"
+	xdpMapGtsmPeers         = "gtsm_peers"
+	xdpMapGtsmPeers6        = "gtsm_peers6"
+	xdpMapLocalAddrs        = "local_addrs"
+	xdpMapLocalAddrs6       = "local_addrs6"
+	xdpMapNeighbors         = "neighbors"
+	xdpMapNeighbors6        = "neighbors6"
+	xdpMapNexthops          = "nexthops"
+	xdpMapNhGroups          = "nh_groups"
+	xdpMapPolicer           = "policer"
+	xdpMapPortSlots         = "port_slots"
+	xdpMapPortSlotsHash     = "port_slots_hash"
+	xdpMapPortStats         = "port_stats"
+	xdpMapRoutes            = "routes"
+	xdpMapRoutes6           = "routes6"
+	xdpMapStats             = "stats"
+	xdpMapTxPorts           = "tx_ports"
+	xdpProgXdpControl       = "xdp_control"
+	xdpProgXdpForwardCpumap = "xdp_forward_cpumap"
+	xdpProgXdpRouter        = "xdp_router"
+	xdpProgXdpRouterTrie    = "xdp_router_trie"
+	xdpVarBenchDsts         = "bench_dsts"
+	xdpVarBenchDsts6        = "bench_dsts6"
+	xdpVarBenchIgnoreTtl    = "bench_ignore_ttl"
+	xdpVarBenchNext         = "bench_next"
+	xdpVarBenchRotate       = "bench_rotate"
+	xdpVarUnusedStatReason  = "unused_stat_reason"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -229,9 +233,10 @@ type xdpSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpProgramSpecs struct {
-	XdpControl    *ebpf.ProgramSpec `ebpf:"xdp_control"`
-	XdpRouter     *ebpf.ProgramSpec `ebpf:"xdp_router"`
-	XdpRouterTrie *ebpf.ProgramSpec `ebpf:"xdp_router_trie"`
+	XdpControl       *ebpf.ProgramSpec `ebpf:"xdp_control"`
+	XdpForwardCpumap *ebpf.ProgramSpec `ebpf:"xdp_forward_cpumap"`
+	XdpRouter        *ebpf.ProgramSpec `ebpf:"xdp_router"`
+	XdpRouterTrie    *ebpf.ProgramSpec `ebpf:"xdp_router_trie"`
 }
 
 // xdpMapSpecs contains maps before they are loaded into the kernel.
@@ -246,6 +251,8 @@ type xdpMapSpecs struct {
 	Fib6Tbl8      *ebpf.MapSpec `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.MapSpec `ebpf:"fib_tbl24"`
 	FibTbl8       *ebpf.MapSpec `ebpf:"fib_tbl8"`
+	FwdCpus       *ebpf.MapSpec `ebpf:"fwd_cpus"`
+	FwdSteer      *ebpf.MapSpec `ebpf:"fwd_steer"`
 	GtsmPeers     *ebpf.MapSpec `ebpf:"gtsm_peers"`
 	GtsmPeers6    *ebpf.MapSpec `ebpf:"gtsm_peers6"`
 	LocalAddrs    *ebpf.MapSpec `ebpf:"local_addrs"`
@@ -304,6 +311,8 @@ type xdpMaps struct {
 	Fib6Tbl8      *ebpf.Map `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.Map `ebpf:"fib_tbl24"`
 	FibTbl8       *ebpf.Map `ebpf:"fib_tbl8"`
+	FwdCpus       *ebpf.Map `ebpf:"fwd_cpus"`
+	FwdSteer      *ebpf.Map `ebpf:"fwd_steer"`
 	GtsmPeers     *ebpf.Map `ebpf:"gtsm_peers"`
 	GtsmPeers6    *ebpf.Map `ebpf:"gtsm_peers6"`
 	LocalAddrs    *ebpf.Map `ebpf:"local_addrs"`
@@ -332,6 +341,8 @@ func (m *xdpMaps) Close() error {
 		m.Fib6Tbl8,
 		m.FibTbl24,
 		m.FibTbl8,
+		m.FwdCpus,
+		m.FwdSteer,
 		m.GtsmPeers,
 		m.GtsmPeers6,
 		m.LocalAddrs,
@@ -367,14 +378,16 @@ type xdpVariables struct {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpPrograms struct {
-	XdpControl    *ebpf.Program `ebpf:"xdp_control"`
-	XdpRouter     *ebpf.Program `ebpf:"xdp_router"`
-	XdpRouterTrie *ebpf.Program `ebpf:"xdp_router_trie"`
+	XdpControl       *ebpf.Program `ebpf:"xdp_control"`
+	XdpForwardCpumap *ebpf.Program `ebpf:"xdp_forward_cpumap"`
+	XdpRouter        *ebpf.Program `ebpf:"xdp_router"`
+	XdpRouterTrie    *ebpf.Program `ebpf:"xdp_router_trie"`
 }
 
 func (p *xdpPrograms) Close() error {
 	return _XdpClose(
 		p.XdpControl,
+		p.XdpForwardCpumap,
 		p.XdpRouter,
 		p.XdpRouterTrie,
 	)
