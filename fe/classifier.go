@@ -27,12 +27,14 @@ type classifierDatapath interface {
 	DeleteControlFlow(f datapath.ControlFlow) error
 	SetPolicer(ratePPS, burst uint64) error
 	SetGTSM(peer netip.Addr, on bool) error
+	SetForwardCPUs(cpus []int) error
 }
 
 // ClassifierStatus is what the classifier is doing, for the FE's status.
 type ClassifierStatus struct {
-	ControlCPU int    `json:"control_cpu"`
-	Steering   string `json:"steering"` // "xdp cpumap to CPU N", "none"
+	ControlCPU  int    `json:"control_cpu"`
+	Steering    string `json:"steering"`     // "xdp cpumap to CPU N", "none"
+	ForwardCPUs []int  `json:"forward_cpus"` // forwarding spread over these CPUs; empty: where packets arrive
 	// NICs say, per port, what its NIC can do (n-tuple rules, RSS
 	// indirection, queues, IRQs) and so which path steers there.
 	NICs      []string     `json:"nics"`
@@ -79,6 +81,12 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 		st.status.Steering = fmt.Sprintf("xdp cpumap to CPU %d", cfg.ControlCPU)
 		st.mu.Unlock()
 	}
+	if err := cdp.SetForwardCPUs(cfg.ForwardCPUs); err != nil {
+		return fmt.Errorf("classifier.forward_cpus %v: %w", cfg.ForwardCPUs, err)
+	}
+	st.mu.Lock()
+	st.status.ForwardCPUs = slices.Clone(cfg.ForwardCPUs)
+	st.mu.Unlock()
 	if err := cdp.SetPolicer(cfg.PolicePPS, cfg.PoliceBurst); err != nil {
 		return fmt.Errorf("classifier.police_pps %d: %w", cfg.PolicePPS, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -84,6 +85,12 @@ type ClassifierConfig struct {
 	// Interval is how often the router's sockets are read for control
 	// flows (default 200ms).
 	Interval time.Duration `yaml:"interval"`
+	// ForwardCPUs, if set, are the CPUs forwarding is done on: a packet to
+	// forward that arrives on another CPU (the control CPU's queue, say) is
+	// handed to one of them through the CPUMAP, by a hash of its flow
+	// (software RSS). Empty: forwarded where it arrives. Must not include
+	// control_cpu.
+	ForwardCPUs []int `yaml:"forward_cpus"`
 }
 
 func (c *Config) Validate() error {
@@ -170,6 +177,11 @@ func (c *ClassifierConfig) validate() error {
 	for port, name := range c.Ports {
 		if port == 0 || name == "" {
 			return fmt.Errorf("%w: classifier.ports %d: %q: want a port and a name", ErrConfig, port, name)
+		}
+	}
+	for i, cpu := range c.ForwardCPUs {
+		if cpu < 0 || cpu >= 1<<16 || cpu == c.ControlCPU || slices.Contains(c.ForwardCPUs[:i], cpu) {
+			return fmt.Errorf("%w: classifier.forward_cpus[%d] %d: want distinct CPU numbers other than control_cpu", ErrConfig, i, cpu)
 		}
 	}
 	for i, p := range c.GTSMPeers {

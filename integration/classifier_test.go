@@ -94,6 +94,22 @@ func TestClassifier(t *testing.T) {
 		t.Error("no control-flow packet reached CPU 0 in 4 s (keepalives every 3 s)")
 	}
 
+	// Forwarded traffic that arrives on CPU 0, the control CPU, is handed
+	// to CPU 1 (forward_cpus) and forwarded there.
+	before = status()
+	ping = exec.Command("taskset", "-c", "0", "nsenter", "--net=/run/netns/"+o.Namespace("a"),
+		"ping", "-q", "-c", "50", "-i", "0.02", lab.HostBAddr.String())
+	if out, err := ping.CombinedOutput(); err != nil {
+		t.Fatalf("ping from CPU 0: %v\n%s", err, out)
+	}
+	after = status()
+	if d := cpu(after, 0, "forwarded") - cpu(before, 0, "forwarded"); d != 0 {
+		t.Errorf("CPU 0 forwarded %d packets; it should hand them to CPU 1", d)
+	}
+	if d0, d1 := cpu(after, 0, "to_fe_cpu")-cpu(before, 0, "to_fe_cpu"), cpu(after, 1, "forwarded")-cpu(before, 1, "forwarded"); d0 < 50 || d1 < 50 {
+		t.Errorf("of 50 pings sent from CPU 0: %d handed over, %d forwarded on CPU 1", d0, d1)
+	}
+
 	// A flood of UDP at the router's address from host A: policed.
 	before = status()
 	start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -261,6 +262,16 @@ func (o *Options) writeBIRD() error {
 	return os.WriteFile(filepath.Join(o.Dir, "bird.conf"), []byte(b.String()), 0o644)
 }
 
+// forwardCPUs lists every CPU but 0, the control core (none on a machine
+// with one).
+func forwardCPUs() string {
+	var cpus []string
+	for i := 1; i < runtime.NumCPU(); i++ {
+		cpus = append(cpus, strconv.Itoa(i))
+	}
+	return strings.Join(cpus, ", ")
+}
+
 func (o *Options) policePPS() uint64 {
 	if o.PolicePPS == 0 {
 		return 20000
@@ -313,9 +324,10 @@ tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
 classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
   control_cpu: 0
+  forward_cpus: [%s]            # packets to forward that arrive on CPU 0 are forwarded there
   police_pps: %d                # per CPU, for the other traffic to the router
   gtsm_peers: [%s]
-`, o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"), o.policePPS(), strings.Join(o.GTSMPeers, ", "))
+`, o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"), forwardCPUs(), o.policePPS(), strings.Join(o.GTSMPeers, ", "))
 	if err := os.WriteFile(filepath.Join(o.Dir, "ce.yaml"), []byte(ce), 0o644); err != nil {
 		return err
 	}
