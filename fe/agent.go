@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/splitplane/splitplane/api/status"
+	"github.com/splitplane/splitplane/classifier"
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 )
@@ -67,20 +68,22 @@ type Agent struct {
 	// ours); the kernel's routing table by default, replaced in tests.
 	egressPort func(gw netip.Addr) int
 
-	mu         sync.Mutex
-	associated bool
-	ports      map[int]*port      // by ifindex
-	table      *table             // the rows the CE programmed
-	txn        *txn               // an open transaction, if any
-	items      []forces.Item      // applyConfig's buffer, reused message to message
-	classifier classifierState    // control flows steered (classifier.go)
-	prog       *programmed        // what the datapath holds for them
-	connected  map[prefix4]uint32 // prefix -> local nexthop ID
-	connected6 map[netip.Prefix]uint32
-	neighbors  map[neighKey]net.HardwareAddr
-	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
-	sendEvery  atomic.Int64           // heartbeat interval (ns), 0: send none
-	deadAfter  atomic.Int64           // CE dead interval (ns)
+	mu          sync.Mutex
+	associated  bool
+	ports       map[int]*port          // by ifindex
+	table       *table                 // the rows the CE programmed
+	txn         *txn                   // an open transaction, if any
+	items       []forces.Item          // applyConfig's buffer, reused message to message
+	classifier  classifierState        // control flows steered (classifier.go)
+	openNIC     nicOpener              // the classifier's NIC access; nil: classifier.OpenNIC
+	irqAffinity classifier.IRQAffinity // nil: /proc/irq
+	prog        *programmed            // what the datapath holds for them
+	connected   map[prefix4]uint32     // prefix -> local nexthop ID
+	connected6  map[netip.Prefix]uint32
+	neighbors   map[neighKey]net.HardwareAddr
+	hb          forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
+	sendEvery   atomic.Int64           // heartbeat interval (ns), 0: send none
+	deadAfter   atomic.Int64           // CE dead interval (ns)
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE

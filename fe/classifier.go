@@ -95,24 +95,24 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 			return fmt.Errorf("classifier.gtsm_peers %s: %w", p, err)
 		}
 	}
-	// What each port's NIC could do in hardware, reported at start. The
-	// software path (the XDP program) steers on every port either way.
-	var nics []string
-	for _, name := range a.cfg.Ports {
-		if a.noPorts {
-			break
-		}
-		nic, caps, err := classifier.OpenNIC(name)
-		if err != nil {
-			nics = append(nics, fmt.Sprintf("%s: %v", name, err))
-			continue
-		}
-		nic.Close()
-		nics = append(nics, caps.String())
-		a.log.Info("fe: classifier: port", "nic", caps.String())
+	// What each port's NIC can do in hardware, reported at start; those
+	// that can steer get n-tuple rules too. The software path (the XDP
+	// program) steers on every port either way.
+	var nicPorts []string
+	if !a.noPorts || a.openNIC != nil {
+		nicPorts = a.cfg.Ports
+	}
+	open := a.openNIC
+	if open == nil {
+		open = classifier.OpenNIC
+	}
+	hw := startHardwareSteering(a.log, nicPorts, open, a.irqAffinity, cfg.ControlCPU, cfg.ForwardCPUs)
+	defer hw.stop()
+	for _, r := range hw.reports {
+		a.log.Info("fe: classifier: port", "nic", r)
 	}
 	st.mu.Lock()
-	st.status.NICs = nics
+	st.status.NICs = hw.reports
 	st.mu.Unlock()
 	a.log.Info("fe: classifier on", "steering", st.status.Steering, "police_pps", cfg.PolicePPS, "gtsm_peers", cfg.GTSMPeers)
 
@@ -139,6 +139,7 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 			st.flows[f] = true
 		}
 		if len(added)+len(removed) > 0 {
+			st.status.Errors += uint64(hw.apply(slices.Collect(maps.Keys(st.flows))))
 			a.log.Info("fe: classifier rules changed", "added", len(added), "removed", len(removed), "rules", len(st.flows))
 		}
 	})
