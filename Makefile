@@ -13,7 +13,7 @@ RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps
 # `make test`), tshark,
 # which the tests use to decode ForCES as an independent implementation, and
 # BIRD 2, a third-party BGP peer for the interoperability test.
-GEN_DEPS := clang llvm libbpf-dev tshark bird2 protobuf-compiler
+GEN_DEPS := clang llvm libbpf-dev tshark bird2 frr protobuf-compiler
 
 .PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz clean
 

@@ -47,7 +47,7 @@ func labCmd() *cobra.Command {
 	up.Flags().Uint64Var(&o.PolicePPS, "police-pps", 20000, "police traffic to the router that is not a control flow at this rate, per CPU")
 	up.Flags().StringSliceVar(&o.GTSMPeers, "gtsm-peer", nil, "addresses whose BGP packets must arrive with TTL 255 (GTSM)")
 	up.Flags().BoolVar(&o.Traffic, "traffic", false, "keep pinging host B from host A")
-	up.Flags().StringVar(&o.Peer, "peer", "splitplane", "the BGP peer: splitplane (GoBGP) or bird (BIRD 2)")
+	up.Flags().StringVar(&o.Peer, "peer", "splitplane", "the BGP peer: splitplane (GoBGP), bird (BIRD 2) or frr (FRR bgpd)")
 
 	var asJSON, watch bool
 	st := &cobra.Command{

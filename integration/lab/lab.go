@@ -45,9 +45,14 @@ type Options struct {
 	// Traffic starts a steady ping from host A to host B after the lab is up.
 	Traffic bool
 	// Peer is the BGP peer's implementation: "splitplane" (the default, a
-	// GoBGP speaker) or "bird" (BIRD 2 from Debian, announcing the same
-	// IPv4 table with itself as the next hop).
+	// GoBGP speaker), "bird" (BIRD 2 from Debian, announcing the same
+	// IPv4 table with itself as the next hop) or "frr" (FRR's bgpd from
+	// Debian, announcing the same IPv4 and IPv6 routes as the GoBGP speaker,
+	// next hop host B).
 	Peer string
+	// Password, when set, protects the BGP session with TCP MD5 on both
+	// sides (the CE's neighbour and the peer); the frr peer only.
+	Password string
 	// PolicePPS polices the traffic addressed to the router that is not a
 	// control flow, per CPU (the FE's classifier.police_pps); 0: the lab's
 	// default, 20,000.
@@ -112,9 +117,12 @@ func (o *Options) defaults() error {
 	switch o.Peer {
 	case "":
 		o.Peer = "splitplane"
-	case "splitplane", "bird":
+	case "splitplane", "bird", "frr":
 	default:
-		return fmt.Errorf("peer %q: splitplane or bird", o.Peer)
+		return fmt.Errorf("peer %q: splitplane, bird or frr", o.Peer)
+	}
+	if o.Password != "" && o.Peer != "frr" {
+		return fmt.Errorf("an MD5 password needs --peer frr (peer %q)", o.Peer)
 	}
 	return nil
 }
@@ -137,15 +145,21 @@ type state struct {
 }
 
 // program is what the command line of the lab's process name contains: the
-// splitplane binary, or ping or bird.
+// splitplane binary, or ping, bird or bgpd.
 func (o *Options) program(s state, name string) string {
 	if strings.HasPrefix(name, "traffic") {
 		return "ping"
 	}
-	if c, ok := s.Commands[name]; ok && len(c.Args) > 0 && c.Args[0] == "bird" {
-		return "bird"
+	if c, ok := s.Commands[name]; ok && len(c.Args) > 0 && external(c.Args[0]) {
+		return filepath.Base(c.Args[0])
 	}
 	return filepath.Base(o.Binary)
+}
+
+// external reports whether a daemon's command line starts with a program
+// of its own rather than a splitplane subcommand.
+func external(arg0 string) bool {
+	return arg0 == "ping" || arg0 == "bird" || arg0 == frrBGPD
 }
 
 // command is how a daemon was started, so lab restart can do it again.
@@ -225,7 +239,7 @@ func (o *Options) start(name, ns string, args ...string) (int, error) {
 	}
 	defer logf.Close()
 	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, o.Binary}, args...)...)
-	if args[0] == "ping" || args[0] == "bird" {
+	if external(args[0]) {
 		cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns}, args...)...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf

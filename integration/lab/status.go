@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -41,7 +42,12 @@ func GetStatus(o Options) (Status, error) {
 	if err := status.Get(o.Socket("fe"), "/", &st.FE); err != nil {
 		return st, fmt.Errorf("fe: %w", err)
 	}
-	if _, err := os.Stat(o.Socket("bird")); err == nil {
+	if _, err := os.Stat(filepath.Join(o.frrDir(), "bgpd.conf")); err == nil {
+		if st.Peer.State, st.Peer.Announced, err = frrStatus(o); err != nil {
+			return st, fmt.Errorf("peer: %w", err)
+		}
+		st.Peer.Neighbor = "10.10.3.1"
+	} else if _, err := os.Stat(o.Socket("bird")); err == nil {
 		st.Peer.State = "bird" // BIRD has no status socket of ours; the CE's view of the session is below
 	} else if err := status.Get(o.Socket("peer"), "/status", &st.Peer); err != nil {
 		return st, fmt.Errorf("peer: %w", err)
