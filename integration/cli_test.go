@@ -1,12 +1,15 @@
 package integration_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Bad configuration and bad arguments are refused at start with an error that
@@ -63,6 +66,38 @@ func TestCLIBadInput(t *testing.T) {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output does not mention %q:\n%s", w, out)
 				}
+			}
+		})
+	}
+}
+
+// A daemon whose address is taken refuses to start, naming the setting and
+// the address, with exit code 1.
+func TestCLIAddressInUse(t *testing.T) {
+	bin := buildBinary(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().String()
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, conf, want string }{
+		{"forces_listen", "forces_listen: " + taken + "\n", "forces_listen " + taken},
+		{"metrics_listen", "forces_listen: 127.0.0.1:0\nforces_listen_low: 127.0.0.1:0\nmetrics_listen: " + taken + "\n", "metrics_listen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name+".yaml")
+			conf := "asn: 65001\nrouter_id: 192.0.2.1\nbgp_listen_port: -1\napi_listen: \"off\"\n" + tc.conf
+			if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, bin, "ce", "--config", path).CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "address already in use") {
+				t.Fatalf("exit %v, output:\n%s", err, out)
 			}
 		})
 	}
