@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitplane/splitplane/api/status"
+	"github.com/splitplane/splitplane/ce"
+	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/integration/lab"
 )
 
@@ -353,6 +356,34 @@ func TestBIRDPeer(t *testing.T) {
 		}
 		return nil
 	})
+
+	// BIRD killed and restarted: with graceful restart (both sides) the CE
+	// keeps its routes through the restart, and the FE never loses one.
+	if out, err := splitplane(t, bin, args("lab", "restart", "peer", "--kill")...); err != nil {
+		t.Fatalf("restart BIRD: %v\n%s", err, out)
+	}
+	// Asked of the CE and the FE directly: BIRD's own status is not there
+	// while it restarts.
+	least, polls := 1001, 0
+	eventually(t, 40*time.Second, "BIRD back, the session up again", func() error {
+		var c ce.Status
+		var f fe.Status
+		if err := status.Get(o.Socket("ce"), "/", &c); err != nil {
+			return err
+		}
+		if err := status.Get(o.Socket("fe"), "/", &f); err != nil {
+			return err
+		}
+		polls++
+		least = min(least, c.Routes, f.Routes)
+		if len(c.Neighbors) != 1 || c.Neighbors[0].State != "established" || polls < 5 {
+			return fmt.Errorf("CE neighbours %+v, %d polls", c.Neighbors, polls)
+		}
+		return nil
+	})
+	if least != 1001 {
+		t.Fatalf("routes dropped to %d while BIRD restarted (graceful restart should keep them)", least)
+	}
 
 	// BIRD stops announcing: the routes leave the FE.
 	if out, err := exec.Command("birdc", "-s", o.Socket("bird"), "disable", "table4").CombinedOutput(); err != nil {
