@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/splitplane/splitplane/api/metrics"
 	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
@@ -57,7 +58,7 @@ type CE struct {
 	redirects      chan Redirected // packets FEs redirected to the CE; nil: count only
 	protocolErrors atomic.Uint64   // malformed or misaddressed ForCES messages
 	pcap           *forces.PcapWriter
-	prom           promMetrics // Prometheus registry and server (metrics.go)
+	prom           *metrics.Registry // Prometheus metrics (metrics.go)
 }
 
 // listen opens a ForCES listener, with mutual TLS when configured.
@@ -140,7 +141,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &CE{
+	c := &CE{
 		cfg: cfg, log: log, id: forces.CEID(cfg.ID),
 		updates:   make(chan []bgp.Update, 1024),
 		joins:     make(chan *session),
@@ -153,7 +154,9 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		api:       make(chan any),
 		converged: make(chan struct{}),
 		ready:     make(chan struct{}),
-	}, nil
+	}
+	c.prom = metrics.New(log, &ceCollector{c: c})
+	return c, nil
 }
 
 // Run listens for FEs, starts BGP and serves until ctx is cancelled.
@@ -208,7 +211,7 @@ func (c *CE) Run(ctx context.Context) error {
 		defer stop()
 	}
 	if c.cfg.MetricsListen != "" {
-		stop, err := c.serveMetrics()
+		stop, err := c.prom.Serve(c.cfg.MetricsListen)
 		if err != nil {
 			return err
 		}

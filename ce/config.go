@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splitplane/splitplane/api/metrics"
+
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
 )
@@ -270,7 +272,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.MetricsListen != "" {
-		if err := checkMetricsListen(c.MetricsListen); err != nil {
+		if err := metrics.CheckListen(c.MetricsListen); err != nil {
 			return fmt.Errorf("%w: metrics_listen %q: %v", ErrConfig, c.MetricsListen, err)
 		}
 	}

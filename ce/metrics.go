@@ -2,21 +2,13 @@ package ce
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // The CE's Prometheus metrics. Everything is read when scraped, from one
@@ -28,107 +20,18 @@ import (
 // CE's series of that scrape, not the scrape.
 const metricsStatusTimeout = 5 * time.Second
 
-// promMetrics is the CE's registry and metrics server. The zero value is
-// ready: the registry is made on first use, by RegisterMetrics or by Run.
-type promMetrics struct {
-	once sync.Once
-	reg  *prometheus.Registry
-	addr atomic.Value // net.Addr of the metrics listener, once serving
-}
+// RegisterMetrics adds col to the metrics the CE serves on metrics_listen
+// (the gRPC API server's per-method stats, say); it fails if col's series
+// collide with others.
+func (c *CE) RegisterMetrics(col prometheus.Collector) error { return c.prom.Register(col) }
 
-func (c *CE) registry() *prometheus.Registry {
-	c.prom.once.Do(func() {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(
-			collectors.NewGoCollector(),
-			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			&ceCollector{c: c},
-		)
-		c.prom.reg = reg
-	})
-	return c.prom.reg
-}
-
-// RegisterMetrics adds col to the metrics the CE serves on metrics_listen.
-// It is how the gRPC API server adds its per-method request counts and
-// latencies without the CE depending on it; it may be called before or
-// while the CE runs, and fails if col's series collide with others.
-func (c *CE) RegisterMetrics(col prometheus.Collector) error {
-	return c.registry().Register(col)
-}
-
-// MetricsHandler serves the CE's metrics in the Prometheus exposition
-// formats, as /metrics of metrics_listen does.
-func (c *CE) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(c.registry(), promhttp.HandlerOpts{
-		ErrorLog:      slogPrinter{c.log},
-		ErrorHandling: promhttp.ContinueOnError,
-	})
-}
+// MetricsHandler serves the CE's metrics, as /metrics of metrics_listen
+// does.
+func (c *CE) MetricsHandler() http.Handler { return c.prom.Handler() }
 
 // MetricsAddr is the address metrics are served on, nil until Run listens
-// there (it has once Addr is set) or without metrics_listen.
-func (c *CE) MetricsAddr() net.Addr {
-	a, _ := c.prom.addr.Load().(net.Addr)
-	return a
-}
-
-// serveMetrics serves /metrics on metrics_listen until stop.
-func (c *CE) serveMetrics() (stop func(), err error) {
-	srv, l, err := metricsServer(c.cfg.MetricsListen, c.MetricsHandler())
-	if err != nil {
-		return nil, err
-	}
-	c.prom.addr.Store(l.Addr())
-	c.log.Info("metrics: serving Prometheus metrics", "url", "http://"+l.Addr().String()+"/metrics")
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			c.log.Error("metrics: server", "address", l.Addr().String(), "err", err)
-		}
-	}()
-	return func() { srv.Close() }, nil
-}
-
-// metricsServer listens on addr and returns an HTTP server for h at /metrics.
-func metricsServer(addr string, h http.Handler) (*http.Server, net.Listener, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("metrics_listen %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", h)
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, l, nil
-}
-
-// checkMetricsListen checks a metrics_listen value: a TCP HOST:PORT, with
-// an empty host for every address and port 0 for any free port.
-func checkMetricsListen(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("want a TCP HOST:PORT such as 127.0.0.1:9101: %v", err)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("port %q: want 0 to 65535", port)
-	}
-	if host == "" {
-		return nil
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return nil
-	}
-	for _, r := range host {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
-			return fmt.Errorf("host %q: want an IP address or a host name", host)
-		}
-	}
-	return nil
-}
-
-// slogPrinter logs promhttp's errors (a scrape that could not collect
-// everything) through the CE's logger.
-type slogPrinter struct{ log *slog.Logger }
-
-func (p slogPrinter) Println(v ...any) { p.log.Warn("metrics: " + fmt.Sprint(v...)) }
+// there or without metrics_listen.
+func (c *CE) MetricsAddr() net.Addr { return c.prom.Addr() }
 
 // ceCollector turns one Status snapshot per scrape into metrics.
 type ceCollector struct{ c *CE }

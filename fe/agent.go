@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/splitplane/splitplane/api/metrics"
 	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/classifier"
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -95,7 +96,7 @@ type Agent struct {
 
 	protocolErrors atomic.Uint64 // malformed or misaddressed messages from the CE
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
-	prom           promMetrics // Prometheus registry and server (metrics.go)
+	prom           *metrics.Registry // Prometheus metrics (metrics.go)
 }
 
 type port struct {
@@ -186,6 +187,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{}, connected6: map[netip.Prefix]uint32{},
 		neighbors: map[neighKey]net.HardwareAddr{},
 	}
+	a.prom = metrics.New(log, &feCollector{a: a})
 	a.egressPort = a.kernelEgressPort
 	a.dial = func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
 		nc, err := d.DialContext(ctx, "tcp", addr)
@@ -297,7 +299,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer stop()
 	}
 	if a.cfg.MetricsListen != "" {
-		stop, err := a.serveMetrics()
+		stop, err := a.prom.Serve(a.cfg.MetricsListen)
 		if err != nil {
 			return err
 		}

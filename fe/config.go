@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/splitplane/splitplane/api/metrics"
+
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 )
@@ -151,7 +153,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: heartbeat_interval %s: must be at least 10ms", ErrConfig, c.HeartbeatInterval)
 	}
 	if c.MetricsListen != "" {
-		if err := checkMetricsListen(c.MetricsListen); err != nil {
+		if err := metrics.CheckListen(c.MetricsListen); err != nil {
 			return fmt.Errorf("%w: metrics_listen %q: %v", ErrConfig, c.MetricsListen, err)
 		}
 	}

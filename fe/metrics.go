@@ -1,119 +1,32 @@
 package fe
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // The FE's Prometheus metrics. A scrape reads the agent's tables under its
 // lock and the datapath's counters (BPF per-CPU maps) as Status does;
 // nothing is polled in between. Each agent has its own registry.
 
-// promMetrics is the agent's registry and metrics server. The zero value is
-// ready: the registry is made on first use.
-type promMetrics struct {
-	once sync.Once
-	reg  *prometheus.Registry
-	addr atomic.Value // net.Addr of the metrics listener, once serving
-}
+// RegisterMetrics adds col to the metrics the agent serves on metrics_listen
+// (the gRPC API server's per-method stats, say); it fails if col's series
+// collide with others.
+func (a *Agent) RegisterMetrics(col prometheus.Collector) error { return a.prom.Register(col) }
 
-func (a *Agent) registry() *prometheus.Registry {
-	a.prom.once.Do(func() {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(
-			collectors.NewGoCollector(),
-			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			&feCollector{a: a},
-		)
-		a.prom.reg = reg
-	})
-	return a.prom.reg
-}
-
-// RegisterMetrics adds col to the metrics the agent serves on
-// metrics_listen; it fails if col's series collide with others.
-func (a *Agent) RegisterMetrics(col prometheus.Collector) error {
-	return a.registry().Register(col)
-}
-
-// MetricsHandler serves the agent's metrics in the Prometheus exposition
-// formats, as /metrics of metrics_listen does.
-func (a *Agent) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(a.registry(), promhttp.HandlerOpts{
-		ErrorLog:      slogPrinter{a.log},
-		ErrorHandling: promhttp.ContinueOnError,
-	})
-}
+// MetricsHandler serves the agent's metrics, as /metrics of metrics_listen
+// does.
+func (a *Agent) MetricsHandler() http.Handler { return a.prom.Handler() }
 
 // MetricsAddr is the address metrics are served on, nil until Run listens
 // there or without metrics_listen.
-func (a *Agent) MetricsAddr() net.Addr {
-	addr, _ := a.prom.addr.Load().(net.Addr)
-	return addr
-}
-
-// serveMetrics serves /metrics on metrics_listen until stop.
-func (a *Agent) serveMetrics() (stop func(), err error) {
-	l, err := net.Listen("tcp", a.cfg.MetricsListen)
-	if err != nil {
-		return nil, fmt.Errorf("metrics_listen %s: %w", a.cfg.MetricsListen, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", a.MetricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	a.prom.addr.Store(l.Addr())
-	a.log.Info("metrics: serving Prometheus metrics", "url", "http://"+l.Addr().String()+"/metrics")
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("metrics: server", "address", l.Addr().String(), "err", err)
-		}
-	}()
-	return func() { srv.Close() }, nil
-}
-
-// checkMetricsListen checks a metrics_listen value: a TCP HOST:PORT, with
-// an empty host for every address and port 0 for any free port.
-func checkMetricsListen(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("want a TCP HOST:PORT such as 127.0.0.1:9102: %v", err)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("port %q: want 0 to 65535", port)
-	}
-	if host == "" {
-		return nil
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return nil
-	}
-	for _, r := range host {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
-			return fmt.Errorf("host %q: want an IP address or a host name", host)
-		}
-	}
-	return nil
-}
-
-// slogPrinter logs promhttp's errors (a scrape that could not collect
-// everything) through the agent's logger.
-type slogPrinter struct{ log *slog.Logger }
-
-func (p slogPrinter) Println(v ...any) { p.log.Warn("metrics: " + fmt.Sprint(v...)) }
+func (a *Agent) MetricsAddr() net.Addr { return a.prom.Addr() }
 
 // feCollector reads the agent and its datapath at each scrape.
 type feCollector struct{ a *Agent }
