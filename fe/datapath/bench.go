@@ -211,8 +211,33 @@ type lookupBench struct {
 }
 
 func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
-	d, err := load(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true})
+	routes := BenchRoutes(n, seed)
+	d, err := loadLookupBench(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true}, netip.MustParseAddr("10.0.0.1"), routes)
 	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	rng := rand.New(rand.NewPCG(uint64(seed), 99))
+	dsts := make([]uint32, 65536)
+	for i := range dsts {
+		p, _ := toPrefix(routes[rng.IntN(len(routes))].Prefix)
+		a := p.addr | rng.Uint32()&^mask(p.bits)
+		dsts[i] = be32(addrFromUint(a))
+	}
+	if err := d.objs.BenchDsts.Set(dsts); err != nil {
+		return nil, fmt.Errorf("set bench_dsts: %w", err)
+	}
+	return &lookupBench{d: d, frame: benchFrame()}, nil
+}
+
+// loadLookupBench loads the datapath for a lookup benchmark: nexthops 1..16
+// forwarding via lo to gw, and routes in the FIB and in the LPM trie.
+func loadLookupBench(opts loadOptions, gw netip.Addr, routes []Route) (d *Datapath, err error) {
+	if d, err = load(opts); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -227,7 +252,6 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 	if err := d.addTxPort(lo.Index); err != nil {
 		return nil, err
 	}
-	gw := netip.MustParseAddr("10.0.0.1")
 	if err := d.SetNeighbor(lo.Index, gw, net.HardwareAddr{2, 0, 0, 0, 1, 2}); err != nil {
 		return nil, err
 	}
@@ -236,24 +260,13 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 			return nil, err
 		}
 	}
-	routes := BenchRoutes(n, seed)
 	if err := d.SetRoutes(routes); err != nil {
 		return nil, err
 	}
 	if err := d.setTrieRoutes(routes); err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(uint64(seed), 99))
-	dsts := make([]uint32, 65536)
-	for i := range dsts {
-		p, _ := toPrefix(routes[rng.IntN(len(routes))].Prefix)
-		a := p.addr | rng.Uint32()&^mask(p.bits)
-		dsts[i] = be32(addrFromUint(a))
-	}
-	if err := d.objs.BenchDsts.Set(dsts); err != nil {
-		return nil, fmt.Errorf("set bench_dsts: %w", err)
-	}
-	return &lookupBench{d: d, frame: benchFrame()}, nil
+	return d, nil
 }
 
 // nsPerPacket runs prog benchRepeat times and returns the kernel-measured
@@ -361,7 +374,9 @@ func fib6GroupsFor(n int) int {
 // stride table and in the LPM trie, nexthops 1..16 that forward via lo to
 // fe80::1, and bench_dsts6 filled with random addresses inside the routes.
 func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
-	d, err := load(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true, fib6Groups: fib6GroupsFor(n)})
+	routes := BenchRoutes6(n, seed)
+	d, err := loadLookupBench(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true, fib6Groups: fib6GroupsFor(n)},
+		netip.MustParseAddr("fe80::1"), routes)
 	if err != nil {
 		return nil, err
 	}
@@ -370,29 +385,6 @@ func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
 			d.Close()
 		}
 	}()
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		return nil, err
-	}
-	if err := d.addTxPort(lo.Index); err != nil {
-		return nil, err
-	}
-	gw := netip.MustParseAddr("fe80::1")
-	if err := d.SetNeighbor(lo.Index, gw, net.HardwareAddr{2, 0, 0, 0, 1, 2}); err != nil {
-		return nil, err
-	}
-	for id := uint32(1); id <= 16; id++ {
-		if err := d.SetNexthop(id, Nexthop{Ifindex: lo.Index, Gateway: gw, SrcMAC: net.HardwareAddr{2, 0, 0, 0, 1, byte(id)}}); err != nil {
-			return nil, err
-		}
-	}
-	routes := BenchRoutes6(n, seed)
-	if err := d.SetRoutes(routes); err != nil {
-		return nil, err
-	}
-	if err := d.setTrieRoutes(routes); err != nil {
-		return nil, err
-	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 99))
 	dsts := make([][16]byte, 65536)
 	for i := range dsts {
