@@ -236,8 +236,9 @@ func (r *RIB) list(f RouteFilter) []RouteInfo {
 			return
 		}
 		s := r.sets[v.set()]
+		_, chosen, _ := r.choose(p)
 		out = append(out, RouteInfo{Prefix: p, NextHops: slices.Clone(s.hops), Distance: v.distance(), Origin: originNames[src],
-			Resolved: slices.Clone(s.resolved), Installed: r.bestSource(p) == src && len(s.resolved) > 0})
+			Resolved: slices.Clone(s.resolved), Installed: chosen == src && len(s.resolved) > 0})
 	}
 	for src := range numSources {
 		for k, v := range r.tables[src].v4 {
@@ -257,18 +258,6 @@ func (r *RIB) list(f RouteFilter) []RouteInfo {
 		return strings.Compare(a.Origin, b.Origin)
 	})
 	return out
-}
-
-// bestSource returns the source of p's chosen route, as install chooses
-// it (the lowest distance; a tie: the first source).
-func (r *RIB) bestSource(p netip.Prefix) source {
-	best, bestSrc, found := srcRoute(0), source(0), false
-	for src := range numSources {
-		if v, ok := r.tables[src].get(p); ok && (!found || v.distance() < best.distance()) {
-			best, bestSrc, found = v, src, true
-		}
-	}
-	return bestSrc
 }
 
 // FIBEvent is a change of the FIB: a prefix installed (new next hops) or

@@ -290,16 +290,22 @@ func (r *RIB) installOrKeep(p netip.Prefix, out []Change) []Change {
 	return out
 }
 
+// choose returns p's chosen route and its source: the lowest distance (a
+// tie: the first source).
+func (r *RIB) choose(p netip.Prefix) (best srcRoute, from source, found bool) {
+	for src := range numSources {
+		if v, ok := r.tables[src].get(p); ok && (!found || v.distance() < best.distance()) {
+			best, from, found = v, src, true
+		}
+	}
+	return best, from, found
+}
+
 // install puts p's chosen route into the FIB: the lowest distance (a tie:
 // the first source), through its set's resolved next hops. With no route,
 // or an unresolved one, p leaves the FIB.
 func (r *RIB) install(p netip.Prefix, out []Change) ([]Change, bool) {
-	best, found := srcRoute(0), false
-	for src := range numSources {
-		if v, ok := r.tables[src].get(p); ok && (!found || v.distance() < best.distance()) {
-			best, found = v, true
-		}
-	}
+	best, _, found := r.choose(p)
 	fib := r.fibs.of(p)
 	if !found {
 		return fib.Delete(p, out), true
