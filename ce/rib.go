@@ -3,7 +3,6 @@ package ce
 import (
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/splitplane/splitplane/forces"
 )
@@ -333,7 +332,7 @@ func (r *RIB) intern(hops []netip.Addr) (uint32, bool) {
 		hops = slices.Clone(hops)
 		slices.SortFunc(hops, netip.Addr.Compare)
 		hops = slices.Compact(hops)
-		key = setKey(hops)
+		key = groupKey(hops)
 		if id, ok := r.byKey[key]; ok {
 			r.sets[id].refs++
 			return id, true
@@ -369,19 +368,10 @@ func (r *RIB) release(id uint32) {
 	if len(s.hops) == 1 {
 		delete(r.byAddr, s.hops[0])
 	} else {
-		delete(r.byKey, setKey(s.hops))
+		delete(r.byKey, groupKey(s.hops))
 	}
 	*s = nhSet{}
 	r.freeSets = append(r.freeSets, id)
-}
-
-func setKey(hops []netip.Addr) string {
-	var b strings.Builder
-	for _, a := range hops {
-		b.WriteString(a.String())
-		b.WriteByte(',')
-	}
-	return b.String()
 }
 
 // resolveSet resolves each next hop of a set and returns the union, sorted,
