@@ -6,11 +6,12 @@ import (
 )
 
 // quietPeriod is how long the routes must stay unchanged, with every
-// neighbour established, for the CE's FIB to count as converged.
+// neighbour established and done sending, for the CE's FIB to count as converged.
 const quietPeriod = time.Second
 
 // watchConvergence closes c.converged when every configured neighbour is
-// established and no route has changed for quietPeriod, or when SyncHold has
+// established (with graceful restart: and has sent End-of-RIB) and no route
+// has changed for quietPeriod, or when SyncHold has
 // passed since the start, whichever comes first.
 func (c *CE) watchConvergence(ctx context.Context) {
 	defer close(c.converged)
@@ -21,7 +22,9 @@ func (c *CE) watchConvergence(ctx context.Context) {
 	for {
 		established := true
 		for _, n := range c.speaker.Neighbors() {
-			if n.State != "established" {
+			// With graceful restart, a neighbour's routes are all in only
+			// once it has sent End-of-RIB.
+			if n.State != "established" || n.WaitingEndOfRIB {
 				established = false
 			}
 		}

@@ -67,6 +67,10 @@ type NeighborStatus struct {
 	// BFD is the state of the neighbour's BFD session (up, init, down,
 	// admin_down), empty without BFD.
 	BFD string `json:"bfd,omitempty"`
+	// WaitingEndOfRIB: with graceful restart, the session is up but the
+	// neighbour has not yet sent End-of-RIB for every family, so its routes
+	// are still coming (GoBGP defers route selection until then).
+	WaitingEndOfRIB bool `json:"waiting_end_of_rib,omitempty"`
 }
 
 // Speaker is a running GoBGP server feeding best paths to a callback.
@@ -295,25 +299,36 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 	}
 	s.mu.Unlock()
 	s.mu.Lock()
-	bfdOn := map[string]bool{}
+	bfdOn, grOn := map[string]bool{}, false
 	for a, n := range s.configured {
 		if n.BFD != nil {
 			bfdOn[a] = true
 		}
+		grOn = grOn || n.GracefulRestart != nil
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
-	if len(bfdOn) > 0 {
-		// GoBGP has no event for BFD state changes; ask it.
-		bfd := map[string]string{}
+	if len(out) > 0 && (grOn || len(bfdOn) > 0) {
+		// GoBGP has no event for BFD state changes or End-of-RIB; ask it.
+		bfd, waiting := map[string]string{}, map[string]bool{}
 		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
-			if p.Conf != nil && p.State != nil && p.State.BfdState != nil && bfdOn[p.Conf.NeighborAddress] {
+			if p.Conf == nil {
+				return
+			}
+			a := p.Conf.NeighborAddress
+			if p.State != nil && p.State.BfdState != nil && bfdOn[a] {
 				st := strings.TrimPrefix(p.State.BfdState.SessionState.String(), "BFD_SESSION_STATE_")
-				bfd[p.Conf.NeighborAddress] = strings.ToLower(st)
+				bfd[a] = strings.ToLower(st)
+			}
+			for _, af := range p.AfiSafis {
+				if gr := af.GetMpGracefulRestart().GetState(); gr != nil && gr.Received && !gr.EndOfRibReceived {
+					waiting[a] = true
+				}
 			}
 		})
 		for i := range out {
 			out[i].BFD = bfd[out[i].Address]
+			out[i].WaitingEndOfRIB = out[i].State == "established" && waiting[out[i].Address]
 		}
 	}
 	return out
