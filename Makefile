@@ -7,8 +7,9 @@ BIN     := bin/splitplane
 LAB     ?= sp
 
 # What the lab and the tests run: iproute2 (ip, netns), ethtool (GRO on veth
-# peers), iputils-ping (lab traffic), util-linux (nsenter), procps (sysctl).
-RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps
+# peers), iputils-ping (lab traffic), util-linux (nsenter), procps (sysctl,
+# pgrep), bpftool (what `make test` checks it left behind).
+RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps bpftool
 # What regenerating the BPF object and the gRPC stubs needs (both checked by
 # `make test`), tshark,
 # which the tests use to decode ForCES as an independent implementation, and
@@ -47,9 +48,13 @@ down: build
 	./$(BIN) lab down --name $(LAB)
 
 # Everything: formatting, vet, generated code is current, unit tests, and the
-# privileged integration tests (netns, XDP, real daemons) when root.
+# privileged integration tests (netns, XDP, real daemons) when root; then a
+# check that they left no XDP program, namespace or process behind.
 test: deps gen-deps fmt-check vet lint check-generated build
+	@.ci/leaks snapshot .leaks-before
 	$(GO) test -count=1 -timeout 25m ./...
+	@.ci/leaks check .leaks-before
+	@rm -f .leaks-before
 
 unit:
 	$(GO) test -count=1 -short ./...

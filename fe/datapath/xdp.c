@@ -1033,7 +1033,7 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 		// Options must not let a packet for the router dodge GTSM and
 		// the policer; forwarded packets pay nothing for the check.
 		if (bpf_map_lookup_elem(&local_addrs, &ip->daddr))
-			return for_us4(ip, data_end);
+			return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us4(ip, data_end);
 		return pass(STAT_PASS_OPTIONS);
 	}
 	// Padding after tot_len is fine (short frames are padded to 60
@@ -1050,7 +1050,7 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 	if (!is_unicast_ipv4(daddr))
 		return pass(STAT_PASS_NOT_UNICAST);
 	if (bpf_map_lookup_elem(&local_addrs, &daddr))
-		return for_us4(ip, data_end);
+		return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us4(ip, data_end);
 	if (ip->ttl <= 1 && !bench_ignore_ttl)
 		return pass(STAT_PASS_TTL);
 
@@ -1100,7 +1100,7 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 	if (ip6->nexthdr == 0 /* IPPROTO_HOPOPTS */) {
 		// As for IPv4 options.
 		if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
-			return for_us6(ip6, data_end);
+			return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us6(ip6, data_end);
 		return pass(STAT_PASS_OPTIONS);
 	}
 
@@ -1118,7 +1118,7 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 	if (ip6->saddr.s6_addr[0] == 0xff || !is_routable_ipv6(&ip6->saddr))
 		return pass(STAT_PASS_NOT_ROUTABLE);
 	if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
-		return for_us6(ip6, data_end);
+		return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us6(ip6, data_end);
 	if (ip6->hop_limit <= 1 && !bench_ignore_ttl)
 		return pass(STAT_PASS_TTL);
 
@@ -1239,7 +1239,13 @@ int xdp_control(struct xdp_md *ctx)
 // xdp_forward_cpumap runs on each forward CPU for every packet cpu_map
 // brings there (one that another CPU would have forwarded): it routes the
 // packet again, with this CPU's view of the tables, and forwards it, or
-// passes it to this CPU's kernel if the tables changed meanwhile.
+// passes it to this CPU's kernel if the tables changed meanwhile (a packet
+// for the router included: it skips for_us, which may redirect).
+//
+// Neither CPUMAP program may use cpu_map, not even in dead code: a cpu_map
+// entry holds its program and a program holds the maps it uses, so the
+// cycle would keep cpu_map, the program and every map it uses (hundreds
+// of MB with the FIB) in the kernel for good once the FE exits.
 SEC("xdp/cpumap")
 int xdp_forward_cpumap(struct xdp_md *ctx)
 {
