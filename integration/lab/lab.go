@@ -60,6 +60,10 @@ type Options struct {
 	// GTSMPeers are addresses whose BGP packets must arrive with TTL 255
 	// (the FE's classifier.gtsm_peers).
 	GTSMPeers []string
+	// NoProtection leaves the FE's classifier out: no control flows steered
+	// to the control CPU, no policer, no GTSM, no forward CPUs (the
+	// baseline of the DoS test).
+	NoProtection bool
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 }
@@ -120,6 +124,9 @@ func (o *Options) defaults() error {
 	case "splitplane", "bird", "frr":
 	default:
 		return fmt.Errorf("peer %q: splitplane, bird or frr", o.Peer)
+	}
+	if o.NoProtection && (o.PolicePPS != 0 || len(o.GTSMPeers) > 0) {
+		return errors.New("police pps and GTSM peers are protection: not with no protection")
 	}
 	if o.Password != "" && o.Peer != "frr" {
 		return fmt.Errorf("an MD5 password needs --peer frr (peer %q)", o.Peer)

@@ -333,12 +333,15 @@ xdp_mode: %s
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
-classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
+`, o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"))
+	if !o.NoProtection {
+		fe += fmt.Sprintf(`classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
   control_cpu: 0
   forward_cpus: [%s]            # packets to forward that arrive on CPU 0 are forwarded there
   police_pps: %d                # per CPU, for the other traffic to the router
   gtsm_peers: [%s]
-`, o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"), forwardCPUs(), o.policePPS(), strings.Join(o.GTSMPeers, ", "))
+`, forwardCPUs(), o.policePPS(), strings.Join(o.GTSMPeers, ", "))
+	}
 	if err := os.WriteFile(filepath.Join(o.Dir, "ce.yaml"), []byte(ce), 0o644); err != nil {
 		return err
 	}
