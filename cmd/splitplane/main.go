@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -89,7 +90,10 @@ func newLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// loadYAML decodes a config file strictly: unknown fields are errors.
+// loadYAML decodes a config file strictly: unknown fields are errors, and
+// so is a file with no document or with more than one (the decoder would
+// read only the first, so a key in a later document, typo or not, would
+// never be checked nor applied).
 func loadYAML(path string, v any) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -99,7 +103,34 @@ func loadYAML(path string, v any) error {
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("config %s: the file holds no configuration", path)
+		}
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	return nil
+	for {
+		var more yaml.Node
+		switch err := dec.Decode(&more); {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("config %s: %w", path, err)
+		case emptyDocument(&more):
+			// A trailing "---" (or one followed by comments) holds nothing.
+		default:
+			line := more.Line
+			if len(more.Content) > 0 {
+				line = more.Content[0].Line
+			}
+			return fmt.Errorf("config %s: line %d: a second YAML document: a config file holds one", path, line)
+		}
+	}
+}
+
+// emptyDocument reports whether a decoded document holds no value.
+func emptyDocument(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == "")
 }
