@@ -69,12 +69,14 @@ vet:
 lint:
 	$(GO) tool staticcheck ./...
 
-# Regenerate committed generated code (bpf2go output).
+# Regenerate committed generated code (bpf2go output, the gRPC stubs) and the
+# generated references (docs/configuration.md from the config types,
+# docs/api.md from the .proto: internal/docgen).
 generate: gen-deps
 	$(GO) generate ./...
 
 check-generated: generate
-	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' '*.pb.go' || \
+	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' '*.pb.go' docs/configuration.md docs/api.md || \
 	{ echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 # go test fuzzes one target at a time: every decoder's target in turn.

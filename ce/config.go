@@ -23,12 +23,16 @@ var ErrConfig = errors.New("ce config")
 type Config struct {
 	// ID is this CE's number; its ForCES ID is forces.CEID(ID).
 	ID uint32 `yaml:"id"`
-	// ASN and RouterID identify the embedded BGP speaker.
-	ASN      uint32 `yaml:"asn"`
+	// ASN is the router's autonomous system number (4-byte ASNs welcome):
+	// the embedded BGP speaker's local AS.
+	ASN uint32 `yaml:"asn"`
+	// RouterID is the BGP identifier, an IPv4 address (required), usually
+	// one of the router's own.
 	RouterID string `yaml:"router_id"`
 	// BGPListenPort is the port GoBGP listens on (179 by default, -1 to not listen).
 	BGPListenPort int32 `yaml:"bgp_listen_port"`
-	// BGPListenAddrs restricts the addresses GoBGP listens on.
+	// BGPListenAddrs restricts the addresses GoBGP listens on (every
+	// address by default).
 	BGPListenAddrs []string `yaml:"bgp_listen_addresses"`
 	// Neighbors are the BGP neighbours.
 	Neighbors []NeighborConfig `yaml:"neighbors"`
@@ -99,9 +103,15 @@ type Config struct {
 // subnets, which they report themselves): next hops in it resolve to
 // themselves; it is not installed as a route.
 type StaticRoute struct {
-	Prefix    string   `yaml:"prefix"`
-	NextHops  []string `yaml:"next_hops"`
-	Connected bool     `yaml:"connected"`
+	// Prefix is the destination, IPv4 or IPv6 ("192.0.2.0/24"); each
+	// prefix at most once among the static routes.
+	Prefix string `yaml:"prefix"`
+	// NextHops are 1 to 16 addresses of the prefix's family (two or more:
+	// ECMP), resolved recursively to directly connected ones.
+	NextHops []string `yaml:"next_hops"`
+	// Connected marks the prefix as a subnet the FEs reach directly,
+	// instead of next_hops: next hops inside it resolve to themselves.
+	Connected bool `yaml:"connected"`
 	// Distance overrides the static distance for this route (0: default).
 	Distance uint8 `yaml:"distance"`
 }
@@ -111,20 +121,40 @@ type StaticRoute struct {
 // (connected 0, static 1, api 5, ebgp 20, ibgp 200), as common routers
 // number them.
 type Distances struct {
+	// Static is the distance of static_routes (1 by default).
 	Static uint8 `yaml:"static"`
-	API    uint8 `yaml:"api"`
-	EBGP   uint8 `yaml:"ebgp"`
-	IBGP   uint8 `yaml:"ibgp"`
+	// API is the distance of routes added through the gRPC API (5 by
+	// default); a route can override it with its own.
+	API uint8 `yaml:"api"`
+	// EBGP is the distance of routes learned from eBGP neighbours (20 by
+	// default).
+	EBGP uint8 `yaml:"ebgp"`
+	// IBGP is the distance of routes learned from iBGP neighbours (200 by
+	// default).
+	IBGP uint8 `yaml:"ibgp"`
 }
 
 // NeighborConfig is one BGP neighbour.
 type NeighborConfig struct {
-	Address      string        `yaml:"address"`
-	ASN          uint32        `yaml:"asn"`
-	Port         uint32        `yaml:"port"`
-	Passive      bool          `yaml:"passive"`
-	HoldTime     time.Duration `yaml:"hold_time"`
-	Keepalive    time.Duration `yaml:"keepalive"`
+	// Address is the neighbour's IPv4 or IPv6 address (required).
+	Address string `yaml:"address"`
+	// ASN is the neighbour's autonomous system number; the session is
+	// iBGP when it is the CE's own asn, eBGP otherwise.
+	ASN uint32 `yaml:"asn"`
+	// Port is the neighbour's TCP port (179 by default).
+	Port uint32 `yaml:"port"`
+	// Passive makes the CE wait for the neighbour to connect instead of
+	// connecting itself.
+	Passive bool `yaml:"passive"`
+	// HoldTime is the hold time the CE proposes in its OPEN (90s by
+	// default; whole seconds): the session drops when nothing arrives for
+	// that long.
+	HoldTime time.Duration `yaml:"hold_time"`
+	// Keepalive is the interval between KEEPALIVEs (30s by default; at
+	// most a third of the hold time makes sense).
+	Keepalive time.Duration `yaml:"keepalive"`
+	// ConnectRetry is how long the CE waits between attempts to connect
+	// (5s by default).
 	ConnectRetry time.Duration `yaml:"connect_retry"`
 	// Families restricts the address families of the session: ipv4, ipv6
 	// (both by default). The session is iBGP when asn is the CE's own.
@@ -169,6 +199,8 @@ type NeighborConfig struct {
 // whose first matching entry decides, and the action for a route no entry
 // matches.
 type BGPPolicyConfig struct {
+	// PrefixList is the ordered list of entries; the first one that
+	// matches a route decides.
 	PrefixList []PrefixListEntry `yaml:"prefix_list"`
 	// Default is accept or reject (the default, as the implicit last entry
 	// of a router's prefix list).
@@ -181,9 +213,14 @@ type BGPPolicyConfig struct {
 // prefix only; ge defaults to the prefix's length, le to ge, or to 32 (IPv6:
 // 128) when only ge is given.
 type PrefixListEntry struct {
+	// Prefix is the covering prefix, without host bits ("10.0.0.0/8").
 	Prefix string `yaml:"prefix"`
-	GE     int    `yaml:"ge"`
-	LE     int    `yaml:"le"`
+	// GE is the shortest prefix length matched (the prefix's own length
+	// by default).
+	GE int `yaml:"ge"`
+	// LE is the longest prefix length matched (ge by default, or 32 for
+	// IPv4 and 128 for IPv6 when only ge is given).
+	LE int `yaml:"le"`
 	// Action is accept (the default) or reject.
 	Action string `yaml:"action"`
 }
@@ -200,6 +237,7 @@ type MaxPrefixesConfig struct {
 
 // GracefulRestartConfig configures graceful restart with a neighbour.
 type GracefulRestartConfig struct {
+	// Enabled turns graceful restart on for the neighbour.
 	Enabled bool `yaml:"enabled"`
 	// RestartTime is how long the neighbour keeps the CE's routes while
 	// the CE restarts (the hold time by default; at most 4095s).
@@ -208,6 +246,7 @@ type GracefulRestartConfig struct {
 
 // BFDConfig configures BFD with a neighbour.
 type BFDConfig struct {
+	// Enabled turns BFD on for the neighbour.
 	Enabled bool `yaml:"enabled"`
 	// Interval is the transmit and receive interval (1s by default).
 	Interval time.Duration `yaml:"interval"`

@@ -65,7 +65,6 @@ type Config struct {
 	Classifier *ClassifierConfig `yaml:"classifier"`
 }
 
-// Validate checks the configuration and fills in defaults. Errors name the field and value.
 // ClassifierConfig configures the classifier (package classifier).
 type ClassifierConfig struct {
 	// ControlCPU is the CPU the return packets of control flows are
@@ -75,11 +74,13 @@ type ClassifierConfig struct {
 	// Ports are the TCP ports whose connections are control flows, with
 	// a name each; by default 179 (bgp), 6700 and 6702 (forces), 22 (ssh).
 	Ports map[uint16]string `yaml:"ports"`
-	// PolicePPS and PoliceBurst police the other traffic addressed to the
-	// router, per CPU: a token bucket of PoliceBurst packets refilled at
-	// PolicePPS packets per second; excess is dropped (counted
-	// drop_policed). 0: no policing.
-	PolicePPS   uint64 `yaml:"police_pps"`
+	// PolicePPS polices the other traffic addressed to the router, per
+	// CPU: a token bucket of police_burst packets refilled at police_pps
+	// packets per second; excess is dropped (counted drop_policed). 0: no
+	// policing.
+	PolicePPS uint64 `yaml:"police_pps"`
+	// PoliceBurst is the policer's bucket size in packets (a tenth of
+	// police_pps by default, at least 1).
 	PoliceBurst uint64 `yaml:"police_burst"`
 	// GTSMPeers are BGP peers one hop away whose packets to port 179 must
 	// arrive with TTL 255 (RFC 5082); others are dropped (drop_gtsm).
@@ -95,6 +96,7 @@ type ClassifierConfig struct {
 	ForwardCPUs []int `yaml:"forward_cpus"`
 }
 
+// Validate checks the configuration and fills in defaults. Errors name the field and value.
 func (c *Config) Validate() error {
 	if c.ID == 0 {
 		c.ID = 1

@@ -16,9 +16,13 @@ var ErrTLSConfig = errors.New("forces: bad TLS configuration")
 // confidentiality): this end's certificate chain and key, and the CA bundle
 // that the peer's certificate must chain to.
 type TLSConfig struct {
+	// Cert is the PEM file of this end's certificate chain.
 	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
-	CA   string `yaml:"ca"`
+	// Key is the PEM file of the certificate's private key.
+	Key string `yaml:"key"`
+	// CA is the PEM bundle of the CAs the other end's certificate must
+	// chain to.
+	CA string `yaml:"ca"`
 }
 
 // ServerTLS returns the listener-side configuration: TLS 1.3 or later, this
