@@ -31,7 +31,9 @@ func (f Flow) String() string { return fmt.Sprintf("%s %s<-%s", f.Kind, f.Local,
 
 // Config says which connections are control flows: a connection whose local
 // or remote port is in Ports (port -> kind) and whose state is established (or
-// SYN_SENT/SYN_RECV: a session being set up).
+// SYN_SENT: a session the router is opening). Half-open connections the
+// router answered (SYN_RECV) are not: a spoofed SYN makes one, and a SYN flood
+// would fill the rule table with flows steered past the policer.
 type Config struct {
 	// Ports maps a TCP port to the kind of control flow it marks. When both
 	// ends' ports are in it, the local port's kind wins. Empty: DefaultPorts.
@@ -78,7 +80,7 @@ var ErrBadConfig = errors.New("classifier: bad config")
 // Cost per interval: one sock_diag dump per family, that is two
 // request/response exchanges on one netlink socket. The kernel walks its
 // established-connections hash table (not the listening one: the dump asks
-// only for ESTABLISHED, SYN_SENT and SYN_RECV) and, through a port filter in
+// only for ESTABLISHED and SYN_SENT) and, through a port filter in
 // bytecode, copies out only the control connections, without tcp_info; so the
 // reply grows with the number of control flows, not with the host's sockets.
 // The walk visits every bucket of the table, which all namespaces share and
@@ -170,9 +172,12 @@ const (
 	tcpSynRecv     = 3
 )
 
-// controlStates are the states of a live or starting session; the others
-// (closing, closed, listening) carry no session worth steering.
-const controlStates = 1<<tcpEstablished | 1<<tcpSynSent | 1<<tcpSynRecv
+// controlStates are the states of a live session or one the router is
+// opening; the others (closing, closed, listening) carry no session worth
+// steering, and SYN_RECV is what anyone with a spoofed SYN can create (the
+// final ACK of a peer's connection is policed instead, and its rule comes
+// with ESTABLISHED, a poll later).
+const controlStates = 1<<tcpEstablished | 1<<tcpSynSent
 
 // dumper reads the control flows of one network namespace.
 type dumper struct {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,6 +293,24 @@ func TestFlowsExactConnections(t *testing.T) {
 			}
 			local := netip.AddrPortFrom(routerV4, uint16(sa.(*unix.SockaddrInet4).Port))
 			assertFlows(t, "connecting", mustFlows(t, cfg), Flow{Kind: "bgp", Local: local, Remote: netip.MustParseAddrPort("10.0.0.3:179")})
+		})
+
+		// A half-open connection (SYN_RECV) is not a flow: a spoofed SYN
+		// makes one, here from 10.0.0.9, which nobody answers ARP for, so
+		// the router's SYN-ACK never leaves and the request stays.
+		step(t, "SYN_RECV", func() {
+			ln := l.listen(netip.MustParseAddrPort("10.0.0.1:6702"))
+			defer ln.Close()
+			from := netip.MustParseAddrPort("10.0.0.9:40001")
+			l.inPeer(func() { sendSYN(t, from, netip.MustParseAddrPort("10.0.0.1:6702")) })
+			deadline := time.Now().Add(5 * time.Second)
+			for !synRecv(t, from) {
+				if time.Now().After(deadline) {
+					t.Fatal("the spoofed SYN made no SYN_RECV socket")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			assertFlows(t, "half-open from a spoofed source", mustFlows(t, Config{})) // DefaultPorts: 6702 is forces
 		})
 
 		// A dual-stack listener's IPv4 connection is reported with IPv4 addresses.
@@ -599,4 +620,61 @@ func BenchmarkFlows(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// sendSYN sends one TCP SYN from src to dst through a raw socket of the
+// calling thread's namespace (src need not be an address of it).
+func sendSYN(t *testing.T, src, dst netip.AddrPort) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	pkt := make([]byte, 40)
+	ip, tcp := pkt[:20], pkt[20:]
+	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_TCP
+	binary.BigEndian.PutUint16(ip[2:], 40)
+	s, d := src.Addr().As4(), dst.Addr().As4()
+	copy(ip[12:], s[:])
+	copy(ip[16:], d[:])
+	binary.BigEndian.PutUint16(tcp[0:], src.Port())
+	binary.BigEndian.PutUint16(tcp[2:], dst.Port())
+	binary.BigEndian.PutUint32(tcp[4:], 1)
+	tcp[12], tcp[13] = 5<<4, 0x02 // no options, SYN
+	binary.BigEndian.PutUint16(tcp[14:], 64240)
+	var sum uint32
+	for _, w := range [][]byte{ip[12:20], {0, unix.IPPROTO_TCP, 0, 20}, tcp} {
+		for i := 0; i < len(w); i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(w[i:]))
+		}
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(tcp[16:], ^uint16(sum))
+	// The kernel fills in the IPv4 checksum of a raw packet.
+	if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: d}); err != nil {
+		t.Fatalf("send SYN %s -> %s: %v", src, dst, err)
+	}
+}
+
+// synRecv reports whether the calling thread's namespace has a socket in
+// SYN_RECV with remote end from (/proc/thread-self/net/tcp, state 03).
+func synRecv(t *testing.T, from netip.AddrPort) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/thread-self/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := from.Addr().As4()
+	// /proc shows the address as the hex of its native-endian uint32.
+	want := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(a[:]), from.Port())
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[2] == want && f[3] == "03" {
+			return true
+		}
+	}
+	return false
 }
