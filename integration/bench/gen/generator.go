@@ -135,7 +135,7 @@ func (g *Gen) Send(ifindex int, frames uint32) error {
 	}
 	_, err := g.objs.XdpGen.Run(&ebpf.RunOptions{
 		Data:    g.frame,
-		Context: xdpMd{DataEnd: FrameLen, IngressIfindex: uint32(ifindex)},
+		Context: xdpMd{DataEnd: uint32(len(g.frame)), IngressIfindex: uint32(ifindex)},
 		Repeat:  frames,
 		Flags:   unix.BPF_F_TEST_XDP_LIVE_FRAMES,
 	})
