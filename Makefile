@@ -16,7 +16,7 @@ RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps bpftool
 # BIRD 2, a third-party BGP peer for the interoperability test.
 GEN_DEPS := clang llvm libbpf-dev tshark bird2 frr protobuf-compiler
 
-.PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz clean
+.PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz bench clean
 
 all: build
 
@@ -85,6 +85,13 @@ fuzz:
 	@for t in $$($(GO) test -list '^Fuzz' ./forces/ | grep '^Fuzz'); do \
 		echo "fuzz $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./forces/ || exit 1; \
 	done
+
+# The performance suite (root; BIRD 2 comes with gen-deps): every figure
+# beside its baseline, into results/DATE-TIME/ (report.md, PNG plots,
+# results.json), under 15 minutes on two cores. BENCH_FLAGS=--quick checks
+# the suite in about half a minute.
+bench: deps gen-deps build
+	./$(BIN) bench all $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

@@ -20,7 +20,7 @@ func benchCmd() *cobra.Command {
 		Use:   "bench NAME",
 		Short: "Run a benchmark and print its figures (a table, or JSON lines with --json)",
 	}
-	cmd.AddCommand(benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())
+	cmd.AddCommand(benchAllCmd(), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())
 	return cmd
 }
 

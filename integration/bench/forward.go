@@ -12,11 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
@@ -263,6 +265,14 @@ type fwdTopo struct {
 	ifindex [4]int    // by port role, in the port's namespace
 	// closers run first in down, in reverse order (XDP links).
 	closers []func() error
+	// frames is the number of frames per generator call (0: sendFrames).
+	frames uint32
+	// queues, if more than 1, gives every veth that many RX and TX queues.
+	queues int
+	// genCPUs, if set, runs one generator thread on each of these CPUs
+	// instead of one anywhere: each sends into the router's RX queue of its
+	// CPU, which that CPU then serves (veth picks the queue by CPU).
+	genCPUs []int
 }
 
 func newFwdTopo() *fwdTopo {
@@ -288,9 +298,16 @@ func (t *fwdTopo) up(ctx context.Context) error {
 		}
 		t.created = append(t.created, ns)
 	}
+	var queues []string
+	if t.queues > 1 {
+		q := strconv.Itoa(t.queues)
+		queues = []string{"numtxqueues", q, "numrxqueues", q}
+	}
 	pair := func(a, b int) error {
-		return runCmd(ctx, "ip", "link", "add", fwdPort[a], "netns", t.ns[portNS[a]], "address", fwdMAC[a].String(),
-			"type", "veth", "peer", "name", fwdPort[b], "netns", t.ns[portNS[b]], "address", fwdMAC[b].String())
+		args := []string{"link", "add", fwdPort[a], "netns", t.ns[portNS[a]], "address", fwdMAC[a].String()}
+		args = append(args, queues...)
+		args = append(args, "type", "veth", "peer", "name", fwdPort[b], "netns", t.ns[portNS[b]], "address", fwdMAC[b].String())
+		return runCmd(ctx, "ip", append(args, queues...)...)
 	}
 	if err := pair(roleGen, roleRtrIn); err != nil {
 		return err
@@ -544,17 +561,43 @@ func (t *fwdTopo) measureBare(ctx context.Context, g *gen.Gen, dur time.Duration
 func (t *fwdTopo) measure(ctx context.Context, g *gen.Gen, dur time.Duration) (float64, error) {
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
-	done := make(chan error, 1)
-	go func() {
-		done <- t.in(roleGen, func() error {
-			deadline := time.Now().Add(dur)
+	frames := t.frames
+	if frames == 0 {
+		frames = sendFrames
+	}
+	deadline := time.Now().Add(dur)
+	send := func(cpu int) error {
+		return t.in(roleGen, func() error {
+			if cpu >= 0 {
+				var set unix.CPUSet
+				set.Set(cpu)
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					return fmt.Errorf("generator on CPU %d: %w", cpu, err)
+				}
+			}
 			for time.Now().Before(deadline) && gctx.Err() == nil {
-				if err := g.Send(t.ifindex[roleGen], sendFrames); err != nil {
+				if err := g.Send(t.ifindex[roleGen], frames); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
+	}
+	done := make(chan error, 1)
+	go func() {
+		if len(t.genCPUs) == 0 {
+			done <- send(-1)
+			return
+		}
+		errs := make(chan error, len(t.genCPUs))
+		for _, cpu := range t.genCPUs {
+			go func() { errs <- send(cpu) }()
+		}
+		var all []error
+		for range t.genCPUs {
+			all = append(all, <-errs)
+		}
+		done <- errors.Join(all...)
 	}()
 	// wait sleeps for d unless the generator fails or ctx ends first.
 	wait := func(d time.Duration) error {
