@@ -280,12 +280,16 @@ func (r PayloadRow) Mbps(pps float64) float64 { return pps * float64(r.Payload) 
 type Pcts []float64
 
 // OverheadRow is the per-packet cost, in ns, of splitplane's XDP program and
-// of a bare redirect, for frames of Payload bytes of UDP payload: percentiles
-// of single BPF_PROG_TEST_RUN runs, the kernel's own timing of each.
+// of a bare redirect, for frames of Payload bytes of UDP payload:
+// percentiles of single BPF_PROG_TEST_RUN runs, the kernel's own timing of
+// each (Splitplane, Bare), and of the per-run time of batches of runs
+// (SplitplaneBatch, BareBatch).
 type OverheadRow struct {
-	Payload    int  `json:"payload"`
-	Splitplane Pcts `json:"splitplane_ns"`
-	Bare       Pcts `json:"redirect_ns"`
+	Payload         int  `json:"payload"`
+	Splitplane      Pcts `json:"splitplane_ns"`
+	Bare            Pcts `json:"redirect_ns"`
+	SplitplaneBatch Pcts `json:"splitplane_batch_ns"`
+	BareBatch       Pcts `json:"redirect_batch_ns"`
 }
 
 // LatencyRow is the end-to-end latency, in µs, of timestamped probes from
@@ -535,6 +539,14 @@ func OverheadMetrics(q, p int) (splitplane, bare string) {
 	return "forward_overhead" + s, "redirect_overhead" + s
 }
 
+// OverheadBatchMetrics returns the names of the per-packet cost figures of
+// batches of runs at percentile q for payload p: splitplane's and the bare
+// redirect's.
+func OverheadBatchMetrics(q, p int) (splitplane, bare string) {
+	s := fmt.Sprintf("_p%d_ns_%s", q, payloadTag(p))
+	return "forward_overhead_batch" + s, "redirect_overhead_batch" + s
+}
+
 // LatencyMetrics returns the names of the end-to-end latency figures at
 // percentile q for payload p: splitplane's, the kernel's and the bare
 // redirect's.
@@ -594,6 +606,9 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 				sp, bare := OverheadMetrics(q, p)
 				add(sp, bare)
 				add(bare, "")
+				spb, bareb := OverheadBatchMetrics(q, p)
+				add(spb, bareb)
+				add(bareb, "")
 			}
 		}
 	}

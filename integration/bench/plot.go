@@ -252,14 +252,17 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 	}
 	if len(rep.Overhead) > 0 {
 		var xs []float64
-		var sp, bare []Pcts
+		var sp, bare, spb, bareb []Pcts
 		for _, r := range rep.Overhead {
 			xs = append(xs, float64(r.Payload))
 			sp, bare = append(sp, r.Splitplane), append(bare, r.Bare)
+			spb, bareb = append(spb, r.SplitplaneBatch), append(bareb, r.BareBatch)
 		}
-		p, err := linePlot("Per-packet cost, single BPF_PROG_TEST_RUN runs", "UDP payload (bytes)", "ns per packet (kernel-timed run)", false, 20, []series{
-			pctSeries("splitplane XDP program", colSplitplane, false, xs, sp, 1),
-			pctSeries("bare redirect program (harness floor)", colLimit, true, xs, bare, 1),
+		p, err := linePlot("Per-packet cost of the XDP program (BPF_PROG_TEST_RUN)", "UDP payload (bytes)", "ns per packet (kernel-timed)", false, 20, []series{
+			pctSeries("splitplane, single runs", colSplitplane, false, xs, sp, 1),
+			pctSeries("bare redirect, single runs (harness floor)", colLimit, true, xs, bare, 1),
+			pctSeries("splitplane, per run of batches of "+strconv.Itoa(overheadBatch), colTrie, false, xs, spb, 1),
+			pctSeries("bare redirect, batches", colKernel, true, xs, bareb, 1),
 		})
 		if err := save(PlotOverhead, p, err); err != nil {
 			return written, err

@@ -45,7 +45,8 @@ func sampleReport(t *testing.T) *Report {
 			add(kmbps, row.Mbps(row.Kernel), "Mbps", "", 0)
 			add(lmbps, row.Mbps(row.Limit), "Mbps", "", 0)
 		}
-		ov := OverheadRow{Payload: p, Splitplane: Pcts{200, 300, 400, 500, 600}, Bare: Pcts{40, 45, 50, 55, 60}}
+		ov := OverheadRow{Payload: p, Splitplane: Pcts{200, 300, 400, 500, 600}, Bare: Pcts{40, 45, 50, 55, 60},
+			SplitplaneBatch: Pcts{60, 70, 80, 90, 100}, BareBatch: Pcts{8, 9, 10, 11, 12}}
 		rep.Overhead = append(rep.Overhead, ov)
 		lat := LatencyRow{Payload: p, Splitplane: Pcts{1.5, 1.7, 1.8, 2, 2.5}, Kernel: Pcts{2, 2.2, 2.4, 2.6, 3}, Bare: Pcts{1, 1.1, 1.2, 1.3, 1.5}}
 		rep.Latency = append(rep.Latency, lat)
@@ -53,6 +54,9 @@ func sampleReport(t *testing.T) *Report {
 			sp, bare := OverheadMetrics(q, p)
 			add(sp, ov.Splitplane[j], "ns", bare, ov.Bare[j])
 			add(bare, ov.Bare[j], "ns", "", 0)
+			spb, bareb := OverheadBatchMetrics(q, p)
+			add(spb, ov.SplitplaneBatch[j], "ns", bareb, ov.BareBatch[j])
+			add(bareb, ov.BareBatch[j], "ns", "", 0)
 			lsp, lk, lb := LatencyMetrics(q, p)
 			add(lsp, lat.Splitplane[j], "us", lk, lat.Kernel[j])
 			add(lk, lat.Kernel[j], "us", "", 0)
