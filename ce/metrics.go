@@ -52,6 +52,8 @@ var (
 		"BGP session state of each configured neighbour: 1 for its current state, 0 for the others.", []string{"neighbor", "state"}, nil)
 	ceBGPSince = prometheus.NewDesc("splitplane_ce_bgp_neighbor_state_change_timestamp_seconds",
 		"When the neighbour's BGP session last changed state (Unix time).", []string{"neighbor"}, nil)
+	ceBGPPrefixes = prometheus.NewDesc("splitplane_ce_bgp_neighbor_prefixes",
+		"Prefixes in the neighbour's Adj-RIB-In, every family: received (before import policy) and accepted (after).", []string{"neighbor", "kind"}, nil)
 	ceBGPBFDUp = prometheus.NewDesc("splitplane_ce_bgp_neighbor_bfd_up",
 		"1 when the neighbour's BFD session is up (neighbours with BFD only).", []string{"neighbor"}, nil)
 
@@ -91,7 +93,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (cc *ceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceProtocolErrors, ceBGPState, ceBGPSince, ceBGPBFDUp,
+	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceProtocolErrors, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
 		ceFEs, ceFEInfo, ceFEAssociated, ceFESince, ceFESynced, ceFEPending, ceFEAcked, ceFEFailed, ceFELastHB, ceFERTT, ceFERTTSamples,
 		ceFEPortUp, ceFELow, ceFERedirected, ceFEInjected, ceFEEvents} {
 		ch <- d
@@ -130,6 +132,8 @@ func (cc *ceCollector) Collect(ch chan<- prometheus.Metric) {
 		if !n.Since.IsZero() {
 			gauge(ceBGPSince, unixSeconds(n.Since), n.Address)
 		}
+		gauge(ceBGPPrefixes, float64(n.Received), n.Address, "received")
+		gauge(ceBGPPrefixes, float64(n.Accepted), n.Address, "accepted")
 		if n.BFD != "" {
 			gauge(ceBGPBFDUp, b2f(n.BFD == "up"), n.Address)
 		}

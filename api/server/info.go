@@ -147,8 +147,7 @@ type bgpService struct {
 	b Backend
 }
 
-// Neighbors reports the BGP neighbours from the CE's status (the speaker
-// does not count prefixes per neighbour yet: those stay zero).
+// Neighbors reports the BGP neighbours from the CE's status.
 func (s *bgpService) Neighbors(ctx context.Context, _ *spv1.ListNeighborsRequest) (*spv1.ListNeighborsResponse, error) {
 	st, err := ceStatus(ctx, s.b)
 	if err != nil {
@@ -156,7 +155,8 @@ func (s *bgpService) Neighbors(ctx context.Context, _ *spv1.ListNeighborsRequest
 	}
 	out := &spv1.ListNeighborsResponse{Neighbors: make([]*spv1.Neighbor, 0, len(st.Neighbors))}
 	for _, n := range st.Neighbors {
-		out.Neighbors = append(out.Neighbors, &spv1.Neighbor{Address: n.Address, Asn: n.ASN, State: n.State, SinceUnixMs: unixMs(n.Since), Bfd: n.BFD})
+		out.Neighbors = append(out.Neighbors, &spv1.Neighbor{Address: n.Address, Asn: n.ASN, State: n.State, SinceUnixMs: unixMs(n.Since), Bfd: n.BFD,
+			PrefixesReceived: n.Received, PrefixesAccepted: n.Accepted})
 	}
 	return out, nil
 }

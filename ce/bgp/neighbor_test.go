@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -380,6 +381,17 @@ func TestNeighborPolicy(t *testing.T) {
 	if !established(sp, "127.0.0.2") {
 		t.Fatal("a not established")
 	}
+	// The neighbours' counts: a sent 6 (its import list, in the global
+	// table, does not change its Adj-RIB-In); b and c sent nothing.
+	counts := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for _, n := range sp.Neighbors() {
+			m[n.Address] = n.Received
+		}
+		return m
+	}
+	want := map[string]uint64{"127.0.0.2": 6, "127.0.0.3": 0, "127.0.0.4": 0}
+	eventually(t, fmt.Sprintf("prefixes received %v", want), func() bool { return maps.Equal(counts(), want) })
 }
 
 // logRecorder keeps the messages of the records logged to it.

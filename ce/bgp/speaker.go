@@ -71,6 +71,13 @@ type NeighborStatus struct {
 	// neighbour has not yet sent End-of-RIB for every family, so its routes
 	// are still coming (GoBGP defers route selection until then).
 	WaitingEndOfRIB bool `json:"waiting_end_of_rib,omitempty"`
+	// Received counts the neighbour's prefixes in its Adj-RIB-In, every
+	// family (zero while the session is not established). Accepted is
+	// GoBGP's count of those its per-neighbour import policy kept: the
+	// CE's import prefix lists apply later, in the global table, so what
+	// they reject still counts here.
+	Received uint64 `json:"prefixes_received"`
+	Accepted uint64 `json:"prefixes_accepted"`
 }
 
 // Speaker is a running GoBGP server feeding best paths to a callback.
@@ -308,27 +315,43 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
-	if len(out) > 0 && (grOn || len(bfdOn) > 0) {
-		// GoBGP has no event for BFD state changes or End-of-RIB; ask it.
-		bfd, waiting := map[string]string{}, map[string]bool{}
-		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
-			if p.Conf == nil {
-				return
+	if len(out) == 0 {
+		return out
+	}
+	// GoBGP has no event for BFD state changes, End-of-RIB or prefix
+	// counts; ask it (it counts each Adj-RIB-In by walking it).
+	type peerState struct {
+		bfd                string
+		waiting            bool
+		received, accepted uint64
+	}
+	peers := map[string]*peerState{}
+	_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+		if p.Conf == nil {
+			return
+		}
+		a := p.Conf.NeighborAddress
+		ps := &peerState{}
+		peers[a] = ps
+		if p.State != nil && p.State.BfdState != nil && bfdOn[a] {
+			st := strings.TrimPrefix(p.State.BfdState.SessionState.String(), "BFD_SESSION_STATE_")
+			ps.bfd = strings.ToLower(st)
+		}
+		for _, af := range p.AfiSafis {
+			if gr := af.GetMpGracefulRestart().GetState(); grOn && gr != nil && gr.Received && !gr.EndOfRibReceived {
+				ps.waiting = true
 			}
-			a := p.Conf.NeighborAddress
-			if p.State != nil && p.State.BfdState != nil && bfdOn[a] {
-				st := strings.TrimPrefix(p.State.BfdState.SessionState.String(), "BFD_SESSION_STATE_")
-				bfd[a] = strings.ToLower(st)
+			if st := af.GetState(); st != nil {
+				ps.received += st.Received
+				ps.accepted += st.Accepted
 			}
-			for _, af := range p.AfiSafis {
-				if gr := af.GetMpGracefulRestart().GetState(); gr != nil && gr.Received && !gr.EndOfRibReceived {
-					waiting[a] = true
-				}
-			}
-		})
-		for i := range out {
-			out[i].BFD = bfd[out[i].Address]
-			out[i].WaitingEndOfRIB = out[i].State == "established" && waiting[out[i].Address]
+		}
+	})
+	for i := range out {
+		if ps, ok := peers[out[i].Address]; ok {
+			out[i].BFD = ps.bfd
+			out[i].WaitingEndOfRIB = out[i].State == "established" && ps.waiting
+			out[i].Received, out[i].Accepted = ps.received, ps.accepted
 		}
 	}
 	return out

@@ -32,10 +32,10 @@ const (
 type Origin int32
 
 const (
-	Origin_ORIGIN_UNSPECIFIED Origin = 0
-	Origin_ORIGIN_API         Origin = 1
-	Origin_ORIGIN_STATIC      Origin = 2
-	Origin_ORIGIN_BGP         Origin = 3
+	Origin_ORIGIN_UNSPECIFIED Origin = 0 // in a filter: every origin
+	Origin_ORIGIN_API         Origin = 1 // this API (default distance 5)
+	Origin_ORIGIN_STATIC      Origin = 2 // static_routes in the CE's config (distance 1), connected ones included
+	Origin_ORIGIN_BGP         Origin = 3 // the embedded BGP speaker (eBGP 20, iBGP 200)
 )
 
 // Enum value maps for Origin.
@@ -85,9 +85,9 @@ func (Origin) EnumDescriptor() ([]byte, []int) {
 type Table int32
 
 const (
-	Table_TABLE_ALL  Table = 0
-	Table_TABLE_IPV4 Table = 1
-	Table_TABLE_IPV6 Table = 2
+	Table_TABLE_ALL  Table = 0 // both families
+	Table_TABLE_IPV4 Table = 1 // IPv4 unicast
+	Table_TABLE_IPV6 Table = 2 // IPv6 unicast
 )
 
 // Enum value maps for Table.
@@ -232,6 +232,7 @@ func (RouteOp_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_splitplane_proto_rawDescGZIP(), []int{10, 0}
 }
 
+// Route is a route of one origin for one prefix.
 type Route struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The prefix, e.g. "198.51.100.0/24" or "2001:db8::/32"; host bits must
@@ -242,10 +243,13 @@ type Route struct {
 	NextHops []string `protobuf:"bytes,2,rep,name=next_hops,json=nextHops,proto3" json:"next_hops,omitempty"`
 	// Administrative distance; 0 takes the origin's default (API: 5).
 	Distance uint32 `protobuf:"varint,3,opt,name=distance,proto3" json:"distance,omitempty"`
-	// In listings: where it came from, whether it is the route installed in
-	// the FIB for its prefix, and the resolved next hops it forwards to.
-	Origin           Origin   `protobuf:"varint,4,opt,name=origin,proto3,enum=splitplane.v1.Origin" json:"origin,omitempty"`
-	Installed        bool     `protobuf:"varint,5,opt,name=installed,proto3" json:"installed,omitempty"`
+	// In listings: where it came from (ignored in requests: always API).
+	Origin Origin `protobuf:"varint,4,opt,name=origin,proto3,enum=splitplane.v1.Origin" json:"origin,omitempty"`
+	// In listings: whether it is the route installed in the FIB for its
+	// prefix (the lowest distance of the prefix's routes).
+	Installed bool `protobuf:"varint,5,opt,name=installed,proto3" json:"installed,omitempty"`
+	// In listings: the directly connected next hops it forwards to (empty
+	// while unresolved).
 	ResolvedNextHops []string `protobuf:"bytes,6,rep,name=resolved_next_hops,json=resolvedNextHops,proto3" json:"resolved_next_hops,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -324,8 +328,9 @@ func (x *Route) GetResolvedNextHops() []string {
 }
 
 type AddRouteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Route         *Route                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route to add; origin and the listing-only fields are ignored.
+	Route         *Route `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,8 +409,9 @@ func (*AddRouteResponse) Descriptor() ([]byte, []int) {
 }
 
 type ReplaceRouteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Route         *Route                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route to add or put in place of the API's route for its prefix.
+	Route         *Route `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,8 +490,9 @@ func (*ReplaceRouteResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteRouteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The prefix whose API route goes; other origins' routes stay.
+	Prefix        string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -568,8 +575,10 @@ type ListRoutesRequest struct {
 	// Only this prefix (or, with longer, it and every more specific one);
 	// empty: all.
 	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	Longer bool   `protobuf:"varint,2,opt,name=longer,proto3" json:"longer,omitempty"`
-	Table  Table  `protobuf:"varint,3,opt,name=table,proto3,enum=splitplane.v1.Table" json:"table,omitempty"`
+	// With prefix: also every more specific prefix inside it.
+	Longer bool `protobuf:"varint,2,opt,name=longer,proto3" json:"longer,omitempty"`
+	// Only this family; TABLE_ALL: both.
+	Table Table `protobuf:"varint,3,opt,name=table,proto3,enum=splitplane.v1.Table" json:"table,omitempty"`
 	// Only routes of this origin; unspecified: all.
 	Origin        Origin `protobuf:"varint,4,opt,name=origin,proto3,enum=splitplane.v1.Origin" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -637,7 +646,8 @@ func (x *ListRoutesRequest) GetOrigin() Origin {
 type WatchRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Send the current FIB first, as events of kind INSTALLED.
-	Current       bool  `protobuf:"varint,1,opt,name=current,proto3" json:"current,omitempty"`
+	Current bool `protobuf:"varint,1,opt,name=current,proto3" json:"current,omitempty"`
+	// Only this family's changes; TABLE_ALL: both.
 	Table         Table `protobuf:"varint,2,opt,name=table,proto3,enum=splitplane.v1.Table" json:"table,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -687,11 +697,14 @@ func (x *WatchRoutesRequest) GetTable() Table {
 	return Table_TABLE_ALL
 }
 
+// RouteEvent is one change of the FIB.
 type RouteEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          RouteEvent_Kind        `protobuf:"varint,1,opt,name=kind,proto3,enum=splitplane.v1.RouteEvent_Kind" json:"kind,omitempty"`
-	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	NextHops      []string               `protobuf:"bytes,3,rep,name=next_hops,json=nextHops,proto3" json:"next_hops,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  RouteEvent_Kind        `protobuf:"varint,1,opt,name=kind,proto3,enum=splitplane.v1.RouteEvent_Kind" json:"kind,omitempty"`
+	// The prefix that changed (empty for KIND_SYNCED).
+	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// For KIND_INSTALLED: the resolved next hops it now forwards to.
+	NextHops      []string `protobuf:"bytes,3,rep,name=next_hops,json=nextHops,proto3" json:"next_hops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -747,10 +760,12 @@ func (x *RouteEvent) GetNextHops() []string {
 	return nil
 }
 
+// RouteOp is one operation of a batch or a transaction.
 type RouteOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          RouteOp_Kind           `protobuf:"varint,1,opt,name=kind,proto3,enum=splitplane.v1.RouteOp_Kind" json:"kind,omitempty"`
-	Route         *Route                 `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  RouteOp_Kind           `protobuf:"varint,1,opt,name=kind,proto3,enum=splitplane.v1.RouteOp_Kind" json:"kind,omitempty"`
+	// For KIND_REPLACE the route; for KIND_DELETE only its prefix counts.
+	Route         *Route `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -799,10 +814,12 @@ func (x *RouteOp) GetRoute() *Route {
 	return nil
 }
 
+// RouteBatch is a batch of Bulk, applied as a whole.
 type RouteBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Echoed in the acknowledgement.
-	Id            uint64     `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The operations, applied in order.
 	Ops           []*RouteOp `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -852,9 +869,11 @@ func (x *RouteBatch) GetOps() []*RouteOp {
 	return nil
 }
 
+// BatchAck acknowledges one RouteBatch, in the order they were sent.
 type BatchAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The batch's id.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Operations applied (all of the batch's).
 	Applied uint32 `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
 	// FIB changes the batch caused.
@@ -915,8 +934,9 @@ func (x *BatchAck) GetFibChanges() uint32 {
 }
 
 type TransactionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ops           []*RouteOp             `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operations, applied in order, all or none.
+	Ops           []*RouteOp `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -959,9 +979,11 @@ func (x *TransactionRequest) GetOps() []*RouteOp {
 }
 
 type TransactionResponse struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Applied    uint32                 `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
-	FibChanges uint32                 `protobuf:"varint,2,opt,name=fib_changes,json=fibChanges,proto3" json:"fib_changes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Operations applied (all of them).
+	Applied uint32 `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// FIB changes they caused.
+	FibChanges uint32 `protobuf:"varint,2,opt,name=fib_changes,json=fibChanges,proto3" json:"fib_changes,omitempty"`
 	// FEs that committed the transaction.
 	Fes           uint32 `protobuf:"varint,3,opt,name=fes,proto3" json:"fes,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1056,8 +1078,9 @@ func (*ListFEsRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListFEsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fes           []*FE                  `protobuf:"bytes,1,rep,name=fes,proto3" json:"fes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ordered by ForCES ID.
+	Fes           []*FE `protobuf:"bytes,1,rep,name=fes,proto3" json:"fes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1099,19 +1122,20 @@ func (x *ListFEsResponse) GetFes() []*FE {
 	return nil
 }
 
+// FE is a forwarding element as the CE sees it.
 type FE struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
-	Id                string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // "FE(1)"
-	Name              string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Remote            string                 `protobuf:"bytes,3,opt,name=remote,proto3" json:"remote,omitempty"`
-	Synced            bool                   `protobuf:"varint,4,opt,name=synced,proto3" json:"synced,omitempty"` // the full sync is committed
-	AssociatedUnixMs  int64                  `protobuf:"varint,5,opt,name=associated_unix_ms,json=associatedUnixMs,proto3" json:"associated_unix_ms,omitempty"`
-	Ports             []*Port                `protobuf:"bytes,6,rep,name=ports,proto3" json:"ports,omitempty"`
-	Lanes             []*Lane                `protobuf:"bytes,7,rep,name=lanes,proto3" json:"lanes,omitempty"`
-	Counters          *Counters              `protobuf:"bytes,8,opt,name=counters,proto3" json:"counters,omitempty"`
-	RowsAcked         uint64                 `protobuf:"varint,9,opt,name=rows_acked,json=rowsAcked,proto3" json:"rows_acked,omitempty"`
-	RowsFailed        uint64                 `protobuf:"varint,10,opt,name=rows_failed,json=rowsFailed,proto3" json:"rows_failed,omitempty"`
-	HeartbeatRttP99Ms float64                `protobuf:"fixed64,11,opt,name=heartbeat_rtt_p99_ms,json=heartbeatRttP99Ms,proto3" json:"heartbeat_rtt_p99_ms,omitempty"`
+	Id                string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                                               // its ForCES ID, e.g. "FE(1)"
+	Name              string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                                                           // its configured name
+	Remote            string                 `protobuf:"bytes,3,opt,name=remote,proto3" json:"remote,omitempty"`                                                       // the address of its ForCES association ("" when not associated)
+	Synced            bool                   `protobuf:"varint,4,opt,name=synced,proto3" json:"synced,omitempty"`                                                      // the full sync is committed
+	AssociatedUnixMs  int64                  `protobuf:"varint,5,opt,name=associated_unix_ms,json=associatedUnixMs,proto3" json:"associated_unix_ms,omitempty"`        // when the association came up (0: not associated)
+	Ports             []*Port                `protobuf:"bytes,6,rep,name=ports,proto3" json:"ports,omitempty"`                                                         // as the FE reported them
+	Lanes             []*Lane                `protobuf:"bytes,7,rep,name=lanes,proto3" json:"lanes,omitempty"`                                                         // which CPU serves which receive queue
+	Counters          *Counters              `protobuf:"bytes,8,opt,name=counters,proto3" json:"counters,omitempty"`                                                   // its fast path, all ports and CPUs
+	RowsAcked         uint64                 `protobuf:"varint,9,opt,name=rows_acked,json=rowsAcked,proto3" json:"rows_acked,omitempty"`                               // FIB rows the FE confirmed since it associated
+	RowsFailed        uint64                 `protobuf:"varint,10,opt,name=rows_failed,json=rowsFailed,proto3" json:"rows_failed,omitempty"`                           // FIB rows the FE refused (a bug, or a full table)
+	HeartbeatRttP99Ms float64                `protobuf:"fixed64,11,opt,name=heartbeat_rtt_p99_ms,json=heartbeatRttP99Ms,proto3" json:"heartbeat_rtt_p99_ms,omitempty"` // ForCES heartbeat round trip, 99th percentile
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -1223,14 +1247,15 @@ func (x *FE) GetHeartbeatRttP99Ms() float64 {
 	return 0
 }
 
+// Port is a port of an FE.
 type Port struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"` // PHYPortID (the ifindex on the FE)
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`    // PHYPortID (the ifindex on the FE)
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // the interface name on the FE
 	Mac           string                 `protobuf:"bytes,3,opt,name=mac,proto3" json:"mac,omitempty"`
-	Up            bool                   `protobuf:"varint,4,opt,name=up,proto3" json:"up,omitempty"`
-	Addresses     []string               `protobuf:"bytes,5,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	Counters      *Counters              `protobuf:"bytes,6,opt,name=counters,proto3" json:"counters,omitempty"`
+	Up            bool                   `protobuf:"varint,4,opt,name=up,proto3" json:"up,omitempty"`              // operational state (carrier)
+	Addresses     []string               `protobuf:"bytes,5,rep,name=addresses,proto3" json:"addresses,omitempty"` // the port's addresses, as prefixes (they make connected routes)
+	Counters      *Counters              `protobuf:"bytes,6,opt,name=counters,proto3" json:"counters,omitempty"`   // this port's fast-path counters (no per-CPU ones)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1310,9 +1335,9 @@ func (x *Port) GetCounters() *Counters {
 // Lane is a receive queue of a port and the CPU that serves it.
 type Lane struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Port          string                 `protobuf:"bytes,1,opt,name=port,proto3" json:"port,omitempty"`
-	Queue         uint32                 `protobuf:"varint,2,opt,name=queue,proto3" json:"queue,omitempty"`
-	Cpu           int32                  `protobuf:"varint,3,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Port          string                 `protobuf:"bytes,1,opt,name=port,proto3" json:"port,omitempty"`    // the interface name
+	Queue         uint32                 `protobuf:"varint,2,opt,name=queue,proto3" json:"queue,omitempty"` // its receive queue
+	Cpu           int32                  `protobuf:"varint,3,opt,name=cpu,proto3" json:"cpu,omitempty"`     // the CPU its interrupt or NAPI runs on (-1: unknown)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1371,12 +1396,12 @@ func (x *Lane) GetCpu() int32 {
 // Counters of the fast path.
 type Counters struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
-	RxPackets        uint64                 `protobuf:"varint,1,opt,name=rx_packets,json=rxPackets,proto3" json:"rx_packets,omitempty"`
-	ForwardedPackets uint64                 `protobuf:"varint,2,opt,name=forwarded_packets,json=forwardedPackets,proto3" json:"forwarded_packets,omitempty"`
-	PassedPackets    uint64                 `protobuf:"varint,3,opt,name=passed_packets,json=passedPackets,proto3" json:"passed_packets,omitempty"` // to the kernel, every reason
-	DroppedPackets   uint64                 `protobuf:"varint,4,opt,name=dropped_packets,json=droppedPackets,proto3" json:"dropped_packets,omitempty"`
-	ByReason         map[string]uint64      `protobuf:"bytes,5,rep,name=by_reason,json=byReason,proto3" json:"by_reason,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Cpus             []*CPUCounters         `protobuf:"bytes,6,rep,name=cpus,proto3" json:"cpus,omitempty"`
+	RxPackets        uint64                 `protobuf:"varint,1,opt,name=rx_packets,json=rxPackets,proto3" json:"rx_packets,omitempty"`                                                                        // every packet the XDP program saw (once, on the CPU that received it)
+	ForwardedPackets uint64                 `protobuf:"varint,2,opt,name=forwarded_packets,json=forwardedPackets,proto3" json:"forwarded_packets,omitempty"`                                                   // redirected out of an egress port
+	PassedPackets    uint64                 `protobuf:"varint,3,opt,name=passed_packets,json=passedPackets,proto3" json:"passed_packets,omitempty"`                                                            // to the kernel, every reason
+	DroppedPackets   uint64                 `protobuf:"varint,4,opt,name=dropped_packets,json=droppedPackets,proto3" json:"dropped_packets,omitempty"`                                                         // dropped by the policer or GTSM
+	ByReason         map[string]uint64      `protobuf:"bytes,5,rep,name=by_reason,json=byReason,proto3" json:"by_reason,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // every datapath counter by name, e.g. "pass_no_route", "drop_policed"
+	Cpus             []*CPUCounters         `protobuf:"bytes,6,rep,name=cpus,proto3" json:"cpus,omitempty"`                                                                                                    // the same per CPU
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1453,6 +1478,7 @@ func (x *Counters) GetCpus() []*CPUCounters {
 	return nil
 }
 
+// CPUCounters are one CPU's share of the fast path's counters.
 type CPUCounters struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Cpu              int32                  `protobuf:"varint,1,opt,name=cpu,proto3" json:"cpu,omitempty"`
@@ -1566,8 +1592,9 @@ func (*ListNeighborsRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListNeighborsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Neighbors     []*Neighbor            `protobuf:"bytes,1,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the configuration's order.
+	Neighbors     []*Neighbor `protobuf:"bytes,1,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1609,15 +1636,19 @@ func (x *ListNeighborsResponse) GetNeighbors() []*Neighbor {
 	return nil
 }
 
+// Neighbor is a BGP neighbour and its session.
 type Neighbor struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Address          string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	Asn              uint32                 `protobuf:"varint,2,opt,name=asn,proto3" json:"asn,omitempty"`
-	State            string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"` // idle, connect, active, opensent, openconfirm, established
-	SinceUnixMs      int64                  `protobuf:"varint,4,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
-	Bfd              string                 `protobuf:"bytes,5,opt,name=bfd,proto3" json:"bfd,omitempty"` // BFD session state, if BFD is on
-	PrefixesReceived uint64                 `protobuf:"varint,6,opt,name=prefixes_received,json=prefixesReceived,proto3" json:"prefixes_received,omitempty"`
-	PrefixesAccepted uint64                 `protobuf:"varint,7,opt,name=prefixes_accepted,json=prefixesAccepted,proto3" json:"prefixes_accepted,omitempty"`
+	Asn              uint32                 `protobuf:"varint,2,opt,name=asn,proto3" json:"asn,omitempty"`                                                   // the neighbour's AS
+	State            string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                                                // idle, connect, active, opensent, openconfirm, established
+	SinceUnixMs      int64                  `protobuf:"varint,4,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`              // when the session entered its state
+	Bfd              string                 `protobuf:"bytes,5,opt,name=bfd,proto3" json:"bfd,omitempty"`                                                    // BFD session state, if BFD is on
+	PrefixesReceived uint64                 `protobuf:"varint,6,opt,name=prefixes_received,json=prefixesReceived,proto3" json:"prefixes_received,omitempty"` // in its Adj-RIB-In, every family, before import policy
+	// GoBGP's count of the received prefixes its per-neighbour policy kept;
+	// the CE's import prefix lists apply after it (in the global table), so
+	// what they reject still counts here.
+	PrefixesAccepted uint64 `protobuf:"varint,7,opt,name=prefixes_accepted,json=prefixesAccepted,proto3" json:"prefixes_accepted,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1738,8 +1769,9 @@ func (*ListRulesRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListRulesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rules         []*Rule                `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every associated FE's rules.
+	Rules         []*Rule `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1784,11 +1816,11 @@ func (x *ListRulesResponse) GetRules() []*Rule {
 // Rule steers the return traffic of one of the router's own control flows.
 type Rule struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Flow          string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"` // e.g. "tcp 192.0.2.2:179 -> 192.0.2.1:40123"
-	Port          string                 `protobuf:"bytes,2,opt,name=port,proto3" json:"port,omitempty"`
-	Steering      string                 `protobuf:"bytes,3,opt,name=steering,proto3" json:"steering,omitempty"` // "ntuple queue 0", "cpumap cpu 0"
-	Packets       uint64                 `protobuf:"varint,4,opt,name=packets,proto3" json:"packets,omitempty"`
-	PolicedDrops  uint64                 `protobuf:"varint,5,opt,name=policed_drops,json=policedDrops,proto3" json:"policed_drops,omitempty"`
+	Flow          string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`                                      // the return flow, e.g. "tcp 192.0.2.2:179 -> 192.0.2.1:40123"
+	Port          string                 `protobuf:"bytes,2,opt,name=port,proto3" json:"port,omitempty"`                                      // the port it arrives on
+	Steering      string                 `protobuf:"bytes,3,opt,name=steering,proto3" json:"steering,omitempty"`                              // "ntuple queue 0", "cpumap cpu 0"
+	Packets       uint64                 `protobuf:"varint,4,opt,name=packets,proto3" json:"packets,omitempty"`                               // packets of the flow steered so far
+	PolicedDrops  uint64                 `protobuf:"varint,5,opt,name=policed_drops,json=policedDrops,proto3" json:"policed_drops,omitempty"` // the FE's policer drops, all ports and CPUs (flows with a rule are exempt)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -400,6 +400,8 @@ const (
 //
 // FEs: the forwarding elements associated with the CE.
 type FEsClient interface {
+	// List lists the FEs the CE knows (associated or not since the CE
+	// started), with their ports, lanes and fast-path counters.
 	List(ctx context.Context, in *ListFEsRequest, opts ...grpc.CallOption) (*ListFEsResponse, error)
 }
 
@@ -427,6 +429,8 @@ func (c *fEsClient) List(ctx context.Context, in *ListFEsRequest, opts ...grpc.C
 //
 // FEs: the forwarding elements associated with the CE.
 type FEsServer interface {
+	// List lists the FEs the CE knows (associated or not since the CE
+	// started), with their ports, lanes and fast-path counters.
 	List(context.Context, *ListFEsRequest) (*ListFEsResponse, error)
 	mustEmbedUnimplementedFEsServer()
 }
@@ -507,6 +511,8 @@ const (
 // BGP: the embedded speaker's neighbours. GoBGP's own gRPC API can be
 // served too (bgp_api_listen), for the standard gobgp CLI.
 type BGPClient interface {
+	// Neighbors lists the configured neighbours with their session state
+	// and prefix counts.
 	Neighbors(ctx context.Context, in *ListNeighborsRequest, opts ...grpc.CallOption) (*ListNeighborsResponse, error)
 }
 
@@ -535,6 +541,8 @@ func (c *bGPClient) Neighbors(ctx context.Context, in *ListNeighborsRequest, opt
 // BGP: the embedded speaker's neighbours. GoBGP's own gRPC API can be
 // served too (bgp_api_listen), for the standard gobgp CLI.
 type BGPServer interface {
+	// Neighbors lists the configured neighbours with their session state
+	// and prefix counts.
 	Neighbors(context.Context, *ListNeighborsRequest) (*ListNeighborsResponse, error)
 	mustEmbedUnimplementedBGPServer()
 }
@@ -614,6 +622,8 @@ const (
 //
 // Classifier: the steering of the router's own control flows.
 type ClassifierClient interface {
+	// ListRules lists every FE's steering rules (one per control flow and
+	// port) with their packet and policer counters.
 	ListRules(ctx context.Context, in *ListRulesRequest, opts ...grpc.CallOption) (*ListRulesResponse, error)
 }
 
@@ -641,6 +651,8 @@ func (c *classifierClient) ListRules(ctx context.Context, in *ListRulesRequest, 
 //
 // Classifier: the steering of the router's own control flows.
 type ClassifierServer interface {
+	// ListRules lists every FE's steering rules (one per control flow and
+	// port) with their packet and policer counters.
 	ListRules(context.Context, *ListRulesRequest) (*ListRulesResponse, error)
 	mustEmbedUnimplementedClassifierServer()
 }
