@@ -1,7 +1,9 @@
-// Package gen is the traffic side of the forwarding benchmark: an XDP
-// generator run with BPF_PROG_RUN in live-frames mode, an XDP sink that counts
-// and drops, and a bare XDP redirect (no lookup, no rewrite) that measures the
-// most a forwarder can reach on the same ports. gen.c holds the programs.
+// Package gen is the traffic side of the forwarding benchmark and of the
+// DoS test: an XDP generator run with BPF_PROG_RUN in live-frames mode (UDP
+// to rotating destinations, or UDP or TCP SYN floods from rotating spoofed
+// sources), XDP sinks that count and drop, and a bare XDP redirect (no
+// lookup, no rewrite) that measures the most a forwarder can reach on the
+// same ports. gen.c holds the programs.
 //
 // Attaching and sending resolve interface indexes in the network namespace
 // of the calling thread, so callers that work across namespaces switch the
@@ -16,9 +18,10 @@ const (
 	// FrameLen is the length of a generated frame: the minimum Ethernet
 	// frame, 64 bytes on the wire with the FCS the veth does not carry.
 	FrameLen = 60
-	// MaxDsts is how many destinations the generator rotates over; longer
-	// lists are cut, shorter ones repeated.
+	// MaxDsts is how many addresses (destinations, or spoofed sources) the
+	// generator rotates over; longer lists are cut, shorter ones repeated.
 	MaxDsts = 65536
-	// hdrLen is GEN_HDR_LEN in gen.c: Ethernet, IPv4 and UDP headers.
-	hdrLen = 14 + 20 + 8
+	// hdrLen is GEN_HDR_LEN in gen.c: Ethernet, IPv4 and TCP headers (a UDP
+	// frame's bytes after its UDP header are zero payload).
+	hdrLen = 14 + 20 + 20
 )

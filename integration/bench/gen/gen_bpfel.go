@@ -21,9 +21,16 @@ const (
 	genProgXdpGen          = "xdp_gen"
 	genProgXdpRedirectBare = "xdp_redirect_bare"
 	genProgXdpSink         = "xdp_sink"
-	genVarGenDsts          = "gen_dsts"
+	genProgXdpSinkUdp      = "xdp_sink_udp"
+	genVarGenAddrs         = "gen_addrs"
 	genVarGenNext          = "gen_next"
+	genVarGenPortBase      = "gen_port_base"
+	genVarGenPortDst       = "gen_port_dst"
+	genVarGenPortMask      = "gen_port_mask"
+	genVarGenSrc           = "gen_src"
+	genVarGenTcp           = "gen_tcp"
 	genVarGenTmpl          = "gen_tmpl"
+	genVarSinkUdpPort      = "sink_udp_port"
 )
 
 // loadGen returns the embedded CollectionSpec for gen.
@@ -71,6 +78,7 @@ type genProgramSpecs struct {
 	XdpGen          *ebpf.ProgramSpec `ebpf:"xdp_gen"`
 	XdpRedirectBare *ebpf.ProgramSpec `ebpf:"xdp_redirect_bare"`
 	XdpSink         *ebpf.ProgramSpec `ebpf:"xdp_sink"`
+	XdpSinkUdp      *ebpf.ProgramSpec `ebpf:"xdp_sink_udp"`
 }
 
 // genMapSpecs contains maps before they are loaded into the kernel.
@@ -85,9 +93,15 @@ type genMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type genVariableSpecs struct {
-	GenDsts *ebpf.VariableSpec `ebpf:"gen_dsts"`
-	GenNext *ebpf.VariableSpec `ebpf:"gen_next"`
-	GenTmpl *ebpf.VariableSpec `ebpf:"gen_tmpl"`
+	GenAddrs    *ebpf.VariableSpec `ebpf:"gen_addrs"`
+	GenNext     *ebpf.VariableSpec `ebpf:"gen_next"`
+	GenPortBase *ebpf.VariableSpec `ebpf:"gen_port_base"`
+	GenPortDst  *ebpf.VariableSpec `ebpf:"gen_port_dst"`
+	GenPortMask *ebpf.VariableSpec `ebpf:"gen_port_mask"`
+	GenSrc      *ebpf.VariableSpec `ebpf:"gen_src"`
+	GenTcp      *ebpf.VariableSpec `ebpf:"gen_tcp"`
+	GenTmpl     *ebpf.VariableSpec `ebpf:"gen_tmpl"`
+	SinkUdpPort *ebpf.VariableSpec `ebpf:"sink_udp_port"`
 }
 
 // genObjects contains all objects after they have been loaded into the kernel.
@@ -125,9 +139,15 @@ func (m *genMaps) Close() error {
 //
 // It can be passed to loadGenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type genVariables struct {
-	GenDsts *ebpf.Variable `ebpf:"gen_dsts"`
-	GenNext *ebpf.Variable `ebpf:"gen_next"`
-	GenTmpl *ebpf.Variable `ebpf:"gen_tmpl"`
+	GenAddrs    *ebpf.Variable `ebpf:"gen_addrs"`
+	GenNext     *ebpf.Variable `ebpf:"gen_next"`
+	GenPortBase *ebpf.Variable `ebpf:"gen_port_base"`
+	GenPortDst  *ebpf.Variable `ebpf:"gen_port_dst"`
+	GenPortMask *ebpf.Variable `ebpf:"gen_port_mask"`
+	GenSrc      *ebpf.Variable `ebpf:"gen_src"`
+	GenTcp      *ebpf.Variable `ebpf:"gen_tcp"`
+	GenTmpl     *ebpf.Variable `ebpf:"gen_tmpl"`
+	SinkUdpPort *ebpf.Variable `ebpf:"sink_udp_port"`
 }
 
 // genPrograms contains all programs after they have been loaded into the kernel.
@@ -137,6 +157,7 @@ type genPrograms struct {
 	XdpGen          *ebpf.Program `ebpf:"xdp_gen"`
 	XdpRedirectBare *ebpf.Program `ebpf:"xdp_redirect_bare"`
 	XdpSink         *ebpf.Program `ebpf:"xdp_sink"`
+	XdpSinkUdp      *ebpf.Program `ebpf:"xdp_sink_udp"`
 }
 
 func (p *genPrograms) Close() error {
@@ -144,6 +165,7 @@ func (p *genPrograms) Close() error {
 		p.XdpGen,
 		p.XdpRedirectBare,
 		p.XdpSink,
+		p.XdpSinkUdp,
 	)
 }
 
