@@ -122,5 +122,6 @@ func labCmd() *cobra.Command {
 	pc.AddCommand(peerCtl("withdraw"), peerCtl("announce"))
 
 	cmd.AddCommand(up, st, down, restart, pc)
+	cmd.AddCommand(labDosCmd(&o)) // splitplane lab dos: lab_dos.go
 	return cmd
 }

@@ -1,0 +1,244 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitplane/splitplane/integration/bench/gen"
+	"github.com/splitplane/splitplane/integration/routegen"
+)
+
+// The floods of the DoS test, each sent by a generator of its own.
+const (
+	floodForward = iota // UDP through the router to the peer's routes (host B)
+	floodSYN            // TCP SYNs to the router's BGP port from spoofed sources
+	floodUDP            // UDP to closed ports of the router from spoofed sources
+	nFloods
+)
+
+var floodNames = [nFloods]string{"forward", "syn", "udp"}
+
+// The floods' fixed header fields. The forwarded flood goes to the discard
+// port, which host B's sink counts and drops; its source is in the
+// benchmarking range (RFC 2544). The attack's destination ports: BGP, and
+// the traceroute range, where nothing listens.
+var (
+	floodFwdSrc   = netip.MustParseAddr("198.18.0.1")
+	sinkPort      = uint16(9)
+	udpFloodPorts = gen.Ports{Dst: true, Count: 4096} // 33434 ... 37529
+	synFloodPorts = gen.Ports{Count: 32768}           // source ports 1024 ... 33791
+)
+
+// genFrames is how many frames one BPF_PROG_RUN sends. Each call costs a
+// fixed ~24 ms; a quarter million frames keeps that small and stops the
+// generators within a fraction of a second.
+const genFrames = 1 << 18
+
+// floods are the generators of one run: loaded, their templates set, sending
+// from the peer's namespace out of its port (the other end of the router's
+// to-peer) when started.
+type floods struct {
+	gens    [nFloods]*gen.Gen
+	ns      string
+	ifindex int // the peer's eth0, in ns
+	cpu     int // where every generator thread runs
+
+	frames  [nFloods]atomic.Uint64
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	errMu   sync.Mutex
+	err     error
+	started time.Time
+}
+
+// newFloods loads the generators and sets their traffic: the forwarded flood
+// to random hosts inside the peer's routes, the attacks at the router's
+// address on the peer link, from random hosts inside the same routes (the
+// router answers them through host B), each frame from the next source.
+func newFloods(o *Options, cpu int) (_ *floods, err error) {
+	f := &floods{ns: o.Namespace("peer"), cpu: cpu}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	var peerMAC, rtrMAC net.HardwareAddr
+	if err := onThreadIn(f.ns, func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		f.ifindex, peerMAC = ifi.Index, ifi.HardwareAddr
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("peer port: %w", err)
+	}
+	if err := onThreadIn(o.Namespace("rtr"), func() error {
+		ifi, err := net.InterfaceByName("to-peer")
+		if err != nil {
+			return err
+		}
+		rtrMAC = ifi.HardwareAddr
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("router port: %w", err)
+	}
+	hosts := randomHosts(routegen.Generate(o.Routes, o.Seed), o.Seed)
+	for i := range f.gens {
+		if f.gens[i], err = gen.Load(); err != nil {
+			return nil, err
+		}
+	}
+	h := gen.Header{SrcMAC: peerMAC, DstMAC: rtrMAC, TTL: 64}
+	fwd := h
+	fwd.Src, fwd.SrcPort, fwd.DstPort = floodFwdSrc, 40000, sinkPort
+	if err := f.gens[floodForward].SetTraffic(fwd, hosts); err != nil {
+		return nil, err
+	}
+	syn := h
+	syn.TCP, syn.SrcPort, syn.DstPort = true, 1024, 179
+	if err := f.gens[floodSYN].SetFlood(syn, peerLinkRouter, hosts, synFloodPorts); err != nil {
+		return nil, err
+	}
+	udp := h
+	udp.SrcPort, udp.DstPort = 53, 33434
+	if err := f.gens[floodUDP].SetFlood(udp, peerLinkRouter, hosts, udpFloodPorts); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// peerLinkRouter is the router's address on the peer link: the BGP session's
+// local end, and the attack's target.
+var peerLinkRouter = netip.MustParseAddr("10.10.3.1")
+
+// randomHosts returns gen.MaxDsts random host addresses inside prefixes.
+func randomHosts(prefixes []netip.Prefix, seed int64) []netip.Addr {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x646f73)) // "dos"
+	out := make([]netip.Addr, gen.MaxDsts)
+	for i := range out {
+		p := prefixes[rng.IntN(len(prefixes))]
+		a := p.Addr().As4()
+		v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+		v |= rng.Uint32() & (1<<(32-p.Bits()) - 1)
+		out[i] = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	return out
+}
+
+// burst sends n frames of one flood from the generators' CPU, once: the
+// calibration of the receive queues.
+func (f *floods) burst(kind int, n uint32) error {
+	return onThreadIn(f.ns, func() error {
+		if err := pinThreadTo(f.cpu); err != nil {
+			return err
+		}
+		return f.gens[kind].Send(f.ifindex, n)
+	})
+}
+
+// start starts one thread per flood, each pinned to the generators' CPU in
+// the peer's namespace, sending until stop.
+func (f *floods) start(ctx context.Context) {
+	ctx, f.stop = context.WithCancel(ctx)
+	f.started = time.Now()
+	for i, g := range f.gens {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			err := onThreadIn(f.ns, func() error {
+				if err := pinThreadTo(f.cpu); err != nil {
+					return err
+				}
+				for ctx.Err() == nil {
+					if err := g.Send(f.ifindex, genFrames); err != nil {
+						return err
+					}
+					f.frames[i].Add(genFrames)
+				}
+				return nil
+			})
+			if err != nil {
+				f.errMu.Lock()
+				f.err = errors.Join(f.err, fmt.Errorf("%s flood: %w", floodNames[i], err))
+				f.errMu.Unlock()
+			}
+		}()
+	}
+}
+
+// sent returns the frames each flood has sent so far.
+func (f *floods) sent() [nFloods]uint64 {
+	var n [nFloods]uint64
+	for i := range n {
+		n[i] = f.frames[i].Load()
+	}
+	return n
+}
+
+// halt stops the generators and waits for them; it returns what failed.
+func (f *floods) halt() error {
+	if f.stop != nil {
+		f.stop()
+	}
+	f.wg.Wait()
+	f.errMu.Lock()
+	defer f.errMu.Unlock()
+	return f.err
+}
+
+func (f *floods) close() {
+	_ = f.halt()
+	for _, g := range f.gens {
+		if g != nil {
+			g.Close()
+		}
+	}
+}
+
+// sink counts and drops the forwarded flood at host B (UDP to the discard
+// port) and passes the rest (ARP, replies to the attack's spoofed sources) to
+// its kernel.
+type sink struct {
+	g     *gen.Gen
+	close func() error
+}
+
+func newSink(o *Options) (*sink, error) {
+	g, err := gen.Load()
+	if err != nil {
+		return nil, err
+	}
+	s := &sink{g: g}
+	err = onThreadIn(o.Namespace("b"), func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		l, err := g.AttachSinkUDP(ifi.Index, sinkPort)
+		if err != nil {
+			return err
+		}
+		s.close = l.Close
+		return nil
+	})
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("host B's sink: %w", err)
+	}
+	return s, nil
+}
+
+func (s *sink) packets() (uint64, error) { return s.g.SinkPackets() }
+
+func (s *sink) detach() error {
+	err := s.close()
+	return errors.Join(err, s.g.Close())
+}
