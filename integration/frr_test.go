@@ -48,6 +48,7 @@ func TestFRRPeer(t *testing.T) {
 	o := lab.Options{Name: "spfrr", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	const routes = 1000
+	all := lab.Options{Peer: "frr", Routes: routes}.RouteCount() // and host B's and the anycast prefixes, IPv4 and IPv6
 	t.Cleanup(func() {
 		if out, err := splitplane(t, bin, args("lab", "down")...); err != nil {
 			t.Errorf("cleanup lab down: %v\n%s", err, out)
@@ -60,14 +61,14 @@ func TestFRRPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.BGPState != "established" || st.CERoutes != routes+2 || st.FERoutes != routes+2 {
-		t.Fatalf("with FRR: bgp %q, CE %d routes, FE %d routes; want established, %d, %d", st.BGPState, st.CERoutes, st.FERoutes, routes+2, routes+2)
+	if st.BGPState != "established" || st.CERoutes != all || st.FERoutes != all {
+		t.Fatalf("with FRR: bgp %q, CE %d routes, FE %d routes; want established, %d, %d", st.BGPState, st.CERoutes, st.FERoutes, all, all)
 	}
-	if st.Peer.State != "established" || st.Peer.Announced != routes+2 {
-		t.Fatalf("FRR's own view: session %q, %d prefixes sent; want established, %d", st.Peer.State, st.Peer.Announced, routes+2)
+	if st.Peer.State != "established" || st.Peer.Announced != all {
+		t.Fatalf("FRR's own view: session %q, %d prefixes sent; want established, %d", st.Peer.State, st.Peer.Announced, all)
 	}
 	out, err := splitplane(t, bin, args("lab", "status")...)
-	if err != nil || !strings.Contains(out, fmt.Sprintf("established, %d prefixes announced", routes+2)) {
+	if err != nil || !strings.Contains(out, fmt.Sprintf("established, %d prefixes announced", all)) {
 		t.Fatalf("lab status: %v\n%s", err, out)
 	}
 
@@ -93,6 +94,9 @@ func TestFRRPeer(t *testing.T) {
 		t.Fatalf("XDP forwarded %d packets for a successful 3-packet ping, want >= 6 (counters %v)", got, st.Counters)
 	}
 	checkIPv6(t, o) // 2001:db8:b::/48, announced by FRR over the IPv4 session
+	// The anycast prefixes, next hop FRR itself, whose namespace answers.
+	checkPing(t, o, lab.AnycastAddr)
+	checkPing(t, o, lab.AnycastAddr6)
 
 	// FRR withdraws 198.51.100.0/24: it leaves the FE and the traffic stops.
 	frrWithdraw(t, o, "ipv4", lab.HostBNet.String())
@@ -101,8 +105,8 @@ func TestFRRPeer(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.FERoutes != routes+1 || st.Peer.Announced != routes+1 {
-			return fmt.Errorf("FE has %d routes, FRR announces %d; want %d", st.FERoutes, st.Peer.Announced, routes+1)
+		if st.FERoutes != all-1 || st.Peer.Announced != all-1 {
+			return fmt.Errorf("FE has %d routes, FRR announces %d; want %d", st.FERoutes, st.Peer.Announced, all-1)
 		}
 		return nil
 	})
@@ -110,13 +114,13 @@ func TestFRRPeer(t *testing.T) {
 		t.Fatal("ping A -> B still works after FRR withdrew the route")
 	}
 
-	// And the rest: every generated prefix and the IPv6 route.
-	var gen []string
+	// And the rest: every generated prefix and the IPv6 and anycast routes.
+	gen := []string{lab.AnycastNet.String()}
 	for _, p := range routegen.Generate(routes, 1) {
 		gen = append(gen, p.String())
 	}
 	frrWithdraw(t, o, "ipv4", gen...)
-	frrWithdraw(t, o, "ipv6", lab.HostBNet6.String())
+	frrWithdraw(t, o, "ipv6", lab.HostBNet6.String(), lab.AnycastNet6.String())
 	eventually(t, 20*time.Second, "all of FRR's routes withdrawn from the FE", func() error {
 		st, err := lab.GetStatus(o)
 		if err != nil {
@@ -152,8 +156,8 @@ func TestFRRPeerMD5(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.BGPState != "established" || st.FERoutes != o.Routes+2 {
-		t.Fatalf("with MD5: bgp %q, FE %d routes; want established, %d", st.BGPState, st.FERoutes, o.Routes+2)
+	if st.BGPState != "established" || st.FERoutes != o.RouteCount() {
+		t.Fatalf("with MD5: bgp %q, FE %d routes; want established, %d", st.BGPState, st.FERoutes, o.RouteCount())
 	}
 	eventually(t, 20*time.Second, "ping A -> B over routes learned with MD5", func() error { return pingB(o, 1) })
 
@@ -187,7 +191,7 @@ func TestFRRPeerMD5(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.BGPState != "established" || st.Peer.State != "established" || st.FERoutes != o.Routes+2 {
+		if st.BGPState != "established" || st.Peer.State != "established" || st.FERoutes != o.RouteCount() {
 			return fmt.Errorf("CE %q, FRR %q, FE %d routes", st.BGPState, st.Peer.State, st.FERoutes)
 		}
 		return nil

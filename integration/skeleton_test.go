@@ -3,9 +3,11 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,42 +322,55 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	}
 }
 
-// TestBIRDPeer: BIRD 2, a third-party BGP daemon, as the lab's peer. Its
-// routes are learned, reach the FE over ForCES and forward through XDP
-// (towards BIRD, their next hop); when BIRD stops announcing, they leave the FE.
+// TestBIRDPeer: BIRD 2, a third-party BGP daemon, as the lab's peer, with
+// IPv4 and IPv6 unicast over one session. Its routes are learned, reach the
+// FE over ForCES and forward through XDP (towards BIRD, their next hop):
+// pings to the anycast addresses BIRD's namespace owns, IPv4 and IPv6, are
+// answered, and the router's kernel forwards none of them. Graceful restart
+// keeps them through BIRD's restart; when BIRD stops announcing, they leave
+// the CE and the FE, IPv6 first, then IPv4.
 func TestBIRDPeer(t *testing.T) {
 	requireLab(t)
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skip("needs BIRD 2 (make test installs bird2)")
-	}
+	requireBIRD(t)
 	bin := buildBinary(t)
-	o := lab.Options{Name: "spbird", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	o := lab.Options{Name: "spbird", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Peer: "bird", Routes: 1000}
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
 	if out, err := splitplane(t, bin, args("lab", "up", "--peer", "bird", "--routes", "1000")...); err != nil {
 		t.Fatalf("lab up with BIRD: %v\n%s", err, out)
 	}
+	all := o.RouteCount() // 1000, 198.51.100.0/24 and the anycast prefixes, IPv4 and IPv6
 	st, err := lab.GetStatus(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.BGPState != "established" || st.CERoutes != 1001 || st.FERoutes != 1001 {
-		t.Fatalf("with BIRD: bgp %q, CE %d routes, FE %d routes; want established, 1001, 1001", st.BGPState, st.CERoutes, st.FERoutes)
+	if st.BGPState != "established" || st.CERoutes != all || st.FERoutes != all {
+		t.Fatalf("with BIRD: bgp %q, CE %d routes, FE %d routes; want established, %d, %d", st.BGPState, st.CERoutes, st.FERoutes, all, all)
+	}
+	if st.Peer.State != "established" || st.Peer.Announced != all {
+		t.Fatalf("BIRD's own view: session %q, %d routes exported; want established, %d", st.Peer.State, st.Peer.Announced, all)
+	}
+	// Learned with BIRD as the next hop, over IPv4 and IPv6.
+	for _, r := range []struct {
+		prefix netip.Prefix
+		via    string
+	}{{lab.AnycastNet, bird4}, {lab.AnycastNet6, bird6}, {lab.HostBNet, bird4}} {
+		if hops, err := resolvedHops(o, r.prefix); err != nil || !slices.Equal(hops, []string{r.via}) {
+			t.Fatalf("%s through %v (%v), want %s", r.prefix, hops, err, r.via)
+		}
 	}
 
-	// Traffic to BIRD's prefixes leaves through the peer port, forwarded by XDP.
+	// Traffic to BIRD's prefixes leaves through the peer port, forwarded by
+	// XDP, and BIRD's namespace answers.
 	txBefore := portTx(st, "to-peer")
-	exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"), "ping", "-c", "3", "-i", "0.2", "-W", "1", lab.HostBAddr.String()).Run()
-	eventually(t, 10*time.Second, "packets forwarded towards BIRD", func() error {
-		st, err := lab.GetStatus(o)
-		if err != nil {
-			return err
-		}
-		if n := portTx(st, "to-peer") - txBefore; n < 3 {
-			return fmt.Errorf("to-peer sent %d packets through XDP, want >= 3", n)
-		}
-		return nil
-	})
+	checkPing(t, o, lab.AnycastAddr)
+	checkPing(t, o, lab.AnycastAddr6)
+	if st, err = lab.GetStatus(o); err != nil {
+		t.Fatal(err)
+	}
+	if n := portTx(st, "to-peer") - txBefore; n < 6 {
+		t.Fatalf("to-peer sent %d packets through XDP, want >= 6", n)
+	}
 
 	// BIRD killed and restarted: with graceful restart (both sides) the CE
 	// keeps its routes through the restart, and the FE never loses one.
@@ -364,7 +379,7 @@ func TestBIRDPeer(t *testing.T) {
 	}
 	// Asked of the CE and the FE directly: BIRD's own status is not there
 	// while it restarts.
-	least, polls := 1001, 0
+	least, polls := all, 0
 	eventually(t, 40*time.Second, "BIRD back, the session up again", func() error {
 		var c ce.Status
 		var f fe.Status
@@ -381,24 +396,90 @@ func TestBIRDPeer(t *testing.T) {
 		}
 		return nil
 	})
-	if least != 1001 {
+	if least != all {
 		t.Fatalf("routes dropped to %d while BIRD restarted (graceful restart should keep them)", least)
 	}
 
-	// BIRD stops announcing: the routes leave the FE.
-	if out, err := exec.Command("birdc", "-s", o.Socket("bird"), "disable", "table4").CombinedOutput(); err != nil {
-		t.Fatalf("birdc: %v %s", err, out)
+	// BIRD stops announcing IPv6: the route leaves the CE and the FE, and
+	// the ping fails; IPv4 stays.
+	birdc := func(cmd ...string) {
+		t.Helper()
+		if out, err := exec.Command("birdc", append([]string{"-s", o.BIRDSocket("peer")}, cmd...)...).CombinedOutput(); err != nil {
+			t.Fatalf("birdc %v: %v %s", cmd, err, out)
+		}
 	}
-	eventually(t, 20*time.Second, "BIRD's routes withdrawn from the FE", func() error {
+	birdc("disable", "table6")
+	waitRoutes(t, o, all-1)
+	if hops, err := resolvedHops(o, lab.AnycastNet6); err != nil || hops != nil {
+		t.Fatalf("%s still through %v after BIRD withdrew it (%v)", lab.AnycastNet6, hops, err)
+	}
+	if err := pingOnce(o, lab.AnycastAddr6); err == nil {
+		t.Fatal("ping -6 still answered after BIRD withdrew the route")
+	}
+	checkPing(t, o, lab.AnycastAddr)
+
+	// And IPv4: every route leaves.
+	birdc("disable", "table4")
+	waitRoutes(t, o, 0)
+}
+
+// waitRoutes waits until the CE and the FE both hold n routes.
+func waitRoutes(t *testing.T, o lab.Options, n int) {
+	t.Helper()
+	eventually(t, 20*time.Second, fmt.Sprintf("%d routes in the CE and the FE", n), func() error {
 		st, err := lab.GetStatus(o)
 		if err != nil {
 			return err
 		}
-		if st.FERoutes != 0 || st.CERoutes != 0 {
+		if st.FERoutes != n || st.CERoutes != n {
 			return fmt.Errorf("CE %d, FE %d routes", st.CERoutes, st.FERoutes)
 		}
 		return nil
 	})
+}
+
+// pingOnce pings dst from host A once.
+func pingOnce(o lab.Options, dst netip.Addr) error {
+	args := []string{"--net=/run/netns/" + o.Namespace("a"), "ping", "-c", "1", "-W", "1", dst.String()}
+	if dst.Is6() {
+		args = slices.Insert(args, 2, "-6")
+	}
+	out, err := exec.Command("nsenter", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ping %s: %w: %s", dst, err, out)
+	}
+	return nil
+}
+
+// checkPing: host A's pings to dst are answered, forwarded by XDP both
+// ways: XDP's forwarded counter of dst's family grows, the router kernel's
+// does not.
+func checkPing(t *testing.T, o lab.Options, dst netip.Addr) {
+	t.Helper()
+	eventually(t, 20*time.Second, "ping "+dst.String(), func() error { return pingOnce(o, dst) })
+	counter := "forwarded"
+	if dst.Is6() {
+		counter = "forwarded_ipv6"
+	}
+	st, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, kernelBefore := st.Counters[counter], kernelForwarded(t, o, dst)
+	for range 3 {
+		if err := pingOnce(o, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := kernelForwarded(t, o, dst) - kernelBefore; k != 0 {
+		t.Fatalf("the router's kernel forwarded %d packets of the pings to %s; XDP should have", k, dst)
+	}
+	if st, err = lab.GetStatus(o); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Counters[counter] - before; got < 6 {
+		t.Fatalf("XDP's %s grew by %d for 3 answered pings to %s, want >= 6 (counters %v)", counter, got, dst, st.Counters)
+	}
 }
 
 func portTx(st lab.Status, name string) uint64 {

@@ -48,6 +48,10 @@ func labCmd() *cobra.Command {
 	up.Flags().StringSliceVar(&o.GTSMPeers, "gtsm-peer", nil, "addresses whose BGP packets must arrive with TTL 255 (GTSM)")
 	up.Flags().BoolVar(&o.Traffic, "traffic", false, "keep pinging host B from host A")
 	up.Flags().StringVar(&o.Peer, "peer", "splitplane", "the BGP peer: splitplane (GoBGP), bird (BIRD 2) or frr (FRR bgpd)")
+	up.Flags().StringVar(&o.Peer2, "peer2", "", "a second BGP peer, bird or frr, announcing the anycast prefixes as --peer bird|frr does: ECMP")
+	up.Flags().BoolVar(&o.NoGracefulRestart, "no-graceful-restart", false, "graceful restart off on the CE's neighbours and the peers")
+	up.Flags().BoolVar(&o.BFD, "bfd", false, "BFD on the sessions with BIRD peers (300ms x 3)")
+	up.Flags().DurationVar(&o.PeerRestartTime, "peer-restart-time", 120*time.Second, "the restart time the peers announce: how long the CE keeps a vanished peer's routes")
 
 	var asJSON, watch bool
 	st := &cobra.Command{
@@ -107,10 +111,10 @@ func labCmd() *cobra.Command {
 	}
 	var kill bool
 	restart := &cobra.Command{
-		Use:       "restart ce|fe|peer",
+		Use:       "restart ce|fe|peer|peer2",
 		Short:     "Stop one of the lab's daemons (SIGTERM, or SIGKILL with --kill) and start it again",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"ce", "fe", "peer"},
+		ValidArgs: []string{"ce", "fe", "peer", "peer2"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Out = os.Stdout
 			return lab.Restart(o, args[0], kill)

@@ -366,7 +366,7 @@ func All(ctx context.Context, opts AllOptions) (*Report, error) {
 	}
 	if opts.runs(SectionScaling) && ctx.Err() == nil {
 		if rep.Machine.CPUs <= 2 && !opts.Scaling {
-			rep.Skipped[SectionScaling] = fmt.Sprintf("this machine has %d CPUs: one control core and one forwarding core leave nothing to scale over", rep.Machine.CPUs)
+			rep.Skipped[SectionScaling] = fmt.Sprintf("this machine has %d CPUs: one control core and one forwarding core leave nothing to scale over (`--scaling` measures it anyway, every CPU forwarding)", rep.Machine.CPUs)
 			progress("scaling: skipped: %s", rep.Skipped[SectionScaling])
 		} else if err := scaling(ctx, &opts, rep, progress); err != nil {
 			fail(SectionScaling, err)

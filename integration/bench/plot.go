@@ -22,6 +22,7 @@ var (
 	colKernel     = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 	colLimit      = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
 	colTrie       = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	colOther      = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
 )
 
 // Plot names: WritePlots writes those the report has figures for.
@@ -262,7 +263,7 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			pctSeries("splitplane, single runs", colSplitplane, false, xs, sp, 1),
 			pctSeries("bare redirect, single runs (harness floor)", colLimit, true, xs, bare, 1),
 			pctSeries("splitplane, per run of batches of "+strconv.Itoa(overheadBatch), colTrie, false, xs, spb, 1),
-			pctSeries("bare redirect, batches", colKernel, true, xs, bareb, 1),
+			pctSeries("bare redirect, batches", colOther, true, xs, bareb, 1),
 		})
 		if err := save(PlotOverhead, p, err); err != nil {
 			return written, err

@@ -3,10 +3,15 @@
 // daemons in them as background processes it can stop by pid.
 //
 //	host A (10.10.1.2) ── to-a [ router: CE + FE, XDP on every port ] to-b ── host B (10.10.2.2, 198.51.100.10)
-//	                                      to-peer
-//	                                         │
-//	                              peer (10.10.3.2, AS 65002): announces 198.51.100.0/24
-//	                              and N generated prefixes, next hop 10.10.2.2 (host B)
+//	                                      to-peer            to-peer2 (with Options.Peer2)
+//	                                         │                   │
+//	                              peer (10.10.3.2, AS 65002)   peer2 (10.10.4.2, AS 65003)
+//
+// The peer announces 198.51.100.0/24 and N generated prefixes, next hop
+// 10.10.2.2 (host B; BIRD, which cannot set that, gives itself). A BIRD or
+// FRR peer also owns and announces the anycast prefixes (203.0.113.0/24,
+// 2001:db8:e::/48) with itself as the next hop; a second peer announces
+// only those, so the router reaches them by ECMP over both.
 //
 // The router's kernel forwards none of it (the tests check its counters), so A and B reach each other only
 // through the XDP fast path, along a route learned over BGP.
@@ -18,10 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +60,28 @@ type Options struct {
 	// Password, when set, protects the BGP session with TCP MD5 on both
 	// sides (the CE's neighbour and the peer); the frr peer only.
 	Password string
+	// Peer2, when set, adds a second BGP peer, "bird" or "frr", in AS
+	// 65003 (Peer2ASN), in namespace NAME-peer2 behind the router's port
+	// to-peer2 (10.10.4.0/24, fd00:10:4::/64). It announces the anycast
+	// prefixes only (AnycastNet, AnycastNet6), as Peer does, so the router
+	// reaches them over two equal-cost paths (ECMP). It needs Peer bird or
+	// frr.
+	Peer2 string
+	// NoGracefulRestart turns graceful restart off on the CE's neighbours
+	// and on the peers: a peer that goes away then takes its routes with it
+	// as soon as the session ends (at once when its process dies, after the
+	// hold time when it falls silent) instead of leaving them, stale, for
+	// its restart time.
+	NoGracefulRestart bool
+	// BFD runs BFD (300ms x 3) on the sessions with BIRD peers, on both
+	// sides: a BIRD that hangs or whose path fails loses its session (and
+	// its routes, graceful restart or not) in about a second instead of the
+	// hold time.
+	BFD bool
+	// PeerRestartTime is the restart time the BGP peers announce in their
+	// graceful restart capability: how long the CE keeps a vanished peer's
+	// routes, stale, before it sweeps them. 120s by default.
+	PeerRestartTime time.Duration
 	// PolicePPS polices the traffic addressed to the router that is not a
 	// control flow, per CPU (the FE's classifier.police_pps); 0: the lab's
 	// default, 20,000.
@@ -84,6 +113,16 @@ var (
 	HostBAddr  = netip.MustParseAddr("198.51.100.10") // host B's address in it
 	RouterASN  = uint32(65001)
 	PeerASN    = uint32(65002)
+	Peer2ASN   = uint32(65003)
+
+	// The anycast prefixes: every BIRD or FRR peer owns their addresses
+	// (on its loopback) and announces them with itself as the next hop, so
+	// host A's traffic to them ends at a BGP peer, which answers; with two
+	// peers the router spreads it over both.
+	AnycastNet   = netip.MustParsePrefix("203.0.113.0/24")
+	AnycastAddr  = netip.MustParseAddr("203.0.113.10")
+	AnycastNet6  = netip.MustParsePrefix("2001:db8:e::/48")
+	AnycastAddr6 = netip.MustParseAddr("2001:db8:e::10")
 )
 
 func (o *Options) defaults() error {
@@ -131,14 +170,84 @@ func (o *Options) defaults() error {
 	if o.Password != "" && o.Peer != "frr" {
 		return fmt.Errorf("an MD5 password needs --peer frr (peer %q)", o.Peer)
 	}
+	switch o.Peer2 {
+	case "":
+	case "bird", "frr":
+		if o.Peer == "splitplane" {
+			return fmt.Errorf("a second peer needs --peer bird or frr, which announce the anycast prefixes too (peer %q)", o.Peer)
+		}
+	default:
+		return fmt.Errorf("peer2 %q: bird or frr", o.Peer2)
+	}
+	if o.BFD && o.Peer != "bird" && o.Peer2 != "bird" {
+		return errors.New("BFD needs a BIRD peer (--peer bird or --peer2 bird)")
+	}
+	if o.PeerRestartTime == 0 {
+		o.PeerRestartTime = 120 * time.Second
+	}
+	if o.PeerRestartTime < time.Second || o.PeerRestartTime > 4095*time.Second {
+		return fmt.Errorf("peer restart time %s: 1s to 4095s", o.PeerRestartTime)
+	}
 	return nil
 }
 
-// Namespace returns the name of one of the lab's namespaces: "rtr", "peer", "a" or "b".
+// Namespace returns the name of one of the lab's namespaces: "rtr", "peer",
+// "peer2", "a" or "b".
 func (o *Options) Namespace(role string) string { return o.Name + "-" + role }
 
 func (o *Options) namespaces() []string {
-	return []string{o.Namespace("rtr"), o.Namespace("peer"), o.Namespace("a"), o.Namespace("b")}
+	ns := []string{o.Namespace("rtr"), o.Namespace("peer"), o.Namespace("a"), o.Namespace("b")}
+	if o.Peer2 != "" {
+		ns = append(ns, o.Namespace("peer2"))
+	}
+	return ns
+}
+
+// bgpPeer is one of the lab's BGP peers. Its role ("peer" or "peer2")
+// names its namespace, its process and its files.
+type bgpPeer struct {
+	role, impl      string // impl: splitplane, bird or frr
+	asn             uint32
+	addr, addr6     netip.Addr // the peer's own, on its link to the router
+	router, router6 netip.Addr // the router's end of that link
+	port            string     // the router's port towards it
+}
+
+// suffix tells the files of a second peer from the first's: "" or "2".
+func (p bgpPeer) suffix() string { return strings.TrimPrefix(p.role, "peer") }
+
+// anycast reports whether the peer owns and announces the anycast prefixes.
+func (p bgpPeer) anycast() bool { return p.impl != "splitplane" }
+
+// peers lists the lab's BGP peers, the first one first.
+func (o *Options) peers() []bgpPeer {
+	ps := []bgpPeer{{role: "peer", impl: o.Peer, asn: PeerASN,
+		addr: netip.MustParseAddr("10.10.3.2"), addr6: netip.MustParseAddr("fd00:10:3::2"),
+		router: netip.MustParseAddr("10.10.3.1"), router6: netip.MustParseAddr("fd00:10:3::1"), port: "to-peer"}}
+	if o.Peer2 != "" {
+		ps = append(ps, bgpPeer{role: "peer2", impl: o.Peer2, asn: Peer2ASN,
+			addr: netip.MustParseAddr("10.10.4.2"), addr6: netip.MustParseAddr("fd00:10:4::2"),
+			router: netip.MustParseAddr("10.10.4.1"), router6: netip.MustParseAddr("fd00:10:4::1"), port: "to-peer2"})
+	}
+	return ps
+}
+
+// RouteCount returns how many prefixes the lab's peers announce together (the
+// routes the CE and the FE hold once the lab is up): the generated table,
+// host B's prefixes (IPv4 and IPv6; BIRD, whose next hop is itself,
+// announces only the IPv4 one) and, with a BIRD or FRR peer, the two
+// anycast prefixes.
+func (o Options) RouteCount() int {
+	if err := o.defaults(); err != nil {
+		return 0
+	}
+	switch o.Peer {
+	case "bird":
+		return o.Routes + 3
+	case "frr":
+		return o.Routes + 4
+	}
+	return o.Routes + 2
 }
 
 // Socket returns the status socket of a daemon: "ce", "fe" or "peer".
@@ -175,10 +284,65 @@ type command struct {
 	Args      []string `json:"args"`
 }
 
-// Restart stops one of the lab's daemons ("ce", "fe" or "peer") by pid, with
-// SIGKILL when kill is set (a crash) or SIGTERM (a clean stop), and starts it
-// again as it was started.
+// Restart stops one of the lab's daemons ("ce", "fe", "peer" or "peer2") by
+// pid, with SIGKILL when kill is set (a crash) or SIGTERM (a clean stop), and
+// starts it again as it was started.
 func Restart(o Options, name string, kill bool) error {
+	if err := Stop(o, name, kill); err != nil {
+		return err
+	}
+	return Start(o, name)
+}
+
+// Stop stops one of the lab's daemons ("ce", "fe", "peer" or "peer2") by pid:
+// with SIGKILL when kill is set, as a crash would, or with SIGTERM. Start
+// starts it again.
+func Stop(o Options, name string, kill bool) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	s, err := o.loadState()
+	if err != nil {
+		return fmt.Errorf("lab %q: %w (is it up?)", o.Name, err)
+	}
+	if _, ok := s.Commands[name]; !ok {
+		return fmt.Errorf("lab %q has no daemon %q (%s)", o.Name, name, strings.Join(slices.Sorted(maps.Keys(s.Commands)), ", "))
+	}
+	pid, ok := s.Processes[name]
+	if !ok {
+		return nil
+	}
+	if kill && alive(pid, o.program(s, name)) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := stopPid(pid, o.program(s, name)); err != nil {
+		return err
+	}
+	delete(s.Processes, name)
+	fmt.Fprintf(o.Out, "stopped %s (pid %d)\n", name, pid)
+	return o.saveState(s)
+}
+
+// Pid returns the pid of one of the lab's running processes ("ce", "fe",
+// "peer", "peer2", "traffic"...).
+func Pid(o Options, name string) (int, error) {
+	if err := o.defaults(); err != nil {
+		return 0, err
+	}
+	s, err := o.loadState()
+	if err != nil {
+		return 0, fmt.Errorf("lab %q: %w (is it up?)", o.Name, err)
+	}
+	pid, ok := s.Processes[name]
+	if !ok || !alive(pid, o.program(s, name)) {
+		return 0, fmt.Errorf("lab %q: %s is not running", o.Name, name)
+	}
+	return pid, nil
+}
+
+// Start starts one of the lab's daemons that Stop stopped, as lab up
+// started it. A daemon that still runs is left alone.
+func Start(o Options, name string) error {
 	if err := o.defaults(); err != nil {
 		return err
 	}
@@ -188,22 +352,17 @@ func Restart(o Options, name string, kill bool) error {
 	}
 	c, ok := s.Commands[name]
 	if !ok {
-		return fmt.Errorf("lab %q has no daemon %q (ce, fe or peer)", o.Name, name)
+		return fmt.Errorf("lab %q has no daemon %q (%s)", o.Name, name, strings.Join(slices.Sorted(maps.Keys(s.Commands)), ", "))
 	}
-	if pid, ok := s.Processes[name]; ok {
-		if kill && alive(pid, o.program(s, name)) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		if err := stopPid(pid, o.program(s, name)); err != nil {
-			return err
-		}
+	if pid, ok := s.Processes[name]; ok && alive(pid, o.program(s, name)) {
+		return fmt.Errorf("%s is running (pid %d)", name, pid)
 	}
 	pid, err := o.start(name, c.Namespace, c.Args...)
 	if err != nil {
 		return err
 	}
 	s.Processes[name] = pid
-	fmt.Fprintf(o.Out, "restarted %s (pid %d)\n", name, pid)
+	fmt.Fprintf(o.Out, "started %s (pid %d)\n", name, pid)
 	return o.saveState(s)
 }
 
@@ -313,8 +472,14 @@ func Down(o Options) error {
 		errs = append(errs, fmt.Errorf("read lab state: %w", err))
 	}
 	// Daemons first (the FE detaches XDP and the CE tears down its sessions),
-	// in reverse order of start.
-	for _, name := range []string{"traffic", "traffic6", "peer", "fe", "ce"} {
+	// in reverse order of start, then any other process the state names.
+	order := []string{"traffic", "traffic6", "peer2", "peer", "fe", "ce"}
+	for _, name := range slices.Sorted(maps.Keys(s.Processes)) {
+		if !slices.Contains(order, name) {
+			order = append(order, name)
+		}
+	}
+	for _, name := range order {
 		pid, ok := s.Processes[name]
 		if !ok {
 			continue
@@ -325,7 +490,12 @@ func Down(o Options) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, ns := range o.namespaces() {
+	// Those lab up made, and those it may have made: lab down is not told
+	// whether there was a second peer.
+	all := append(s.Namespaces, o.namespaces()...)
+	all = append(all, o.Namespace("peer2"))
+	slices.Sort(all)
+	for _, ns := range slices.Compact(all) {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
 			fmt.Fprintf(o.Out, "deleting namespace %s\n", ns)
 			if err := run("ip", "netns", "del", ns); err != nil {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/splitplane/splitplane/api/status"
@@ -28,6 +30,8 @@ type Status struct {
 	CE            ce.Status         `json:"ce"`
 	FE            fe.Status         `json:"fe"`
 	Peer          peer.Status       `json:"peer"`
+	// Peer2 is the second peer's view of its session, with Options.Peer2.
+	Peer2 *peer.Status `json:"peer2,omitempty"`
 }
 
 // GetStatus asks the lab's daemons for their status.
@@ -42,19 +46,25 @@ func GetStatus(o Options) (Status, error) {
 	if err := status.Get(o.Socket("fe"), "/", &st.FE); err != nil {
 		return st, fmt.Errorf("fe: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(o.frrDir(), "bgpd.conf")); err == nil {
-		if st.Peer.State, st.Peer.Announced, err = frrStatus(o); err != nil {
-			return st, fmt.Errorf("peer: %w", err)
-		}
-		st.Peer.Neighbor = "10.10.3.1"
-	} else if _, err := os.Stat(o.Socket("bird")); err == nil {
-		st.Peer.State = "bird" // BIRD has no status socket of ours; the CE's view of the session is below
-	} else if err := status.Get(o.Socket("peer"), "/status", &st.Peer); err != nil {
+	var err error
+	if st.Peer, err = peerStatus(o, "peer"); err != nil {
 		return st, fmt.Errorf("peer: %w", err)
 	}
+	if o.hasPeer2() {
+		p2, err := peerStatus(o, "peer2")
+		if err != nil {
+			return st, fmt.Errorf("peer2: %w", err)
+		}
+		st.Peer2 = &p2
+	}
+	// The session to the peer; with two, the first that is not
+	// established, if any.
 	st.BGPState = "not configured"
 	for _, n := range st.CE.Neighbors {
 		st.BGPState = n.State
+		if n.State != "established" {
+			break
+		}
 	}
 	st.PeerAnnounced = st.Peer.Announced
 	st.CERoutes = st.CE.Routes
@@ -65,9 +75,77 @@ func GetStatus(o Options) (Status, error) {
 	return st, nil
 }
 
+// hasPeer2 reports whether the lab runs a second peer, from its files.
+func (o *Options) hasPeer2() bool {
+	_, err := os.Stat(filepath.Join(o.frrDir("peer2"), "bgpd.conf"))
+	if err == nil {
+		return true
+	}
+	_, err = os.Stat(filepath.Join(o.Dir, "bird2.conf"))
+	return err == nil
+}
+
+// peerStatus asks one of the lab's peers ("peer" or "peer2") for its view of
+// its session: FRR through vtysh, BIRD through birdc, the GoBGP peer through
+// its status socket. The lab's files say which it is.
+func peerStatus(o Options, role string) (peer.Status, error) {
+	var st peer.Status
+	var err error
+	if role == "peer" {
+		st.Neighbor = "10.10.3.1"
+	} else {
+		st.Neighbor = "10.10.4.1"
+	}
+	if _, err := os.Stat(filepath.Join(o.frrDir(role), "bgpd.conf")); err == nil {
+		st.State, st.Announced, err = frrStatus(o, role)
+		return st, err
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, "bird"+strings.TrimPrefix(role, "peer")+".conf")); err == nil {
+		st.State, st.Announced = birdStatus(o, role)
+		return st, nil
+	}
+	err = status.Get(o.Socket(role), "/status", &st)
+	return st, err
+}
+
+// birdStatus reads a BIRD peer's session from birdc: its state in BIRD's
+// words (established, active, connect...), or "down" when BIRD does not
+// answer (stopped, restarting), and the routes it exports over it.
+func birdStatus(o Options, role string) (state string, announced int) {
+	out, err := exec.Command("birdc", "-s", o.BIRDSocket(role), "show", "protocols", "all", "splitplane").CombinedOutput()
+	if err != nil {
+		return "down", 0
+	}
+	state = "unknown"
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 0 && f[0] == "splitplane":
+			for _, w := range []string{"Established", "OpenConfirm", "OpenSent", "Active", "Connect", "Idle", "Close"} {
+				if strings.Contains(l, w) {
+					state = strings.ToLower(w)
+					break
+				}
+			}
+		case len(f) >= 5 && f[0] == "Routes:" && strings.HasPrefix(f[4], "exported"):
+			n, _ := strconv.Atoi(f[3])
+			announced += n
+		}
+	}
+	return state, announced
+}
+
 // Print writes the status for people.
 func (s Status) Print(w io.Writer) {
-	fmt.Fprintf(w, "BGP session to the peer (AS %d): %s, %d prefixes announced\n", PeerASN, s.BGPState, s.PeerAnnounced)
+	if s.Peer2 == nil {
+		fmt.Fprintf(w, "BGP session to the peer (AS %d): %s, %d prefixes announced\n", PeerASN, s.BGPState, s.PeerAnnounced)
+	} else {
+		fmt.Fprintf(w, "BGP session to the peer (AS %d): %s, %d prefixes announced\n", PeerASN, s.Peer.State, s.PeerAnnounced)
+		fmt.Fprintf(w, "BGP session to peer2 (AS %d): %s, %d prefixes announced\n", Peer2ASN, s.Peer2.State, s.Peer2.Announced)
+		for _, n := range s.CE.Neighbors {
+			fmt.Fprintf(w, "    the CE's neighbour %s (AS %d): %s\n", n.Address, n.ASN, n.State)
+		}
+	}
 	fmt.Fprintf(w, "CE: %d routes in the FIB, %d FE(s) associated\n", s.CERoutes, len(s.CE.FEs))
 	for _, f := range s.CE.FEs {
 		low := "down"

@@ -23,11 +23,24 @@ type link struct {
 
 func (o *Options) links() []link {
 	r := o.Namespace("rtr")
-	return []link{
+	ls := []link{
 		{r, "to-a", "10.10.1.1/24", "fd00:10:1::1/64", o.Namespace("a"), "eth0", HostA.String() + "/24", HostA6.String() + "/64"},
 		{r, "to-b", "10.10.2.1/24", "fd00:10:2::1/64", o.Namespace("b"), "eth0", HostB.String() + "/24", HostB6.String() + "/64"},
-		{r, "to-peer", "10.10.3.1/24", "fd00:10:3::1/64", o.Namespace("peer"), "eth0", "10.10.3.2/24", "fd00:10:3::2/64"},
 	}
+	for _, p := range o.peers() {
+		ls = append(ls, link{r, p.port, p.router.String() + "/24", p.router6.String() + "/64",
+			o.Namespace(p.role), "eth0", p.addr.String() + "/24", p.addr6.String() + "/64"})
+	}
+	return ls
+}
+
+// ports are the router's ports, the FE's.
+func (o *Options) ports() []string {
+	var ps []string
+	for _, l := range o.links() {
+		ps = append(ps, l.if1)
+	}
+	return ps
 }
 
 // Up builds the lab and waits until the peer's routes are in the FE. On
@@ -116,6 +129,24 @@ func Up(ctx context.Context, o Options) (err error) {
 	if err := inNS(o.Namespace("b"), "ip", "-6", "addr", "add", HostBAddr6.String()+"/128", "dev", "eth0", "nodad"); err != nil {
 		return err
 	}
+	// BIRD and FRR peers own the anycast addresses they announce, and
+	// answer through the router.
+	for _, p := range o.peers() {
+		if !p.anycast() {
+			continue
+		}
+		ns := o.Namespace(p.role)
+		for _, c := range [][]string{
+			{"ip", "addr", "add", AnycastAddr.String() + "/32", "dev", "lo"},
+			{"ip", "-6", "addr", "add", AnycastAddr6.String() + "/128", "dev", "lo"},
+			{"ip", "route", "add", "default", "via", p.router.String()},
+			{"ip", "-6", "route", "add", "default", "via", p.router6.String()},
+		} {
+			if err := inNS(ns, c[0], c[1:]...); err != nil {
+				return err
+			}
+		}
+	}
 	// The router's kernel is the slow path for what XDP hands it (TTL
 	// expiring: ICMP Time Exceeded; no route: ICMP Net Unreachable;
 	// unresolved neighbour: it resolves and forwards). The FE copies the
@@ -128,14 +159,18 @@ func Up(ctx context.Context, o Options) (err error) {
 	if err := o.writeConfigs(); err != nil {
 		return err
 	}
-	for _, d := range []struct {
+	type daemon struct {
 		name, ns string
 		args     []string
-	}{
+	}
+	daemons := []daemon{
 		{"ce", o.Namespace("rtr"), []string{"ce", "--config", filepath.Join(o.Dir, "ce.yaml")}},
 		{"fe", o.Namespace("rtr"), []string{"fe", "--config", filepath.Join(o.Dir, "fe.yaml")}},
-		{"peer", o.Namespace("peer"), o.peerArgs()},
-	} {
+	}
+	for _, p := range o.peers() {
+		daemons = append(daemons, daemon{p.role, o.Namespace(p.role), o.peerArgs(p)})
+	}
+	for _, d := range daemons {
 		pid, err := o.start(d.name, d.ns, d.args...)
 		if err != nil {
 			return err
@@ -148,15 +183,12 @@ func Up(ctx context.Context, o Options) (err error) {
 		fmt.Fprintf(o.Out, "started %s in %s (pid %d, log %s)\n", d.name, d.ns, pid, filepath.Join(o.Dir, d.name+".log"))
 	}
 
-	want := o.Routes + 2 // and 198.51.100.0/24 and 2001:db8:b::/48
-	if o.Peer == "bird" {
-		want = o.Routes + 1 // BIRD announces the IPv4 table only
-	}
+	want := o.RouteCount()
 	fmt.Fprintf(o.Out, "waiting for BGP and for %d routes in the FE\n", want)
 	started := time.Now()
 	if err := o.waitFor(ctx, 120*time.Second, func(st Status) error {
-		if st.BGPState != "established" {
-			return fmt.Errorf("bgp session %q", st.BGPState)
+		if len(st.CE.Neighbors) != len(o.peers()) || st.BGPState != "established" {
+			return fmt.Errorf("bgp sessions %+v", st.CE.Neighbors)
 		}
 		if !st.FEAssociated {
 			return errors.New("FE not associated")
@@ -170,9 +202,16 @@ func Up(ctx context.Context, o Options) (err error) {
 	}
 	fmt.Fprintf(o.Out, "BGP established and %d routes in the FE %.1fs after the daemons started\n", want, time.Since(started).Seconds())
 	if o.Traffic {
-		pings := [][]string{{"traffic", "ping", "-q", "-i", "0.2", HostBAddr.String()}}
-		if o.Peer != "bird" { // BIRD announces no IPv6 here
-			pings = append(pings, []string{"traffic6", "ping", "-6", "-q", "-i", "0.2", HostBAddr6.String()})
+		// BIRD announces host B's prefix with itself as the next hop,
+		// where it ends: its traffic goes to the anycast addresses, which
+		// it owns.
+		to, to6 := HostBAddr, HostBAddr6
+		if o.Peer == "bird" {
+			to, to6 = AnycastAddr, AnycastAddr6
+		}
+		pings := [][]string{
+			{"traffic", "ping", "-q", "-i", "0.2", to.String()},
+			{"traffic6", "ping", "-6", "-q", "-i", "0.2", to6.String()},
 		}
 		for _, p := range pings {
 			pid, err := o.start(p[0], o.Namespace("a"), p[1:]...)
@@ -235,34 +274,63 @@ func tail(path string, n int) string {
 	return out
 }
 
-// peerArgs is the command line of the lab's BGP peer.
-func (o *Options) peerArgs() []string {
-	if o.Peer == "frr" {
-		return o.frrArgs()
+// peerArgs is the command line of one of the lab's BGP peers.
+func (o *Options) peerArgs(p bgpPeer) []string {
+	switch p.impl {
+	case "frr":
+		return o.frrArgs(p)
+	case "bird":
+		return []string{"bird", "-f", "-c", o.birdConf(p), "-s", o.BIRDSocket(p.role), "-P", filepath.Join(o.Dir, "bird"+p.suffix()+".pid")}
 	}
-	if o.Peer == "bird" {
-		return []string{"bird", "-f", "-c", filepath.Join(o.Dir, "bird.conf"), "-s", o.Socket("bird"), "-P", filepath.Join(o.Dir, "bird.pid")}
+	gr := o.PeerRestartTime.String()
+	if o.NoGracefulRestart {
+		gr = "0s"
 	}
-	return []string{"peer", "--asn", fmt.Sprint(PeerASN), "--router-id", "10.10.3.2",
-		"--neighbor", "10.10.3.1", "--neighbor-asn", fmt.Sprint(RouterASN), "--next-hop", HostB.String(),
+	return []string{"peer", "--asn", fmt.Sprint(p.asn), "--router-id", p.addr.String(),
+		"--neighbor", p.router.String(), "--neighbor-asn", fmt.Sprint(RouterASN), "--next-hop", HostB.String(),
 		"--extra", HostBNet.String() + "," + HostBNet6.String(), "--next-hop6", HostB6.String(), "--routes", strconv.Itoa(o.Routes), "--seed", strconv.FormatInt(o.Seed, 10),
-		"--control", o.Socket("peer"), "--graceful-restart", "120s"}
+		"--control", o.Socket(p.role), "--graceful-restart", gr}
 }
 
-// writeBIRD writes the configuration of BIRD as the lab's peer: the
-// generated table and 198.51.100.0/24 as static routes, exported over eBGP
-// (BIRD is then the next hop, 10.10.3.2).
-func (o *Options) writeBIRD() error {
+// BIRDSocket is the control socket of a BIRD peer ("peer" or "peer2"), for
+// birdc -s.
+func (o *Options) BIRDSocket(role string) string {
+	return o.Socket("bird" + strings.TrimPrefix(role, "peer"))
+}
+
+func (o *Options) birdConf(p bgpPeer) string {
+	return filepath.Join(o.Dir, "bird"+p.suffix()+".conf")
+}
+
+// writeBIRD writes the configuration of BIRD as one of the lab's peers: as
+// static routes in table4 and table6, exported over eBGP with BIRD itself as
+// the next hop, the anycast prefixes and, as the first peer, the generated
+// table and 198.51.100.0/24. IPv6 goes over the same (IPv4) session.
+func (o *Options) writeBIRD(p bgpPeer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# BIRD as the lab's BGP peer (generated by 'splitplane lab up --peer bird')\n")
-	fmt.Fprintf(&b, "log stderr all;\nrouter id 10.10.3.2;\nprotocol device { }\n")
-	fmt.Fprintf(&b, "protocol static table4 {\n  ipv4;\n  route %s blackhole;\n", HostBNet)
-	for _, p := range routegen.Generate(o.Routes, o.Seed) {
-		fmt.Fprintf(&b, "  route %s blackhole;\n", p)
+	fmt.Fprintf(&b, "# BIRD as the lab's BGP %s (generated by 'splitplane lab up')\n", p.role)
+	fmt.Fprintf(&b, "log stderr all;\nrouter id %s;\nprotocol device { }\n", p.addr)
+	fmt.Fprintf(&b, "protocol static table4 {\n  ipv4;\n  route %s blackhole;\n", AnycastNet)
+	if p.role == "peer" {
+		fmt.Fprintf(&b, "  route %s blackhole;\n", HostBNet)
+		for _, r := range routegen.Generate(o.Routes, o.Seed) {
+			fmt.Fprintf(&b, "  route %s blackhole;\n", r)
+		}
 	}
 	fmt.Fprintf(&b, "}\n")
-	fmt.Fprintf(&b, "protocol bgp splitplane {\n  local 10.10.3.2 as %d;\n  neighbor 10.10.3.1 as %d;\n  hold time 9;\n  connect retry time 1;\n  graceful restart on;\n  graceful restart time 120;\n  ipv4 { import none; export all; };\n}\n", PeerASN, RouterASN)
-	return os.WriteFile(filepath.Join(o.Dir, "bird.conf"), []byte(b.String()), 0o644)
+	fmt.Fprintf(&b, "protocol static table6 {\n  ipv6;\n  route %s blackhole;\n}\n", AnycastNet6)
+	gr := fmt.Sprintf("graceful restart on;\n  graceful restart time %d;", int(o.PeerRestartTime.Seconds()))
+	if o.NoGracefulRestart {
+		gr = "graceful restart off;"
+	}
+	bfd := ""
+	if o.BFD {
+		fmt.Fprintf(&b, "protocol bfd {\n  interface \"eth0\" { min rx interval 300 ms; min tx interval 300 ms; multiplier 3; };\n}\n")
+		bfd = "\n  bfd on;"
+	}
+	fmt.Fprintf(&b, "protocol bgp splitplane {\n  local %s as %d;\n  neighbor %s as %d;\n  hold time 9;\n  connect retry time 1;\n  %s%s\n", p.addr, p.asn, p.router, RouterASN, gr, bfd)
+	fmt.Fprintf(&b, "  ipv4 { import none; export all; };\n  ipv6 { import none; export all; next hop address %s; };\n}\n", p.addr6)
+	return os.WriteFile(o.birdConf(p), []byte(b.String()), 0o644)
 }
 
 // forwardCPUs lists every CPU but 0, the control core (none on a machine
@@ -283,14 +351,29 @@ func (o *Options) policePPS() uint64 {
 }
 
 func (o *Options) writeConfigs() error {
-	switch o.Peer {
-	case "bird":
-		if err := o.writeBIRD(); err != nil {
-			return err
+	var listen []string
+	var neighbors strings.Builder
+	for _, p := range o.peers() {
+		switch p.impl {
+		case "bird":
+			if err := o.writeBIRD(p); err != nil {
+				return err
+			}
+		case "frr":
+			if err := o.writeFRR(p); err != nil {
+				return err
+			}
 		}
-	case "frr":
-		if err := o.writeFRR(); err != nil {
-			return err
+		listen = append(listen, fmt.Sprintf("%q", p.router))
+		fmt.Fprintf(&neighbors, "  - address: %s\n    asn: %d\n    hold_time: 9s\n    keepalive: 3s\n    connect_retry: 1s\n", p.addr, p.asn)
+		if !o.NoGracefulRestart {
+			neighbors.WriteString("    graceful_restart: {enabled: true, restart_time: 120s}   # a restarting peer's routes stay (and ours, when the CE restarts)\n")
+		}
+		if o.BFD && p.impl == "bird" {
+			neighbors.WriteString("    bfd: {enabled: true, interval: 300ms, multiplier: 3}     # a hung peer or a dead path: down in about a second\n")
+		}
+		if o.Password != "" && p.role == "peer" {
+			fmt.Fprintf(&neighbors, "    password: %q                # TCP MD5, the same on the peer\n", o.Password)
 		}
 	}
 	// The ForCES channels use mutual TLS, with a CA made for the lab.
@@ -302,7 +385,7 @@ func (o *Options) writeConfigs() error {
 id: 1
 asn: %d
 router_id: 10.10.3.1
-bgp_listen_addresses: ["10.10.3.1"]
+bgp_listen_addresses: [%s]
 forces_listen: 127.0.0.1:6700
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
@@ -312,28 +395,19 @@ metrics_listen: 127.0.0.1:9101
 control_cores: [0]              # the control core: the FE's XDP forwards on the others
 bgp_multipath: true
 neighbors:
-  - address: 10.10.3.2
-    asn: %d
-    hold_time: 9s
-    keepalive: 3s
-    connect_retry: 1s
-    graceful_restart: {enabled: true, restart_time: 120s}   # a restarting peer's routes stay (and ours, when the CE restarts)
-`, RouterASN, pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), PeerASN)
-	if o.Password != "" {
-		ce += fmt.Sprintf("    password: %q                # TCP MD5, the same on the peer\n", o.Password)
-	}
+%s`, RouterASN, strings.Join(listen, ", "), pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), neighbors.String())
 	fe := fmt.Sprintf(`# splitplane FE of the lab (generated by 'splitplane lab up')
 id: 1
 name: lab-fe
 ce_address: 127.0.0.1:6700
-ports: [to-a, to-b, to-peer]
+ports: [%s]
 redirect_ethertypes: [0x88cc]   # LLDP frames go to the CE
 kernel_routes: all              # the kernel, the slow path, knows every route (ICMP Time Exceeded)
 xdp_mode: %s
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
-`, o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"))
+`, strings.Join(o.ports(), ", "), o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"))
 	if !o.NoProtection {
 		fe += fmt.Sprintf(`classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
   control_cpu: 0
