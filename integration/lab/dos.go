@@ -22,9 +22,9 @@ import (
 //	CPU 0, the control core: the CE (pinned), the BGP peer (pinned), the
 //	  router port to-peer's receive queue 0 (threaded NAPI, pinned), where
 //	  the peer's BGP packets arrive.
-//	CPU 1, the forward core: the generators (pinned), to-peer's receive
-//	  queue 1 (threaded NAPI, pinned), where every flood frame arrives (veth
-//	  puts an XDP-sent frame on queue sending CPU % queues).
+//	CPU 1, the forward core: the generators (pinned, nice 5), to-peer's
+//	  receive queue 1 (threaded NAPI, pinned), where every flood frame
+//	  arrives (veth puts an XDP-sent frame on queue sending CPU % queues).
 //	Protection on: the FE's classifier steers the BGP session to CPU 0,
 //	  polices the attack and forwards on CPU 1; the NIC it stands for steers
 //	  the control flow to queue 0 and spreads the rest over the others.
