@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,6 +59,7 @@ Where each flow is processed, and why: docs/architecture.md, "The DoS test".`,
 			}
 			o.Dir = lo.Dir
 			o.Out = os.Stderr
+			signal.Ignore(syscall.SIGPIPE) // a closed pipe must not stop the cleanup halfway
 			ctx, stop := signalContext()
 			defer stop()
 			rs, err := lab.DoS(ctx, o)
