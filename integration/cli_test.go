@@ -1,13 +1,17 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -81,14 +85,19 @@ func TestCLIAddressInUse(t *testing.T) {
 	}
 	defer l.Close()
 	taken := l.Addr().String()
+	_, port, _ := net.SplitHostPort(taken)
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, conf, want string }{
 		{"forces_listen", "forces_listen: " + taken + "\n", "forces_listen " + taken},
 		{"metrics_listen", "forces_listen: 127.0.0.1:0\nforces_listen_low: 127.0.0.1:0\nmetrics_listen: " + taken + "\n", "metrics_listen"},
+		{"bgp_listen_port", "forces_listen: 127.0.0.1:0\nbgp_listen_port: " + port + "\n", "listen port " + port},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, tc.name+".yaml")
-			conf := "asn: 65001\nrouter_id: 192.0.2.1\nbgp_listen_port: -1\napi_listen: \"off\"\n" + tc.conf
+			conf := "asn: 65001\nrouter_id: 192.0.2.1\napi_listen: \"off\"\n" + tc.conf
+			if !strings.Contains(conf, "bgp_listen_port") {
+				conf += "bgp_listen_port: -1\n"
+			}
 			if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -100,5 +109,166 @@ func TestCLIAddressInUse(t *testing.T) {
 				t.Fatalf("exit %v, output:\n%s", err, out)
 			}
 		})
+	}
+}
+
+// testNetns makes a network namespace with lo up and a veth pair (pv0, pv1,
+// both up) for daemons started by a test, and deletes it when the test
+// ends.
+func testNetns(t *testing.T, name string) string {
+	t.Helper()
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	for _, c := range [][]string{
+		{"netns", "add", name},
+		{"-n", name, "link", "set", "lo", "up"},
+		{"-n", name, "link", "add", "pv0", "type", "veth", "peer", "name", "pv1"},
+		{"-n", name, "link", "set", "pv0", "up"},
+		{"-n", name, "link", "set", "pv1", "up"},
+	} {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", c, err, out)
+		}
+	}
+	return name
+}
+
+// proc is a daemon a test started.
+type proc struct {
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{} // closed when it has exited
+}
+
+// startDaemon starts a command and, when the test ends, stops it (SIGTERM,
+// then SIGKILL) if it still runs.
+func startDaemon(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+// stop stops the daemon with SIGTERM (SIGKILL after 10s) and returns its
+// exit code.
+func (p *proc) stop() int {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's output and a test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The daemons run as an unprivileged user (nobody, no capabilities) stop at
+// once with an error that names every capability they lack and what it is
+// for (not an EPERM from deep inside), exit code 1; given exactly the
+// capabilities named, they start.
+func TestCLIMissingPrivileges(t *testing.T) {
+	requireLab(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skipf("needs setpriv (util-linux): %v", err)
+	}
+	// A directory nobody can read, with the binary, the configs and the
+	// sockets.
+	dir, err := os.MkdirTemp("", "splitplane-priv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "splitplane")
+	if b, err := os.ReadFile(buildBinary(t)); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+		t.Fatalf("copy the binary: %v", err)
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ns := testNetns(t, fmt.Sprintf("sppriv%d", os.Getpid()%10000))
+	ceConf := write("ce.yaml", "asn: 65001\nrouter_id: 192.0.2.1\nforces_listen: 127.0.0.1:0\napi_listen: \"off\"\nstatus_socket: "+filepath.Join(dir, "ce.sock")+"\n")
+	feConf := write("fe.yaml", "ports: [pv0]\nce_address: 127.0.0.1:1\nstatus_socket: "+filepath.Join(dir, "fe.sock")+"\n")
+	asNobody := func(caps string, args ...string) []string {
+		a := []string{"--net=/run/netns/" + ns, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}
+		if caps != "" {
+			a = append(a, "--inh-caps="+caps, "--ambient-caps="+caps)
+		}
+		return append(append(a, bin), args...)
+	}
+
+	for _, tc := range []struct {
+		name, caps string
+		args       []string
+		want       []string
+	}{
+		{"ce", "", []string{"ce", "--config", ceConf}, []string{"ce: missing privileges", "CAP_NET_BIND_SERVICE", "bgp_listen_port 179"}},
+		{"fe", "", []string{"fe", "--config", feConf}, []string{"fe: missing privileges", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF and CAP_PERFMON or CAP_SYS_ADMIN", "XDP"}},
+		{"fe without perfmon", "+net_admin,+net_raw,+bpf", []string{"fe", "--config", feConf}, []string{"CAP_BPF and CAP_PERFMON", "AmbientCapabilities=CAP_PERFMON"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.Command("nsenter", asNobody(tc.caps, tc.args...)...).CombinedOutput()
+			if exitCode(err) != 1 {
+				t.Fatalf("exit code %d (%v), want 1; output:\n%s", exitCode(err), err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output does not mention %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(string(out), "operation not permitted") {
+				t.Errorf("a bare EPERM in the output:\n%s", out)
+			}
+		})
+	}
+
+	// With the capabilities the errors name, both start: the CE listens on
+	// BGP's port, the FE attaches XDP; SIGTERM stops them cleanly.
+	ceProc := startDaemon(t, "nsenter", asNobody("+net_bind_service", "ce", "--config", ceConf)...)
+	feProc := startDaemon(t, "nsenter", asNobody("+net_admin,+net_raw,+bpf,+perfmon", "fe", "--config", feConf)...)
+	eventually(t, 20*time.Second, "the CE on port 179 and the FE's XDP program on pv0, both run by nobody", func() error {
+		ss, _ := exec.Command("nsenter", "--net=/run/netns/"+ns, "ss", "-Htln", "sport", "=", "179").CombinedOutput()
+		link, _ := exec.Command("ip", "-n", ns, "link", "show", "pv0").CombinedOutput()
+		if !strings.Contains(string(ss), ":179") || !strings.Contains(string(link), "xdp") {
+			return fmt.Errorf("listening: %q; pv0: %q; CE:\n%s\nFE:\n%s", ss, link, ceProc.out.String(), feProc.out.String())
+		}
+		return nil
+	})
+	for _, d := range []*proc{ceProc, feProc} {
+		if code := d.stop(); code != 0 {
+			t.Errorf("%v: exit code %d after SIGTERM; output:\n%s", d.cmd.Args, code, d.out.String())
+		}
+	}
+	if link, _ := exec.Command("ip", "-n", ns, "link", "show", "pv0").CombinedOutput(); strings.Contains(string(link), "xdp") {
+		t.Errorf("XDP still attached to pv0 after the FE stopped: %s", link)
 	}
 }
