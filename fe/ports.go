@@ -1,11 +1,13 @@
 package fe
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 )
@@ -49,6 +51,17 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 				a.log.Warn("fe: native XDP not available, using generic mode (slower)", "port", name, "driver_error", err)
 				portMode, err = datapath.ModeGeneric, nil
 			}
+		}
+		if errors.Is(err, unix.EBUSY) {
+			// The kernel allows one XDP program per port (without
+			// multi-program dispatch): another FE, or another program,
+			// drives this one.
+			prog := "an XDP program"
+			if l, lerr := netlink.LinkByIndex(attrs.Index); lerr == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.ProgId != 0 {
+				prog = fmt.Sprintf("XDP program %d", l.Attrs().Xdp.ProgId)
+			}
+			return fmt.Errorf("ports[%d] %q: %s is already attached to it (another FE, or another program, drives this port; 'ip link set dev %s xdp off' detaches it): %w",
+				i, name, prog, name, err)
 		}
 		if err != nil {
 			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)

@@ -153,6 +153,16 @@ func startDaemon(t *testing.T, name string, args ...string) *proc {
 	return p
 }
 
+// running reports whether the daemon has not exited.
+func (p *proc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // stop stops the daemon with SIGTERM (SIGKILL after 10s) and returns its
 // exit code.
 func (p *proc) stop() int {
@@ -270,5 +280,57 @@ func TestCLIMissingPrivileges(t *testing.T) {
 	}
 	if link, _ := exec.Command("ip", "-n", ns, "link", "show", "pv0").CombinedOutput(); strings.Contains(string(link), "xdp") {
 		t.Errorf("XDP still attached to pv0 after the FE stopped: %s", link)
+	}
+}
+
+// An FE given a port that another FE already drives refuses to start,
+// naming the port and the XDP program in the way, and leaves the first FE
+// alone; so does one whose metrics address is taken.
+func TestCLIFEPortInUse(t *testing.T) {
+	requireLab(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ns := testNetns(t, fmt.Sprintf("spport%d", os.Getpid()%10000))
+	conf := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := startDaemon(t, "nsenter", "--net=/run/netns/"+ns, bin, "fe", "--config",
+		conf("fe1.yaml", "id: 1\nports: [pv0]\nce_address: 127.0.0.1:1\nmetrics_listen: 127.0.0.1:9309\nstatus_socket: "+filepath.Join(dir, "fe1.sock")+"\n"))
+	eventually(t, 20*time.Second, "the first FE's XDP program on pv0", func() error {
+		if link, _ := exec.Command("ip", "-n", ns, "link", "show", "pv0").CombinedOutput(); !strings.Contains(string(link), "xdp") {
+			return fmt.Errorf("pv0: %s; FE:\n%s", link, first.out.String())
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name, conf string
+		want       []string
+	}{
+		{"same port", "id: 2\nports: [pv0]\nce_address: 127.0.0.1:1\n", []string{`ports[0] "pv0"`, "already attached", "another FE"}},
+		{"metrics address", "id: 3\nports: [pv1]\nce_address: 127.0.0.1:1\nmetrics_listen: 127.0.0.1:9309\n", []string{"metrics_listen 127.0.0.1:9309", "address already in use"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+ns, bin, "fe", "--config", conf(tc.name+".yaml", tc.conf)).CombinedOutput()
+			if exitCode(err) != 1 {
+				t.Fatalf("exit code %d (%v), want 1; output:\n%s", exitCode(err), err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output does not mention %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	if !first.running() {
+		t.Fatalf("the first FE exited:\n%s", first.out.String())
+	}
+	if link, _ := exec.Command("ip", "-n", ns, "link", "show", "pv0").CombinedOutput(); !strings.Contains(string(link), "xdp") {
+		t.Fatalf("the first FE lost its XDP program: %s", link)
 	}
 }
