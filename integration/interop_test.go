@@ -348,6 +348,18 @@ func setLink(t *testing.T, o lab.Options, role, state string) {
 	}
 }
 
+// silence makes FRR (the second peer) fall silent ("add"), its link up and
+// its connection open: a blackhole route in its namespace swallows
+// everything it sends the router; "del" lets it be heard again.
+func silence(t *testing.T, o lab.Options, verb string) {
+	t.Helper()
+	for _, c := range [][]string{{"route", verb, "blackhole", "10.10.4.1/32"}, {"-6", "route", verb, "blackhole", "fd00:10:4::1/128"}} {
+		if out, err := exec.Command("ip", append([]string{"-n", o.Namespace("peer2")}, c...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", c, err, out)
+		}
+	}
+}
+
 // TestInteropECMP: BIRD and FRR, two third-party BGP daemons in two ASes,
 // announce the same IPv4 and IPv6 prefixes with themselves as the next
 // hop. With graceful restart on, as a production router runs:
@@ -360,6 +372,9 @@ func setLink(t *testing.T, o lab.Options, role, state string) {
 //   - FRR's link going down takes its next hop out of the FIB at once
 //     (not after the hold time: a next hop on a port without carrier is
 //     unreachable, graceful restart or not), and back when it comes up;
+//   - FRR silent (its packets blackholed, no FIN): the hold timer ends the
+//     session, which GoBGP takes for a restart: the paths stay, stale, for
+//     FRR's restart time, then go;
 //   - FRR killed: as graceful restart promises a restarting peer, the CE
 //     keeps its routes, stale, and forwards to it, for the restart time FRR
 //     announced; then sweeps them, and every flow goes to BIRD. FRR started
@@ -480,6 +495,36 @@ func TestInteropECMP(t *testing.T) {
 		return nil
 	})
 
+	// FRR silent: the hold timer ends the session and GoBGP, as BIRD
+	// would, takes that for a restart: FRR's paths stay, stale, for its
+	// restart time, then go.
+	silence(t, o, "add")
+	silent := time.Now()
+	eventually(t, 20*time.Second, "the hold timer ends the session to FRR", func() error {
+		if s, err := neighborState(o, frr4); err != nil || s == "established" {
+			return fmt.Errorf("%q %v", s, err)
+		}
+		return nil
+	})
+	expired := time.Now()
+	if hops, err := resolvedHops(o, lab.AnycastNet); err != nil || len(hops) != 2 {
+		t.Fatalf("FRR's path gone when its session ended (%v, %v); graceful restart should keep it for %s", hops, err, o.PeerRestartTime)
+	}
+	waitHops(t, o, lab.AnycastNet, bird4)
+	waitHops(t, o, lab.AnycastNet6, bird6)
+	t.Logf("FRR silent: the session ended %.1fs later (hold time 9s), its paths swept %.1fs after that (restart time %s)",
+		expired.Sub(silent).Seconds(), time.Since(expired).Seconds(), o.PeerRestartTime)
+	checkAllAt(t, o, lab.AnycastAddr, "peer")
+	silence(t, o, "del")
+	waitHops(t, o, lab.AnycastNet, bird4, frr4)
+	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
+	eventually(t, 30*time.Second, "the session to FRR established", func() error {
+		if s, err := neighborState(o, frr4); err != nil || s != "established" {
+			return fmt.Errorf("%q %v", s, err)
+		}
+		return nil
+	})
+
 	// FRR killed: graceful restart keeps its routes for its restart time
 	// (8s here), then they are swept.
 	if err := lab.Stop(o, "peer2", true); err != nil {
@@ -572,15 +617,7 @@ func TestPeerFailureWithoutGR(t *testing.T) {
 
 	// FRR silent: a blackhole route in its namespace swallows everything
 	// it sends the router.
-	blackhole := func(verb string) {
-		t.Helper()
-		for _, c := range [][]string{{"route", verb, "blackhole", "10.10.4.1/32"}, {"-6", "route", verb, "blackhole", "fd00:10:4::1/128"}} {
-			if out, err := exec.Command("ip", append([]string{"-n", o.Namespace("peer2")}, c...)...).CombinedOutput(); err != nil {
-				t.Fatalf("ip %v: %v: %s", c, err, out)
-			}
-		}
-	}
-	blackhole("add")
+	silence(t, o, "add")
 	silent := time.Now()
 	// The hold timer runs for 9s from FRR's last keepalive, at most 3s
 	// before it fell silent: until 6s, nothing may change.
@@ -596,7 +633,7 @@ func TestPeerFailureWithoutGR(t *testing.T) {
 	}
 	checkAllAt(t, o, lab.AnycastAddr, "peer")
 	checkAllAt(t, o, lab.AnycastAddr6, "peer")
-	blackhole("del")
+	silence(t, o, "del")
 	waitHops(t, o, lab.AnycastNet, bird4, frr4)
 	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
 
