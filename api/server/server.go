@@ -10,13 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/splitplane/splitplane/api/status"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -111,7 +110,7 @@ func Start(b Backend, cfg Config) (*Server, error) {
 	var err error
 	switch network {
 	case "unix":
-		l, err = listenUnix(addr)
+		l, err = status.ListenUnix("api socket", addr, socketMode)
 	case "tcp":
 		l, err = net.Listen("tcp", addr)
 	default:
@@ -143,36 +142,6 @@ func Start(b Backend, cfg Config) (*Server, error) {
 	}()
 	log.Info("api: serving", "listen", cfg.Listen, "tls", cfg.TLS != nil, "token", cfg.Token != "")
 	return s, nil
-}
-
-// listenUnix listens on a unix socket at path: its directory is created,
-// a stale socket left by a process that died is removed (a live one is an
-// error), and the socket gets socketMode.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("api socket %s: %w", path, err)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("api socket %s: exists and is not a socket", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("api socket %s: in use by another process", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("api socket %s: remove the stale socket: %w", path, err)
-		}
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("api socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, socketMode); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("api socket %s: %w", path, err)
-	}
-	return l, nil
 }
 
 // Addr is the address the server listens on.

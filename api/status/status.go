@@ -10,24 +10,58 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"time"
 )
 
 // Handlers maps a path (e.g. "/" or "/withdraw") to a handler.
 type Handlers map[string]http.HandlerFunc
 
-// Serve serves fn's value as JSON on GET / of a unix socket at path, plus any
-// extra handlers. stop closes the listener and removes the socket.
-func Serve(path string, fn func() any, extra Handlers) (stop func(), err error) {
-	_ = os.Remove(path)
+// ListenUnix listens on a unix socket at path for what (e.g. "status
+// socket"): its directory is created, a stale socket left by a process that
+// died is removed, and the socket gets mode. A socket another process
+// serves, or a file that is not a socket, is an error: neither is taken
+// over or deleted.
+func ListenUnix(what, path string, mode os.FileMode) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s %s: exists and is not a socket", what, path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s %s: in use by another process", what, path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("%s %s: remove the stale socket: %w", what, path, err)
+		}
+	}
 	l, err := net.Listen("unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("status socket %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	return l, nil
+}
+
+// Serve serves fn's value as JSON on GET / of a unix socket at path (see
+// ListenUnix), plus any extra handlers. stop closes the listener and
+// removes the socket.
+func Serve(path string, fn func() any, extra Handlers) (stop func(), err error) {
+	l, err := ListenUnix("status socket", path, 0o660)
+	if err != nil {
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
