@@ -341,7 +341,7 @@ func (a *Agent) Status() Status {
 	}
 	st.ProtocolErrors = a.protocolErrors.Load()
 	if a.kernel != nil {
-		st.KernelRoutes, st.KernelErrors = len(a.kernel.installed), a.kernel.errors
+		st.KernelRoutes, st.KernelErrors = a.kernel.len(), a.kernel.errors
 	}
 	st.Low = LowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
 		Injected: a.low.injected.Load(), Events: a.low.events.Load()}

@@ -3,6 +3,7 @@ package fe
 import (
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -22,70 +23,117 @@ const (
 // remove its own (and those a crashed FE left) without touching others'.
 const kernelProto = netlink.RouteProtocol(201)
 
-// kernelFIB mirrors CE routes into the kernel's main table.
+// kernelFIB mirrors CE routes into the kernel's main table, both families.
 type kernelFIB struct {
-	mode      string
-	installed map[prefix4]uint32 // prefix -> gateway (ip4)
-	errors    uint64
-	lastErr   string
+	mode       string
+	installed  map[prefix4]uint32           // prefix -> gateway (ip4)
+	installed6 map[netip.Prefix]netip.Addr // prefix -> gateway
+	errors     uint64
+	lastErr    string
 }
 
 func newKernelFIB(mode string) *kernelFIB {
-	return &kernelFIB{mode: mode, installed: map[prefix4]uint32{}}
+	return &kernelFIB{mode: mode, installed: map[prefix4]uint32{}, installed6: map[netip.Prefix]netip.Addr{}}
 }
 
-func (k *kernelFIB) wants(p prefix4) bool {
+func (k *kernelFIB) wants(p netip.Prefix) bool {
 	switch k.mode {
 	case KernelRoutesAll:
 		return true
 	case KernelRoutesDefault:
-		return p.Prefix().Bits() == 0
+		return p.Bits() == 0
 	}
 	return false
 }
 
+// len is how many routes the FE has in the kernel.
+func (k *kernelFIB) len() int { return len(k.installed) + len(k.installed6) }
+
 // sweep removes routes an earlier FE left in the kernel.
 func (k *kernelFIB) sweep() error {
-	routes, err := netlink.RouteListFiltered(unix.AF_INET, &netlink.Route{Protocol: kernelProto}, netlink.RT_FILTER_PROTOCOL)
-	if err != nil {
-		return fmt.Errorf("list kernel routes: %w", err)
-	}
-	for i := range routes {
-		_ = netlink.RouteDel(&routes[i])
+	for _, family := range []int{unix.AF_INET, unix.AF_INET6} {
+		routes, err := netlink.RouteListFiltered(family, &netlink.Route{Protocol: kernelProto}, netlink.RT_FILTER_PROTOCOL)
+		if err != nil {
+			return fmt.Errorf("list kernel routes: %w", err)
+		}
+		for i := range routes {
+			_ = netlink.RouteDel(&routes[i])
+		}
 	}
 	return nil
 }
 
-// sync makes the kernel's copy of prefix p match gw (0: no route).
+// sync makes the kernel's copy of IPv4 prefix p match gw (0: no route).
 func (k *kernelFIB) sync(p prefix4, gw uint32) {
-	if !k.wants(p) {
+	pfx := p.Prefix()
+	if !k.wants(pfx) {
 		return
 	}
 	have, had := k.installed[p]
 	if had && have == gw {
 		return
 	}
-	pfx := p.Prefix()
-	dst := &net.IPNet{IP: pfx.Addr().AsSlice(), Mask: net.CIDRMask(pfx.Bits(), 32)}
 	var err error
 	if gw != 0 {
-		err = netlink.RouteReplace(&netlink.Route{Dst: dst, Gw: addr4(gw).AsSlice(), Protocol: kernelProto})
-		if err == nil {
+		if err = k.replace(pfx, addr4(gw)); err == nil {
 			k.installed[p] = gw
 		}
 	} else if had {
-		err = netlink.RouteDel(&netlink.Route{Dst: dst, Protocol: kernelProto})
+		err = k.del(pfx)
 		delete(k.installed, p)
 	}
 	if err != nil {
-		k.errors++
-		k.lastErr = fmt.Sprintf("%s via %s: %v", pfx, addr4(gw), err)
+		k.fail(pfx, addr4(gw), err)
 	}
+}
+
+// sync6 makes the kernel's copy of IPv6 prefix p match gw (invalid: no
+// route).
+func (k *kernelFIB) sync6(p netip.Prefix, gw netip.Addr) {
+	if !k.wants(p) {
+		return
+	}
+	have, had := k.installed6[p]
+	if had && have == gw {
+		return
+	}
+	var err error
+	if gw.IsValid() {
+		if err = k.replace(p, gw); err == nil {
+			k.installed6[p] = gw
+		}
+	} else if had {
+		err = k.del(p)
+		delete(k.installed6, p)
+	}
+	if err != nil {
+		k.fail(p, gw, err)
+	}
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+func (k *kernelFIB) replace(p netip.Prefix, gw netip.Addr) error {
+	return netlink.RouteReplace(&netlink.Route{Dst: ipNet(p), Gw: gw.AsSlice(), Protocol: kernelProto})
+}
+
+func (k *kernelFIB) del(p netip.Prefix) error {
+	return netlink.RouteDel(&netlink.Route{Dst: ipNet(p), Protocol: kernelProto})
+}
+
+func (k *kernelFIB) fail(p netip.Prefix, gw netip.Addr, err error) {
+	k.errors++
+	k.lastErr = fmt.Sprintf("%s via %s: %v", p, gw, err)
 }
 
 // removeAll takes the FE's routes out of the kernel.
 func (k *kernelFIB) removeAll() {
 	for p := range k.installed {
 		k.sync(p, 0)
+	}
+	for p := range k.installed6 {
+		k.sync6(p, netip.Addr{})
 	}
 }

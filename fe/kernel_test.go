@@ -13,7 +13,7 @@ import (
 
 func kernelRoutes(t *testing.T, h *netlink.Handle) map[string]string {
 	t.Helper()
-	rs, err := h.RouteListFiltered(unix.AF_INET, &netlink.Route{Protocol: kernelProto}, netlink.RT_FILTER_PROTOCOL)
+	rs, err := h.RouteListFiltered(unix.AF_UNSPEC, &netlink.Route{Protocol: kernelProto}, netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +34,7 @@ func TestKernelFIB(t *testing.T) {
 		}
 		l, _ := h.LinkByName("k0")
 		h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 9, 0, 1), Mask: net.CIDRMask(24, 32)}})
+		h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("fd00:9::1"), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD})
 		h.LinkSetUp(l)
 
 		gw1, gw2 := ip4(netip.MustParseAddr("10.9.0.2")), ip4(netip.MustParseAddr("10.9.0.3"))
@@ -57,6 +58,26 @@ func TestKernelFIB(t *testing.T) {
 		if _, ok := kernelRoutes(t, h)["198.51.100.0/24"]; ok || k.errors != 0 {
 			t.Fatalf("route not removed (errors %d, %s)", k.errors, k.lastErr)
 		}
+
+		// IPv6 the same way: the slow path answers ICMPv6 too.
+		p6 := netip.MustParsePrefix("2001:db8:100::/48")
+		k.sync6(p6, netip.MustParseAddr("fd00:9::2"))
+		k.sync6(p6, netip.MustParseAddr("fd00:9::3"))
+		if got := kernelRoutes(t, h); got["2001:db8:100::/48"] != "fd00:9::3" || k.len() != 1 {
+			t.Fatalf("mode all: kernel has %v (len %d), want 2001:db8:100::/48 via fd00:9::3", got, k.len())
+		}
+		k6 := newKernelFIB(KernelRoutesDefault)
+		k6.sync6(netip.MustParsePrefix("2001:db8:200::/48"), netip.MustParseAddr("fd00:9::2"))
+		k6.sync6(netip.MustParsePrefix("::/0"), netip.MustParseAddr("fd00:9::2"))
+		if got := kernelRoutes(t, h); got["::/0"] != "fd00:9::2" || got["2001:db8:200::/48"] != "" {
+			t.Fatalf("mode default: kernel has %v, want the IPv6 default and not 2001:db8:200::/48", got)
+		}
+		k6.removeAll()
+		k.sync6(p6, netip.Addr{})
+		if got := kernelRoutes(t, h); got["::/0"] != "" || got["2001:db8:100::/48"] != "" || k.errors != 0 || k.len() != 0 {
+			t.Fatalf("IPv6 routes not removed: %v (errors %d, %s)", got, k.errors, k.lastErr)
+		}
+		k.sync6(p6, netip.MustParseAddr("fd00:9::2"))
 		if err := newKernelFIB(KernelRoutesAll).sweep(); err != nil {
 			t.Fatal(err)
 		}

@@ -142,7 +142,7 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 	var kernelRoutes int
 	var kernelErrors uint64
 	if kernel {
-		kernelRoutes, kernelErrors = len(a.kernel.installed), a.kernel.errors
+		kernelRoutes, kernelErrors = a.kernel.len(), a.kernel.errors
 	}
 	ports := make([]metricsPort, 0, len(a.ports))
 	for _, p := range a.ports {

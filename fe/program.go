@@ -372,11 +372,15 @@ func (a *Agent) flush(b *batch) {
 			if r.Prefix.Addr().Is4() {
 				p := toPrefix4(r.Prefix)
 				a.kernel.sync(p, ip4(a.gatewayOf(a.prog.routes[p])))
+			} else {
+				a.kernel.sync6(r.Prefix, a.gatewayOf(a.prog.routes6[r.Prefix]))
 			}
 		}
 		for _, p := range b.dels {
 			if p.Addr().Is4() {
 				a.kernel.sync(toPrefix4(p), 0)
+			} else {
+				a.kernel.sync6(p, netip.Addr{})
 			}
 		}
 	}
