@@ -26,7 +26,7 @@ const kernelProto = netlink.RouteProtocol(201)
 // kernelFIB mirrors CE routes into the kernel's main table, both families.
 type kernelFIB struct {
 	mode       string
-	installed  map[prefix4]uint32           // prefix -> gateway (ip4)
+	installed  map[prefix4]uint32          // prefix -> gateway (ip4)
 	installed6 map[netip.Prefix]netip.Addr // prefix -> gateway
 	errors     uint64
 	lastErr    string
