@@ -1,0 +1,29 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// Bad flags of `bench all` are usage errors (exit 2), refused before
+// anything is measured: these run without root.
+func TestBenchAllUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "all", "--only", "forward,bogus"},
+		{"bench", "all", "--rounds", "-1"},
+		{"bench", "all", "--rounds", "many"},
+		{"bench", "all", "--bogus"},
+		{"bench", "all", "extra"},
+	} {
+		root := &cobra.Command{Use: "splitplane", SilenceUsage: true, SilenceErrors: true}
+		root.AddCommand(benchCmd())
+		usageErrors(root)
+		root.SetArgs(args)
+		err := root.Execute()
+		if !errors.Is(err, errUsage) || exitCode(err) != 2 {
+			t.Errorf("%v: %v (exit %d), want a usage error", args, err, exitCode(err))
+		}
+	}
+}
