@@ -42,6 +42,12 @@ type Config struct {
 	// AS_PATH length, ORIGIN and MED; their ASes may differ) and forwards
 	// over all their next hops.
 	BGPMultipath bool `yaml:"bgp_multipath"`
+	// BGPNetworks are prefixes the router itself announces over BGP (a
+	// customer LAN, the operator's aggregate), IPv4 or IPv6, host bits
+	// clear: unconditionally, to every neighbour whose export policy lets
+	// them through, with the session's local address as the next hop.
+	// They install nothing in the FIB: route them with static_routes.
+	BGPNetworks []string `yaml:"bgp_networks"`
 	// ForCESListen is the TCP address FEs associate to (ForCES TML over TCP).
 	ForCESListen string `yaml:"forces_listen"`
 	// ForCESListenLow is the TCP address of the low-priority channel
@@ -459,6 +465,13 @@ func (c *Config) bgpConfig() (bgp.Config, error) {
 		return bgp.Config{}, fmt.Errorf("%w: router_id %q: must be an IPv4 address", ErrConfig, c.RouterID)
 	}
 	bc := bgp.Config{ASN: c.ASN, RouterID: rid, ListenPort: c.BGPListenPort, ListenAddrs: c.BGPListenAddrs, Multipath: c.BGPMultipath}
+	for i, n := range c.BGPNetworks {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return bgp.Config{}, fmt.Errorf("%w: bgp_networks[%d] %q: not a prefix", ErrConfig, i, n)
+		}
+		bc.Networks = append(bc.Networks, p)
+	}
 	for i, n := range c.Neighbors {
 		bn, err := n.bgpNeighbor(i)
 		if err != nil {

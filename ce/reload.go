@@ -39,6 +39,7 @@ func (c *CE) Reload(ctx context.Context, cfg Config) (ReloadReport, error) {
 type ReloadReport struct {
 	Statics   int      // static routes added, changed or removed
 	Neighbors []string // neighbours added, changed or removed ("+192.0.2.2", "~...", "-...")
+	Networks  []string // bgp_networks announced or withdrawn ("+192.0.2.0/24", "-...")
 	Pinned    string   // the new pinning, if control_cores changed
 	// NeedRestart lists the changed settings a reload cannot apply.
 	NeedRestart []string
@@ -98,9 +99,15 @@ func (c *CE) applyReload(ctx context.Context, rib *RIB, r reload, out []Change) 
 		rep.Err = err
 	} else {
 		c.cfg.Neighbors = r.cfg.Neighbors
+		// After the neighbours, so that their export policies are in place.
+		if rep.Networks, err = c.reloadNetworks(r.cfg); err != nil {
+			rep.Err = err
+		} else {
+			c.cfg.BGPNetworks = r.cfg.BGPNetworks
+		}
 	}
 	c.log.Info("ce: configuration reloaded", "static_route_changes", rep.Statics, "fib_changes", len(out)-before,
-		"neighbors", rep.Neighbors, "pinned", rep.Pinned, "need_restart", rep.NeedRestart, "err", rep.Err)
+		"neighbors", rep.Neighbors, "networks", rep.Networks, "pinned", rep.Pinned, "need_restart", rep.NeedRestart, "err", rep.Err)
 	return out, rep
 }
 
@@ -131,4 +138,29 @@ func (c *CE) reloadNeighbors(ctx context.Context, cfg Config) ([]string, error) 
 		return nil, err
 	}
 	return c.speaker.SetNeighbors(ctx, bc.Neighbors)
+}
+
+// reloadNetworks brings the originated prefixes in line with cfg's and
+// names the ones announced ("+P") and withdrawn ("-P").
+func (c *CE) reloadNetworks(cfg Config) ([]string, error) {
+	bc, err := cfg.bgpConfig()
+	if err != nil {
+		return nil, err
+	}
+	was := c.speaker.Networks()
+	if _, _, err := c.speaker.SetNetworks(bc.Networks); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range bc.Networks {
+		if !slices.Contains(was, p) {
+			out = append(out, "+"+p.String())
+		}
+	}
+	for _, p := range was {
+		if !slices.Contains(bc.Networks, p) {
+			out = append(out, "-"+p.String())
+		}
+	}
+	return out, nil
 }

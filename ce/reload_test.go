@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,5 +66,30 @@ func TestReload(t *testing.T) {
 	}
 	if c.Status(ctx).Routes != 3 {
 		t.Fatal("routes changed")
+	}
+
+	// bgp_networks: announced and withdrawn by name; a bad prefix is an
+	// error naming it and changes nothing.
+	nets := next
+	nets.BGPNetworks = []string{"203.0.113.0/24", "2001:db8:f::/48"}
+	rep, err = c.Reload(ctx, nets)
+	if err != nil || !slices.Equal(rep.Networks, []string{"+203.0.113.0/24", "+2001:db8:f::/48"}) {
+		t.Fatalf("networks added: %+v %v", rep, err)
+	}
+	nets.BGPNetworks = []string{"2001:db8:f::/48", "198.51.100.0/25"}
+	rep, err = c.Reload(ctx, nets)
+	if err != nil || !slices.Equal(rep.Networks, []string{"+198.51.100.0/25", "-203.0.113.0/24"}) {
+		t.Fatalf("networks changed: %+v %v", rep, err)
+	}
+	badNets := nets
+	badNets.BGPNetworks = []string{"198.51.100.0/25", "198.51.100.1/24"}
+	if _, err := c.Reload(ctx, badNets); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `bgp_networks[1] 198.51.100.1/24: host bits set`) {
+		t.Fatalf("bad bgp_networks: %v", err)
+	}
+	if got := c.speaker.Networks(); !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("2001:db8:f::/48"), netip.MustParsePrefix("198.51.100.0/25")}) {
+		t.Fatalf("networks after the bad reload: %v", got)
+	}
+	if c.Status(ctx).Routes != 3 {
+		t.Fatal("bgp_networks changed the FIB")
 	}
 }

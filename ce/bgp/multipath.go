@@ -68,7 +68,7 @@ func (m *multipaths) apply(paths []*apiutil.Path) []Update {
 		set := slices.DeleteFunc(m.sets[pfx], func(q mpath) bool { return q.key == key })
 		// A path without a usable next hop cannot be forwarded to, so it
 		// counts as gone.
-		if nh := nextHop(p); !p.Withdrawal && nh.IsValid() {
+		if nh := nextHop(p); !p.Withdrawal && usable(nh) {
 			set = append(set, mpath{
 				key: key, nextHop: nh, routerID: p.PeerID, age: p.Age,
 				ibgp: p.PeerASN != 0 && p.PeerASN == m.asn,

@@ -40,6 +40,8 @@ type Config struct {
 	// APIListen, if set, serves GoBGP's own gRPC API on this TCP HOST:PORT
 	// (grpcapi.go), unauthenticated, for the gobgp CLI.
 	APIListen string
+	// Networks are the prefixes the speaker originates (networks.go).
+	Networks []netip.Prefix
 }
 
 // Update is a best-path change for one prefix: a new best next hop (with
@@ -93,6 +95,9 @@ type Speaker struct {
 
 	// setMu serialises SetNeighbors (GoBGP's policies are one global set).
 	setMu sync.Mutex
+	// netMu guards networks, the originated prefixes (SetNetworks).
+	netMu    sync.Mutex
+	networks []netip.Prefix
 
 	mu        sync.Mutex
 	neighbors map[netip.Addr]*NeighborStatus
@@ -126,7 +131,7 @@ func (c *Config) Validate() error {
 		}
 		seen[n.Address] = true
 	}
-	return nil
+	return validateNetworks(c.Networks)
 }
 
 // Start starts GoBGP, adds the neighbours and calls onUpdate with every best-path
@@ -190,6 +195,9 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 	if _, err := s.SetNeighbors(ctx, cfg.Neighbors); err != nil {
 		return fail(err)
 	}
+	if _, _, err := s.SetNetworks(cfg.Networks); err != nil {
+		return fail(err)
+	}
 	// The warner reads the max_prefixes limits from the configured
 	// neighbours at every check, so it follows SetNeighbors.
 	w := newPrefixWarner(s.warnLimits, log)
@@ -215,8 +223,8 @@ func (s *Speaker) warnLimits() map[string]uint32 {
 	return out
 }
 
-// toUpdates turns GoBGP best paths into updates; paths of other families and
-// paths without a usable next hop are skipped. A path from a neighbour in
+// toUpdates turns GoBGP best paths into updates; paths of other families are
+// skipped, and one without a usable next hop withdraws the prefix. A path from a neighbour in
 // asn, the speaker's own, is iBGP.
 func toUpdates(paths []*apiutil.Path, asn uint32) []Update {
 	out := make([]Update, 0, len(paths))
@@ -227,8 +235,10 @@ func toUpdates(paths []*apiutil.Path, asn uint32) []Update {
 		}
 		u := Update{Prefix: pfx, Withdraw: p.Withdrawal, IBGP: p.PeerASN != 0 && p.PeerASN == asn}
 		if !u.Withdraw {
-			if u.NextHop = nextHop(p); !u.NextHop.IsValid() {
-				continue
+			// A best path that cannot be forwarded to (the router's own,
+			// networks.go) leaves BGP without a route for the prefix.
+			if u.NextHop = nextHop(p); !usable(u.NextHop) {
+				u = Update{Prefix: pfx, Withdraw: true}
 			}
 		}
 		out = append(out, u)
