@@ -51,6 +51,7 @@ func labCmd() *cobra.Command {
 	up.Flags().StringVar(&o.Peer2, "peer2", "", "a second BGP peer, bird or frr, announcing the anycast prefixes as --peer bird|frr does: ECMP")
 	up.Flags().BoolVar(&o.NoGracefulRestart, "no-graceful-restart", false, "graceful restart off on the CE's neighbours and the peers")
 	up.Flags().BoolVar(&o.BFD, "bfd", false, "BFD on the sessions with BIRD peers (300ms x 3)")
+	up.Flags().IntVar(&o.FEs, "fes", 1, fmt.Sprintf("forwarding elements, 1 to %d: FE n >= 2 in its own namespace with its own hosts, associated with the CE over a management LAN", lab.MaxFEs))
 	up.Flags().DurationVar(&o.PeerRestartTime, "peer-restart-time", 120*time.Second, "the restart time the peers announce: how long the CE keeps a vanished peer's routes")
 
 	var asJSON, watch bool
@@ -111,10 +112,10 @@ func labCmd() *cobra.Command {
 	}
 	var kill bool
 	restart := &cobra.Command{
-		Use:       "restart ce|fe|peer|peer2",
+		Use:       "restart ce|fe|fe2...|peer|peer2",
 		Short:     "Stop one of the lab's daemons (SIGTERM, or SIGKILL with --kill) and start it again",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"ce", "fe", "peer", "peer2"},
+		ValidArgs: []string{"ce", "fe", "fe2", "peer", "peer2"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Out = os.Stdout
 			return lab.Restart(o, args[0], kill)

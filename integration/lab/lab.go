@@ -15,6 +15,14 @@
 //
 // The router's kernel forwards none of it (the tests check its counters), so A and B reach each other only
 // through the XDP fast path, along a route learned over BGP.
+//
+// With Options.FEs > 1 the router has more forwarding elements, each a
+// server of its own: FE n in namespace NAME-rtrN, with ports to-a and to-b
+// to hosts NAME-aN and NAME-bN (copies of A and B), associated with the one
+// CE over the management LAN (the bridge mgmt in NAME-rtr, 10.10.0.0/24):
+//
+//	[ NAME-rtr: CE + FE 1 ] ── mgmt (10.10.0.1) ──┬── 10.10.0.2 [ NAME-rtr2: FE 2 ] to-a ── host A2, to-b ── host B2
+//	                                              └── 10.10.0.3 [ NAME-rtr3: FE 3 ] ...
 package lab
 
 import (
@@ -93,6 +101,21 @@ type Options struct {
 	// to the control CPU, no policer, no GTSM, no forward CPUs (the
 	// baseline of the DoS test).
 	NoProtection bool
+	// FEs is how many forwarding elements the router has: 1 (the default)
+	// to MaxFEs. FE n >= 2 stands for a second server of a scale-out
+	// router: namespace NAME-rtrN with an FE of its own (ForCES ID n,
+	// name lab-feN, status socket feN.sock, daemon "feN"), whose ports
+	// to-a and to-b lead to its own hosts, NAME-aN and NAME-bN, copies of
+	// host A and host B (the same addresses and subnets), so it forwards
+	// between its own ports with the FIB every FE gets. The peer's link is
+	// FE 1's only: on the other FEs a route whose next hop is the peer
+	// itself (the anycast prefixes; every route of a BIRD peer) stays
+	// unresolved and goes to their kernel (docs/architecture.md, "Several
+	// FEs"). The CE then
+	// listens for ForCES on the management LAN, 10.10.0.1:6700 on the
+	// bridge mgmt in NAME-rtr, which FE n reaches from 10.10.0.n over TCP
+	// with mutual TLS (the CE's certificate names it "ce").
+	FEs int
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 }
@@ -157,6 +180,12 @@ func (o *Options) defaults() error {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	if o.FEs == 0 {
+		o.FEs = 1
+	}
+	if o.FEs < 1 || o.FEs > MaxFEs {
+		return fmt.Errorf("fes %d: 1 to %d", o.FEs, MaxFEs)
+	}
 	switch o.Peer {
 	case "":
 		o.Peer = "splitplane"
@@ -191,16 +220,40 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// MaxFEs is the most forwarding elements a lab has (Options.FEs).
+const MaxFEs = 4
+
 // Namespace returns the name of one of the lab's namespaces: "rtr", "peer",
-// "peer2", "a" or "b".
+// "peer2", "a" or "b"; with several FEs also "rtrN", "aN" and "bN" (FE N's
+// router and hosts, FEName).
 func (o *Options) Namespace(role string) string { return o.Name + "-" + role }
+
+// FEName is the name of FE n (1 to FEs) in the lab: the daemon's name for
+// Restart, Stop, Start and Pid, its status socket's (Socket) and the suffix
+// of its namespaces ("rtr"+suffix, "a"+suffix, "b"+suffix): "fe" and ""
+// for FE 1, "fe2" and "2" for FE 2.
+func FEName(n int) (daemon, suffix string) {
+	if n == 1 {
+		return "fe", ""
+	}
+	return "fe" + strconv.Itoa(n), strconv.Itoa(n)
+}
 
 func (o *Options) namespaces() []string {
 	ns := []string{o.Namespace("rtr"), o.Namespace("peer"), o.Namespace("a"), o.Namespace("b")}
 	if o.Peer2 != "" {
 		ns = append(ns, o.Namespace("peer2"))
 	}
+	for n := 2; n <= o.FEs; n++ {
+		ns = append(ns, o.feNamespaces(n)...)
+	}
 	return ns
+}
+
+// feNamespaces are FE n's namespaces (n >= 2): its router's and its hosts'.
+func (o *Options) feNamespaces(n int) []string {
+	_, sfx := FEName(n)
+	return []string{o.Namespace("rtr" + sfx), o.Namespace("a" + sfx), o.Namespace("b" + sfx)}
 }
 
 // bgpPeer is one of the lab's BGP peers. Its role ("peer" or "peer2")
@@ -250,7 +303,7 @@ func (o Options) RouteCount() int {
 	return o.Routes + 2
 }
 
-// Socket returns the status socket of a daemon: "ce", "fe" or "peer".
+// Socket returns the status socket of a daemon: "ce", "fe", "fe2"... or "peer".
 func (o *Options) Socket(daemon string) string { return filepath.Join(o.Dir, daemon+".sock") }
 
 // state is what lab down needs to undo lab up, kept in Dir/state.json.
@@ -284,7 +337,7 @@ type command struct {
 	Args      []string `json:"args"`
 }
 
-// Restart stops one of the lab's daemons ("ce", "fe", "peer" or "peer2") by
+// Restart stops one of the lab's daemons ("ce", "fe", "fe2"..., "peer" or "peer2") by
 // pid, with SIGKILL when kill is set (a crash) or SIGTERM (a clean stop), and
 // starts it again as it was started.
 func Restart(o Options, name string, kill bool) error {
@@ -294,7 +347,7 @@ func Restart(o Options, name string, kill bool) error {
 	return Start(o, name)
 }
 
-// Stop stops one of the lab's daemons ("ce", "fe", "peer" or "peer2") by pid:
+// Stop stops one of the lab's daemons ("ce", "fe", "fe2"..., "peer" or "peer2") by pid:
 // with SIGKILL when kill is set, as a crash would, or with SIGTERM. Start
 // starts it again.
 func Stop(o Options, name string, kill bool) error {
@@ -324,7 +377,7 @@ func Stop(o Options, name string, kill bool) error {
 }
 
 // Pid returns the pid of one of the lab's running processes ("ce", "fe",
-// "peer", "peer2", "traffic"...).
+// "fe2", "peer", "peer2", "traffic"...).
 func Pid(o Options, name string) (int, error) {
 	if err := o.defaults(); err != nil {
 		return 0, err
@@ -473,7 +526,12 @@ func Down(o Options) error {
 	}
 	// Daemons first (the FE detaches XDP and the CE tears down its sessions),
 	// in reverse order of start, then any other process the state names.
-	order := []string{"traffic", "traffic6", "peer2", "peer", "fe", "ce"}
+	order := []string{"traffic", "traffic6", "peer2", "peer"}
+	for n := MaxFEs; n >= 1; n-- {
+		name, _ := FEName(n)
+		order = append(order, name)
+	}
+	order = append(order, "ce")
 	for _, name := range slices.Sorted(maps.Keys(s.Processes)) {
 		if !slices.Contains(order, name) {
 			order = append(order, name)
@@ -491,9 +549,12 @@ func Down(o Options) error {
 		}
 	}
 	// Those lab up made, and those it may have made: lab down is not told
-	// whether there was a second peer.
+	// whether there was a second peer or more FEs.
 	all := append(s.Namespaces, o.namespaces()...)
 	all = append(all, o.Namespace("peer2"))
+	for n := 2; n <= MaxFEs; n++ {
+		all = append(all, o.feNamespaces(n)...)
+	}
 	slices.Sort(all)
 	for _, ns := range slices.Compact(all) {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {

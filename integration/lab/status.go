@@ -32,6 +32,10 @@ type Status struct {
 	Peer          peer.Status       `json:"peer"`
 	// Peer2 is the second peer's view of its session, with Options.Peer2.
 	Peer2 *peer.Status `json:"peer2,omitempty"`
+	// OtherFEs are the status of FE 2, 3... with Options.FEs > 1 (FE, and
+	// the FE fields above, are FE 1's); empty (no ID) for an FE that is
+	// not running.
+	OtherFEs []fe.Status `json:"other_fes,omitempty"`
 }
 
 // GetStatus asks the lab's daemons for their status.
@@ -45,6 +49,18 @@ func GetStatus(o Options) (Status, error) {
 	}
 	if err := status.Get(o.Socket("fe"), "/", &st.FE); err != nil {
 		return st, fmt.Errorf("fe: %w", err)
+	}
+	for n := 2; n <= o.labFEs(); n++ {
+		name, _ := FEName(n)
+		var f fe.Status
+		if err := status.Get(o.Socket(name), "/", &f); err != nil {
+			// An FE the lab stopped (lab.Stop) is reported as such,
+			// with an empty status: the others still have theirs.
+			if _, perr := Pid(o, name); perr == nil {
+				return st, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		st.OtherFEs = append(st.OtherFEs, f)
 	}
 	var err error
 	if st.Peer, err = peerStatus(o, "peer"); err != nil {
@@ -73,6 +89,19 @@ func GetStatus(o Options) (Status, error) {
 	st.FENexthops, st.FEResolved = st.FE.Gateways, st.FE.Resolved
 	st.Counters = st.FE.Counters
 	return st, nil
+}
+
+// labFEs is how many FEs the lab runs, from its files (FE n's
+// configuration): callers such as lab status are not told Options.FEs.
+func (o *Options) labFEs() int {
+	n := 1
+	for ; n < MaxFEs; n++ {
+		name, _ := FEName(n + 1)
+		if _, err := os.Stat(filepath.Join(o.Dir, name+".yaml")); err != nil {
+			break
+		}
+	}
+	return n
 }
 
 // hasPeer2 reports whether the lab runs a second peer, from its files.
@@ -155,24 +184,37 @@ func (s Status) Print(w io.Writer) {
 		fmt.Fprintf(w, "ForCES: %s %q synced=%v, low-priority channel %s, heartbeat rtt p50 %.2f ms p99 %.2f ms, redirected %d, injected %d, events %d\n",
 			f.ID, f.Name, f.Synced, low, f.HeartbeatRTT.P50, f.HeartbeatRTT.P99, f.Redirected, f.Injected, f.Events)
 	}
-	fmt.Fprintf(w, "FE: associated=%v, %d routes from the CE (%d in XDP, %d copied to the kernel), gateways %d/%d resolved, protocol errors %d\n",
-		s.FEAssociated, s.FERoutes, s.FE.Programmed, s.FE.KernelRoutes, s.FEResolved, s.FENexthops, s.FE.ProtocolErrors)
-	for _, p := range s.FE.Ports {
+	printFE(w, "FE", s.FE)
+	for i, f := range s.OtherFEs {
+		if f.ID == "" {
+			name, _ := FEName(i + 2)
+			fmt.Fprintf(w, "FE %d: not running ('splitplane lab restart %s' starts it)\n", i+2, name)
+			continue
+		}
+		printFE(w, fmt.Sprintf("FE %d", i+2), f)
+	}
+}
+
+// printFE writes one FE's part of the status.
+func printFE(w io.Writer, title string, f fe.Status) {
+	fmt.Fprintf(w, "%s: associated=%v, %d routes from the CE (%d in XDP, %d copied to the kernel), gateways %d/%d resolved, protocol errors %d\n",
+		title, f.Associated, f.Routes, f.Programmed, f.KernelRoutes, f.Resolved, f.Gateways, f.ProtocolErrors)
+	for _, p := range f.Ports {
 		fmt.Fprintf(w, "    port %-8s ifindex %-3d xdp %-7s %-16s rx %d pkts %d B, tx %d pkts %d B, to kernel %d\n", p.Name, p.Ifindex, p.Mode,
 			fmt.Sprint(p.Addrs), p.Counters.RxPackets, p.Counters.RxBytes, p.Counters.TxPackets, p.Counters.TxBytes, p.Counters.Passed)
 	}
-	for _, l := range s.FE.Lanes {
+	for _, l := range f.Lanes {
 		fmt.Fprintf(w, "    lane %s rx-%d: cpus %s (%s)\n", l.Port, l.Queue, l.CPUs, l.Via)
 	}
-	names := make([]string, 0, len(s.Counters))
-	for k := range s.Counters {
+	names := make([]string, 0, len(f.Counters))
+	for k := range f.Counters {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	var b strings.Builder
 	for _, k := range names {
-		if s.Counters[k] != 0 || k == "forwarded" {
-			fmt.Fprintf(&b, " %s=%d", k, s.Counters[k])
+		if f.Counters[k] != 0 || k == "forwarded" {
+			fmt.Fprintf(&b, " %s=%d", k, f.Counters[k])
 		}
 	}
 	fmt.Fprintf(w, "XDP packets:%s\n", b.String())

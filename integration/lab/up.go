@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/integration/routegen"
 )
@@ -21,11 +23,28 @@ type link struct {
 	ns2, if2, addr2, addr62 string
 }
 
+// links are every veth pair of the lab: FE 1's ports (to its hosts and
+// the peers), then those of the other FEs.
 func (o *Options) links() []link {
-	r := o.Namespace("rtr")
+	var ls []link
+	for n := 1; n <= o.FEs; n++ {
+		ls = append(ls, o.feLinks(n)...)
+	}
+	return ls
+}
+
+// feLinks are the links of FE n's ports: to its hosts A and B (FE n >= 2:
+// to its copies of them, with the same addresses) and, for FE 1, to the
+// BGP peers.
+func (o *Options) feLinks(n int) []link {
+	_, sfx := FEName(n)
+	r := o.Namespace("rtr" + sfx)
 	ls := []link{
-		{r, "to-a", "10.10.1.1/24", "fd00:10:1::1/64", o.Namespace("a"), "eth0", HostA.String() + "/24", HostA6.String() + "/64"},
-		{r, "to-b", "10.10.2.1/24", "fd00:10:2::1/64", o.Namespace("b"), "eth0", HostB.String() + "/24", HostB6.String() + "/64"},
+		{r, "to-a", "10.10.1.1/24", "fd00:10:1::1/64", o.Namespace("a" + sfx), "eth0", HostA.String() + "/24", HostA6.String() + "/64"},
+		{r, "to-b", "10.10.2.1/24", "fd00:10:2::1/64", o.Namespace("b" + sfx), "eth0", HostB.String() + "/24", HostB6.String() + "/64"},
+	}
+	if n > 1 {
+		return ls
 	}
 	for _, p := range o.peers() {
 		ls = append(ls, link{r, p.port, p.router.String() + "/24", p.router6.String() + "/64",
@@ -34,13 +53,63 @@ func (o *Options) links() []link {
 	return ls
 }
 
-// ports are the router's ports, the FE's.
-func (o *Options) ports() []string {
+// ports are FE n's ports.
+func (o *Options) ports(n int) []string {
 	var ps []string
-	for _, l := range o.links() {
+	for _, l := range o.feLinks(n) {
 		ps = append(ps, l.if1)
 	}
 	return ps
+}
+
+// mgmtAddr is FE n's address on the management LAN of a lab with several
+// FEs (10.10.0.n/24); the CE, beside FE 1, listens on mgmtAddr(1).
+func mgmtAddr(n int) netip.Addr { return netip.AddrFrom4([4]byte{10, 10, 0, byte(n)}) }
+
+// forcesAddr is where the CE listens for its FEs: the loopback with one FE
+// (as before there were several), the management LAN with more.
+func (o *Options) forcesAddr() string {
+	if o.FEs == 1 {
+		return "127.0.0.1:6700"
+	}
+	return netip.AddrPortFrom(mgmtAddr(1), 6700).String()
+}
+
+// upMgmt builds the management LAN of a lab with several FEs: a bridge in
+// the CE's namespace with FE 1's (and the CE's) address, and a veth from
+// it to each other FE's namespace. It carries only ForCES: no FE forwards
+// on it (it is no FE port), as a real router's management network is
+// apart from the ports it forwards between.
+func (o *Options) upMgmt() error {
+	r := o.Namespace("rtr")
+	fmt.Fprintf(o.Out, "management LAN: bridge %s/mgmt %s\n", r, mgmtAddr(1))
+	for _, c := range [][]string{
+		{"ip", "link", "add", "mgmt", "type", "bridge"},
+		{"ip", "addr", "add", mgmtAddr(1).String() + "/24", "dev", "mgmt"},
+		{"ip", "link", "set", "mgmt", "up"},
+	} {
+		if err := inNS(r, c[0], c[1:]...); err != nil {
+			return err
+		}
+	}
+	for n := 2; n <= o.FEs; n++ {
+		_, sfx := FEName(n)
+		rn, br := o.Namespace("rtr"+sfx), "mgmt"+sfx
+		fmt.Fprintf(o.Out, "link %s/%s <-> %s/mgmt %s\n", r, br, rn, mgmtAddr(n))
+		if err := run("ip", "link", "add", br, "netns", r, "type", "veth", "peer", "name", "mgmt", "netns", rn); err != nil {
+			return err
+		}
+		if err := inNS(r, "ip", "link", "set", br, "master", "mgmt", "up"); err != nil {
+			return err
+		}
+		if err := inNS(rn, "ip", "addr", "add", mgmtAddr(n).String()+"/24", "dev", "mgmt"); err != nil {
+			return err
+		}
+		if err := inNS(rn, "ip", "link", "set", "mgmt", "up"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Up builds the lab and waits until the peer's routes are in the FE. On
@@ -115,19 +184,27 @@ func Up(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
-	for _, h := range []struct{ ns, gw, gw6 string }{{o.Namespace("a"), "10.10.1.1", "fd00:10:1::1"}, {o.Namespace("b"), "10.10.2.1", "fd00:10:2::1"}} {
-		if err := inNS(h.ns, "ip", "route", "add", "default", "via", h.gw); err != nil {
+	for n := 1; n <= o.FEs; n++ {
+		_, sfx := FEName(n)
+		for _, h := range []struct{ ns, gw, gw6 string }{{o.Namespace("a" + sfx), "10.10.1.1", "fd00:10:1::1"}, {o.Namespace("b" + sfx), "10.10.2.1", "fd00:10:2::1"}} {
+			if err := inNS(h.ns, "ip", "route", "add", "default", "via", h.gw); err != nil {
+				return err
+			}
+			if err := inNS(h.ns, "ip", "-6", "route", "add", "default", "via", h.gw6); err != nil {
+				return err
+			}
+		}
+		if err := inNS(o.Namespace("b"+sfx), "ip", "addr", "add", HostBAddr.String()+"/32", "dev", "eth0"); err != nil {
 			return err
 		}
-		if err := inNS(h.ns, "ip", "-6", "route", "add", "default", "via", h.gw6); err != nil {
+		if err := inNS(o.Namespace("b"+sfx), "ip", "-6", "addr", "add", HostBAddr6.String()+"/128", "dev", "eth0", "nodad"); err != nil {
 			return err
 		}
 	}
-	if err := inNS(o.Namespace("b"), "ip", "addr", "add", HostBAddr.String()+"/32", "dev", "eth0"); err != nil {
-		return err
-	}
-	if err := inNS(o.Namespace("b"), "ip", "-6", "addr", "add", HostBAddr6.String()+"/128", "dev", "eth0", "nodad"); err != nil {
-		return err
+	if o.FEs > 1 {
+		if err := o.upMgmt(); err != nil {
+			return err
+		}
 	}
 	// BIRD and FRR peers own the anycast addresses they announce, and
 	// answer through the router.
@@ -152,8 +229,11 @@ func Up(ctx context.Context, o Options) (err error) {
 	// unresolved neighbour: it resolves and forwards). The FE copies the
 	// CE's routes into its FIB for that; the tests check that the kernel
 	// itself forwards none of the traffic.
-	if err := inNS(o.Namespace("rtr"), "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"); err != nil {
-		return err
+	for n := 1; n <= o.FEs; n++ {
+		_, sfx := FEName(n)
+		if err := inNS(o.Namespace("rtr"+sfx), "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"); err != nil {
+			return err
+		}
 	}
 
 	if err := o.writeConfigs(); err != nil {
@@ -163,9 +243,10 @@ func Up(ctx context.Context, o Options) (err error) {
 		name, ns string
 		args     []string
 	}
-	daemons := []daemon{
-		{"ce", o.Namespace("rtr"), []string{"ce", "--config", filepath.Join(o.Dir, "ce.yaml")}},
-		{"fe", o.Namespace("rtr"), []string{"fe", "--config", filepath.Join(o.Dir, "fe.yaml")}},
+	daemons := []daemon{{"ce", o.Namespace("rtr"), []string{"ce", "--config", filepath.Join(o.Dir, "ce.yaml")}}}
+	for n := 1; n <= o.FEs; n++ {
+		name, sfx := FEName(n)
+		daemons = append(daemons, daemon{name, o.Namespace("rtr" + sfx), []string{"fe", "--config", filepath.Join(o.Dir, name+".yaml")}})
 	}
 	for _, p := range o.peers() {
 		daemons = append(daemons, daemon{p.role, o.Namespace(p.role), o.peerArgs(p)})
@@ -184,23 +265,30 @@ func Up(ctx context.Context, o Options) (err error) {
 	}
 
 	want := o.RouteCount()
-	fmt.Fprintf(o.Out, "waiting for BGP and for %d routes in the FE\n", want)
+	fes := "the FE"
+	if o.FEs > 1 {
+		fes = fmt.Sprintf("each of the %d FEs", o.FEs)
+	}
+	fmt.Fprintf(o.Out, "waiting for BGP and for %d routes in %s\n", want, fes)
 	started := time.Now()
 	if err := o.waitFor(ctx, 120*time.Second, func(st Status) error {
 		if len(st.CE.Neighbors) != len(o.peers()) || st.BGPState != "established" {
 			return fmt.Errorf("bgp sessions %+v", st.CE.Neighbors)
 		}
-		if !st.FEAssociated {
-			return errors.New("FE not associated")
-		}
-		if st.FERoutes < want {
-			return fmt.Errorf("%d of %d routes in the FE", st.FERoutes, want)
+		for i, f := range append([]fe.Status{st.FE}, st.OtherFEs...) {
+			name, _ := FEName(i + 1)
+			if !f.Associated {
+				return fmt.Errorf("%s not associated", name)
+			}
+			if f.Routes < want {
+				return fmt.Errorf("%d of %d routes in %s", f.Routes, want, name)
+			}
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "BGP established and %d routes in the FE %.1fs after the daemons started\n", want, time.Since(started).Seconds())
+	fmt.Fprintf(o.Out, "BGP established and %d routes in %s %.1fs after the daemons started\n", want, fes, time.Since(started).Seconds())
 	if o.Traffic {
 		// BIRD announces host B's prefix with itself as the next hop,
 		// where it ends: its traffic goes to the anycast addresses, which
@@ -376,8 +464,14 @@ func (o *Options) writeConfigs() error {
 			fmt.Fprintf(&neighbors, "    password: %q                # TCP MD5, the same on the peer\n", o.Password)
 		}
 	}
-	// The ForCES channels use mutual TLS, with a CA made for the lab.
-	pki, err := forces.WritePKI(o.Dir, 30*24*time.Hour, "ce", "fe")
+	// The ForCES channels use mutual TLS, with a CA made for the lab: a
+	// certificate for the CE and one for each FE.
+	names := []string{"ce"}
+	for n := 1; n <= o.FEs; n++ {
+		name, _ := FEName(n)
+		names = append(names, name)
+	}
+	pki, err := forces.WritePKI(o.Dir, 30*24*time.Hour, names...)
 	if err != nil {
 		return err
 	}
@@ -386,7 +480,7 @@ id: 1
 asn: %d
 router_id: 10.10.3.1
 bgp_listen_addresses: [%s]
-forces_listen: 127.0.0.1:6700
+forces_listen: %s
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
@@ -395,11 +489,32 @@ metrics_listen: 127.0.0.1:9101
 control_cores: [0]              # the control core: the FE's XDP forwards on the others
 bgp_multipath: true
 neighbors:
-%s`, RouterASN, strings.Join(listen, ", "), pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), neighbors.String())
+%s`, RouterASN, strings.Join(listen, ", "), o.forcesAddr(), pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), neighbors.String())
+	if err := os.WriteFile(filepath.Join(o.Dir, "ce.yaml"), []byte(ce), 0o644); err != nil {
+		return err
+	}
+	for n := 1; n <= o.FEs; n++ {
+		name, _ := FEName(n)
+		if err := os.WriteFile(filepath.Join(o.Dir, name+".yaml"), []byte(o.feConfig(n, pki[name])), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// feConfig is FE n's configuration file.
+func (o *Options) feConfig(n int, tls forces.TLSConfig) string {
+	name, _ := FEName(n)
+	ce := "ce_address: " + o.forcesAddr()
+	if o.FEs > 1 {
+		// Over the management LAN: the CE's certificate carries its name,
+		// not that address (forces.WritePKI).
+		ce += "            # the CE on the management LAN\ntls_server_name: ce"
+	}
 	fe := fmt.Sprintf(`# splitplane FE of the lab (generated by 'splitplane lab up')
-id: 1
-name: lab-fe
-ce_address: 127.0.0.1:6700
+id: %d
+name: lab-%s
+%s
 ports: [%s]
 redirect_ethertypes: [0x88cc]   # LLDP frames go to the CE
 kernel_routes: all              # the kernel, the slow path, knows every route (ICMP Time Exceeded)
@@ -407,7 +522,7 @@ xdp_mode: %s
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
-`, strings.Join(o.ports(), ", "), o.XDPMode, pki["fe"].Cert, pki["fe"].Key, pki["fe"].CA, o.Socket("fe"))
+`, n, name, ce, strings.Join(o.ports(n), ", "), o.XDPMode, tls.Cert, tls.Key, tls.CA, o.Socket(name))
 	if !o.NoProtection {
 		fe += fmt.Sprintf(`classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
   control_cpu: 0
@@ -416,8 +531,5 @@ status_socket: %s
   gtsm_peers: [%s]
 `, forwardCPUs(), o.policePPS(), strings.Join(o.GTSMPeers, ", "))
 	}
-	if err := os.WriteFile(filepath.Join(o.Dir, "ce.yaml"), []byte(ce), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(o.Dir, "fe.yaml"), []byte(fe), 0o644)
+	return fe
 }
