@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -236,8 +237,12 @@ func TestLabUpFailureCleansUp(t *testing.T) {
 // TestCERestartWithoutLoss: the CE is killed and restarted while host A pings
 // host B every 20 ms. The FE keeps forwarding with its FIB while the CE is
 // gone, the restarted CE relearns the routes over BGP and, once converged,
-// resyncs the FE in one transaction that changes nothing in the datapath:
-// no ping is lost.
+// resyncs the FE in one transaction that changes nothing in the datapath
+// for the routes it has again: no ping is lost. A route the new CE does
+// not have (one added through the API, which lives in the CE's memory
+// only) stays in the FE, and is forwarded along, while the CE is away, and
+// is swept by the resync: out of the FE's tables, its XDP program and its
+// kernel.
 func TestCERestartWithoutLoss(t *testing.T) {
 	requireLab(t)
 	bin := buildBinary(t)
@@ -253,16 +258,59 @@ func TestCERestartWithoutLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The API route to sweep: 192.0.2.0/24 through host B, which owns
+	// 192.0.2.10. Forwarded by XDP before the CE goes.
+	stale := netip.MustParseAddr("192.0.2.10")
+	if err := exec.Command("ip", "-n", o.Namespace("b"), "addr", "add", stale.String()+"/32", "dev", "eth0").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := splitplane(t, bin, "route", "add", "192.0.2.0/24", "via", lab.HostB.String(), "--api", "unix:"+o.Socket("api")); err != nil {
+		t.Fatalf("route add: %v\n%s", err, out)
+	}
+	feRoutes := func(n int) func() error {
+		return func() error {
+			var f fe.Status
+			if err := status.Get(o.Socket("fe"), "/", &f); err != nil {
+				return err
+			}
+			if f.Routes != n || f.Programmed != n {
+				return fmt.Errorf("FE has %d routes (%d programmed), want %d", f.Routes, f.Programmed, n)
+			}
+			return nil
+		}
+	}
+	eventually(t, 10*time.Second, "the API route in the FE", feRoutes(2003))
+	checkXDPPing(t, o, stale)
+
 	ping := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-q", "-i", "0.02", "-c", "400", "-W", "1", lab.HostBAddr.String())
+		"ping", "-q", "-i", "0.02", "-c", "500", "-W", "1", lab.HostBAddr.String())
 	var out strings.Builder
 	ping.Stdout, ping.Stderr = &out, &out
 	if err := ping.Start(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	if o, err := splitplane(t, bin, args("lab", "restart", "ce", "--kill")...); err != nil {
-		t.Fatalf("restart ce: %v\n%s", err, o)
+	if err := lab.Stop(o, "ce", true); err != nil {
+		t.Fatalf("kill the CE: %v", err)
+	}
+	// The FE on its own: the association gone, every route kept, the API
+	// route forwarded along.
+	eventually(t, 10*time.Second, "the FE without its CE", func() error {
+		var f fe.Status
+		if err := status.Get(o.Socket("fe"), "/", &f); err != nil {
+			return err
+		}
+		if f.Associated {
+			return errors.New("FE still associated")
+		}
+		return nil
+	})
+	if err := feRoutes(2003)(); err != nil {
+		t.Fatalf("while the CE is away: %v", err)
+	}
+	checkXDPPing(t, o, stale)
+	if err := lab.Start(o, "ce"); err != nil {
+		t.Fatalf("start the CE again: %v", err)
 	}
 	eventually(t, 40*time.Second, "FE resynced by the new CE", func() error {
 		st, err := lab.GetStatus(o)
@@ -284,8 +332,31 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.FERoutes != 2002 || after.FE.DatapathErrors != 0 || after.FE.ProtocolErrors != before.FE.ProtocolErrors {
-		t.Fatalf("after the restart: FE routes %d, datapath errors %d, protocol errors %d", after.FERoutes, after.FE.DatapathErrors, after.FE.ProtocolErrors)
+	if after.FERoutes != 2002 || after.FE.Programmed != 2002 || after.FE.DatapathErrors != 0 || after.FE.ProtocolErrors != before.FE.ProtocolErrors {
+		t.Fatalf("after the restart: FE routes %d (%d programmed), datapath errors %d, protocol errors %d; want 2002, the API route swept",
+			after.FERoutes, after.FE.Programmed, after.FE.DatapathErrors, after.FE.ProtocolErrors)
+	}
+	// Swept from the datapath and from the router's kernel too: XDP finds no
+	// route and hands the ping to the kernel, which has none either and
+	// answers unreachable.
+	kernelBefore := snmp(t, o.Namespace("rtr"), "Ip", "ForwDatagrams")
+	pingOut, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
+		"ping", "-c", "2", "-i", "0.2", "-W", "1", stale.String()).CombinedOutput()
+	if err == nil || !strings.Contains(string(pingOut), "Unreachable") {
+		t.Fatalf("ping to the swept route's %s: %v, want ICMP unreachable\n%s", stale, err, pingOut)
+	}
+	end, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := end.Counters["forwarded"] - after.Counters["forwarded"]; n != 0 {
+		t.Fatalf("XDP forwarded %d packets to the swept route", n)
+	}
+	if end.Counters["pass_no_route"] < after.Counters["pass_no_route"]+2 {
+		t.Fatalf("XDP did not pass the pings to the swept route as no route (counters %v)", end.Counters)
+	}
+	if k := snmp(t, o.Namespace("rtr"), "Ip", "ForwDatagrams") - kernelBefore; k != 0 {
+		t.Fatalf("the router's kernel forwarded %d packets to the swept route: its copy of the route is still there", k)
 	}
 
 	// The peer killed and restarted: with graceful restart the CE keeps its
@@ -479,6 +550,33 @@ func checkPing(t *testing.T, o lab.Options, dst netip.Addr) {
 	}
 	if got := st.Counters[counter] - before; got < 6 {
 		t.Fatalf("XDP's %s grew by %d for 3 answered pings to %s, want >= 6 (counters %v)", counter, got, dst, st.Counters)
+	}
+}
+
+// checkXDPPing: host A's pings to dst are answered, forwarded by the FE's
+// XDP program both ways and not by the router's kernel. It asks the FE
+// alone, so it works while the CE is away.
+func checkXDPPing(t *testing.T, o lab.Options, dst netip.Addr) {
+	t.Helper()
+	eventually(t, 10*time.Second, "ping "+dst.String(), func() error { return pingOnce(o, dst) })
+	var before, after fe.Status
+	if err := status.Get(o.Socket("fe"), "/", &before); err != nil {
+		t.Fatal(err)
+	}
+	kernelBefore := snmp(t, o.Namespace("rtr"), "Ip", "ForwDatagrams")
+	for range 3 {
+		if err := pingOnce(o, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := snmp(t, o.Namespace("rtr"), "Ip", "ForwDatagrams") - kernelBefore; k != 0 {
+		t.Fatalf("the router's kernel forwarded %d packets of the pings to %s; XDP should have", k, dst)
+	}
+	if err := status.Get(o.Socket("fe"), "/", &after); err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Counters["forwarded"] - before.Counters["forwarded"]; got < 6 {
+		t.Fatalf("XDP forwarded %d packets for 3 answered pings to %s, want >= 6", got, dst)
 	}
 }
 
