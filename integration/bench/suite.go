@@ -40,7 +40,7 @@ type fwdSuite struct {
 
 	loaded  int          // the size of the table in the kernel and the datapath
 	bigDsts []netip.Addr // destinations inside the big table
-	limits      []float64 // every bare-redirect rate of 64-byte frames, both tables
+	limits  []float64    // every bare-redirect rate of 64-byte frames, both tables
 }
 
 // fwdModes are the forwarders the suite compares, in the order they take
