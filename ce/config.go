@@ -174,6 +174,12 @@ type NeighborConfig struct {
 	// Password signs every TCP segment of the session with this key (TCP
 	// MD5, RFC 2385; at most 80 bytes); the neighbour needs the same.
 	Password string `yaml:"password"`
+	// PasswordFile reads the password from this file instead (its first
+	// line, surrounding blanks removed), so that the configuration can be
+	// shared and the key kept apart, e.g. in a Kubernetes Secret. Read at
+	// start and at every reload (SIGHUP), so a changed key applies with a
+	// reload. Not with password.
+	PasswordFile string `yaml:"password_file"`
 	// TTLSecurity turns on GTSM (RFC 5082) for an adjacent neighbour: the
 	// CE sends with TTL 255 and drops segments arriving with less, so
 	// nothing farther than one hop can reach the session. Not with
@@ -499,6 +505,19 @@ func (n *NeighborConfig) bgpNeighbor(i int) (bgp.Neighbor, error) {
 		Address: a, ASN: n.ASN, Port: n.Port, Passive: n.Passive,
 		HoldTime: n.HoldTime, Keepalive: n.Keepalive, ConnectRetry: n.ConnectRetry,
 		Password: n.Password, TTLSecurity: n.TTLSecurity,
+	}
+	if n.PasswordFile != "" {
+		if n.Password != "" {
+			return bgp.Neighbor{}, bad("password_file", fmt.Sprintf("%q", n.PasswordFile), "and password: set one of them")
+		}
+		b, err := os.ReadFile(n.PasswordFile)
+		if err != nil {
+			return bgp.Neighbor{}, bad("password_file", fmt.Sprintf("%q", n.PasswordFile), err.Error())
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if bn.Password = strings.TrimSpace(line); bn.Password == "" {
+			return bgp.Neighbor{}, bad("password_file", fmt.Sprintf("%q", n.PasswordFile), "the file holds no password")
+		}
 	}
 	seen := map[bgp.Family]bool{}
 	for j, f := range n.Families {

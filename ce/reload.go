@@ -128,11 +128,10 @@ func countStaticChanges(old, cur []StaticRoute) int {
 	return n + len(was)
 }
 
-// reloadNeighbors brings the BGP neighbours in line with cfg's.
+// reloadNeighbors brings the BGP neighbours in line with cfg's. The speaker
+// compares them as they end up (a password_file read again included) and
+// leaves the unchanged ones alone.
 func (c *CE) reloadNeighbors(ctx context.Context, cfg Config) ([]string, error) {
-	if reflect.DeepEqual(c.cfg.Neighbors, cfg.Neighbors) {
-		return nil, nil
-	}
 	bc, err := cfg.bgpConfig()
 	if err != nil {
 		return nil, err

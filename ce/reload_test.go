@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -91,5 +93,62 @@ func TestReload(t *testing.T) {
 	}
 	if c.Status(ctx).Routes != 3 {
 		t.Fatal("bgp_networks changed the FIB")
+	}
+}
+
+// password_file: the key is read at start and again at every reload, so a
+// changed key (a rotated Secret) changes that neighbour alone; the file's
+// problems are errors naming it, and change nothing.
+func TestReloadPasswordFile(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "md5")
+	if err := os.WriteFile(keyFile, []byte("  first-key \n# a comment line is ignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0",
+		Neighbors: []NeighborConfig{
+			{Address: "127.0.0.2", ASN: 65002, Passive: true, PasswordFile: keyFile},
+			{Address: "127.0.0.3", ASN: 65003, Passive: true, Password: "other"},
+		}}
+	bc, err := cfg.bgpConfig()
+	if err != nil || bc.Neighbors[0].Password != "first-key" {
+		t.Fatalf("password from the file: %q, %v", bc.Neighbors[0].Password, err)
+	}
+	c, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	if rep, err := c.Reload(ctx, cfg); err != nil || len(rep.Neighbors) != 0 {
+		t.Fatalf("reload, nothing changed: %+v %v", rep, err)
+	}
+	if err := os.WriteFile(keyFile, []byte("second-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := c.Reload(ctx, cfg); err != nil || !slices.Equal(rep.Neighbors, []string{"~127.0.0.2"}) {
+		t.Fatalf("reload after the key changed: %+v %v", rep, err)
+	}
+
+	for _, bad := range []struct {
+		change func(*NeighborConfig)
+		want   string
+	}{
+		{func(n *NeighborConfig) { n.Password = "both" }, `neighbors[0].password_file "` + keyFile + `": and password: set one of them`},
+		{func(n *NeighborConfig) { n.PasswordFile = filepath.Join(dir, "none") }, `neighbors[0].password_file "` + filepath.Join(dir, "none") + `": open`},
+		{func(n *NeighborConfig) { n.PasswordFile = filepath.Join(dir, "empty") }, `": the file holds no password`},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "empty"), []byte(" \n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		next := cfg
+		next.Neighbors = slices.Clone(cfg.Neighbors)
+		bad.change(&next.Neighbors[0])
+		if _, err := c.Reload(ctx, next); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("reload: %v, want %q", err, bad.want)
+		}
 	}
 }
