@@ -731,6 +731,15 @@ func TestDeployKubernetes(t *testing.T) {
 						files = append(files, tc.Cert, tc.Key, tc.CA)
 					}
 				}
+				// MD5 keys too: the check reads them from the test's pki.
+				for _, n := range ceCfg.Neighbors {
+					if n.PasswordFile != "" {
+						files = append(files, n.PasswordFile)
+						if err := os.WriteFile(filepath.Join(pki, path.Base(n.PasswordFile)), []byte("test-key\n"), 0o600); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
 				metricsListen = ceCfg.MetricsListen
 				ids[ceCfg.ID] = key
 			case "fe":
