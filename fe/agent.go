@@ -182,7 +182,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
-		load:  func() (Datapath, error) { return datapath.Load() },
+		load:  func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
 		kick:  make(chan struct{}, 1),
 		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{}, connected6: map[netip.Prefix]uint32{},
 		neighbors: map[neighKey]net.HardwareAddr{},

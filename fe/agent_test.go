@@ -372,6 +372,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{}, "ports"},
 		{Config{Ports: []string{"a", "a"}}, `ports[1] "a"`},
 		{Config{Ports: []string{"a"}, XDPMode: "bogus"}, `xdp_mode "bogus"`},
+		{Config{Ports: []string{"a"}, FIBGroups: 100}, `fib_groups 100: want 1024 to 4194304 groups`},
+		{Config{Ports: []string{"a"}, IPv6FIBGroups: 1 << 23}, `ipv6_fib_groups 8388608: want 1024 to 4194304 groups`},
 		{Config{Ports: []string{"a"}, HeartbeatInterval: time.Millisecond}, "heartbeat_interval 1ms"},
 		{Config{Ports: []string{"a"}, ID: 1 << 30}, "id 1073741824"},
 	} {

@@ -42,6 +42,17 @@ type Config struct {
 	// XDPMode is "native" (the default; a port whose driver lacks native XDP
 	// falls back to generic mode with a warning) or "generic".
 	XDPMode string `yaml:"xdp_mode"`
+	// FIBGroups sizes the IPv4 FIB's pool of 256-entry groups (1 KiB of
+	// kernel memory each; 8192 by default): one per /24 holding prefixes
+	// longer than /24. 1024 to 4194304.
+	FIBGroups int `yaml:"fib_groups"`
+	// IPv6FIBGroups sizes the IPv6 FIB's pool of 256-entry groups (1 KiB
+	// each; 131072, 128 MiB, by default): a prefix longer than /16 needs a
+	// group for every 8 bits beyond /16 that no other prefix has opened,
+	// so clustered tables need far fewer than 2.5 per route, scattered ones
+	// up to that. An IPv6 route that does not fit is refused and counted
+	// (datapath errors). 1024 to 4194304.
+	IPv6FIBGroups int `yaml:"ipv6_fib_groups"`
 	// HeartbeatInterval is how often the FE sends ForCES heartbeats.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// TLS, if set, makes the FE connect to the CE with mutual TLS: this FE's
@@ -141,6 +152,9 @@ func (c *Config) Validate() error {
 	if _, err := c.mode(); err != nil {
 		return err
 	}
+	if err := c.sizes().Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	switch c.KernelRoutes {
 	case "":
 		c.KernelRoutes = KernelRoutesDefault
@@ -204,4 +218,9 @@ func (c *Config) mode() (datapath.Mode, error) {
 		return datapath.ModeGeneric, nil
 	}
 	return 0, fmt.Errorf("%w: xdp_mode %q: must be native or generic", ErrConfig, c.XDPMode)
+}
+
+// sizes are the datapath's FIB pools the configuration asks for.
+func (c *Config) sizes() datapath.Sizes {
+	return datapath.Sizes{FIBGroups: c.FIBGroups, FIB6Groups: c.IPv6FIBGroups}
 }

@@ -199,6 +199,43 @@ func Load() (*Datapath, error) {
 	return load(loadOptions{})
 }
 
+// Sizes are the FIB's group pools (1 KiB of kernel memory per group); zero
+// keeps the default (FIBGroups, FIB6Groups).
+type Sizes struct {
+	// FIBGroups bounds how many /24s can hold IPv4 prefixes longer than
+	// /24 at the same time.
+	FIBGroups int
+	// FIB6Groups bounds the IPv6 table: see FIB6Groups.
+	FIB6Groups int
+}
+
+// Limits of Sizes: a group pool between 1024 groups (1 MiB) and 4M (4 GiB).
+const (
+	MinPoolGroups = 1 << 10
+	MaxPoolGroups = 1 << 22
+)
+
+// Check names a size out of bounds.
+func (s Sizes) Check() error {
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"fib_groups", s.FIBGroups}, {"ipv6_fib_groups", s.FIB6Groups}} {
+		if f.n != 0 && (f.n < MinPoolGroups || f.n > MaxPoolGroups) {
+			return fmt.Errorf("%s %d: want %d to %d groups (1 KiB each)", f.name, f.n, MinPoolGroups, MaxPoolGroups)
+		}
+	}
+	return nil
+}
+
+// LoadSized is Load with FIB group pools of the given sizes.
+func LoadSized(s Sizes) (*Datapath, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	return load(loadOptions{tbl8Groups: s.FIBGroups, fib6Groups: s.FIB6Groups})
+}
+
 type loadOptions struct {
 	// benchIgnoreTTL makes the program forward packets whatever their
 	// TTL; see bench_ignore_ttl in xdp.c.
