@@ -29,6 +29,10 @@ import (
 // CE is a running control element. Its FIB and FE table are owned by the Run
 // goroutine; everything else talks to it through channels.
 type CE struct {
+	// restoredAPI are the API's routes read from api_routes_file, for the
+	// loop to put back.
+	restoredAPI []RouteOp
+
 	cfg Config
 	log *slog.Logger
 	id  forces.ID
@@ -170,6 +174,13 @@ func (c *CE) Run(ctx context.Context) error {
 			return fmt.Errorf("control_cores %v: %w", c.cfg.ControlCores, err)
 		}
 		c.log.Info("ce: "+rep.String(), "control_cores", rep.Cores)
+	}
+	if c.cfg.APIRoutesFile != "" {
+		ops, err := loadAPIRoutes(c.cfg.APIRoutesFile)
+		if err != nil {
+			return err
+		}
+		c.restoredAPI = ops
 	}
 	if c.cfg.ForCESPcap != "" {
 		stop, err := c.openPcap()
@@ -383,10 +394,42 @@ func (c *CE) loop(ctx context.Context) error {
 		}
 	}
 	changes = c.setStatics(rib, c.cfg.StaticRoutes, changes[:0])
+	// The API's routes on disk (apistate.go): back first, saved when they
+	// changed, at most once per persistInterval and when the CE stops.
+	var (
+		persist    <-chan time.Time
+		saver      *apiPersister
+		apiChanged bool
+	)
+	if c.cfg.APIRoutesFile != "" {
+		if len(c.restoredAPI) > 0 {
+			var err error
+			if changes, err = c.applyAPI(rib, c.restoredAPI, changes[:0]); err != nil {
+				return fmt.Errorf("api_routes_file %q: %w", c.cfg.APIRoutesFile, err)
+			}
+			c.log.Info("api: routes restored", "api_routes_file", c.cfg.APIRoutesFile, "routes", len(c.restoredAPI))
+			c.restoredAPI = nil
+		}
+		saver = startAPIPersister(c.cfg.APIRoutesFile, c.log)
+		defer func() {
+			if apiChanged {
+				saver.save(rib.apiRoutes())
+			}
+			saver.close()
+		}()
+		t := time.NewTicker(persistInterval)
+		defer t.Stop()
+		persist = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-persist:
+			if apiChanged {
+				saver.save(rib.apiRoutes())
+				apiChanged = false
+			}
 		case u := <-c.updates:
 			changes = c.apply(rib, u, changes[:0])
 			// Coalesce a burst: take whatever else is already queued.
@@ -402,6 +445,7 @@ func (c *CE) loop(ctx context.Context) error {
 		case m := <-c.api:
 			switch m := m.(type) {
 			case apiOps:
+				apiChanged = true
 				if m.txn {
 					// The synced FEs get these changes as a transaction,
 					// the rest (and the watchers) the usual way.
