@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -22,8 +23,8 @@ import (
 
 // The API through the real binaries: a route added with `splitplane route
 // add` reaches the FE and forwards (A pings an address of host B only that
-// route leads to), is listed with its origin, and, deleted, stops
-// forwarding; `fe list` shows the FE's own counters; the CE's /metrics
+// route leads to), is listed with its origin, survives a CE crash without
+// a packet lost (api_routes_file), and, deleted, stops forwarding; `fe list` shows the FE's own counters; the CE's /metrics
 // counts the API's calls.
 func TestAPIEndToEnd(t *testing.T) {
 	requireLab(t)
@@ -31,7 +32,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	o := lab.Options{Name: "spa", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
-	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "100")...); err != nil {
+	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "100", "--persist-api-routes")...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
 	api := "unix:" + o.Socket("api")
@@ -70,6 +71,43 @@ func TestAPIEndToEnd(t *testing.T) {
 		t.Fatalf("second add: %v\n%s", err, out)
 	}
 
+	// The CE crashes and restarts: with api_routes_file the route is back
+	// before the FE's resync, which so never takes it away: no ping to it
+	// is lost.
+	eventually(t, 5*time.Second, "the API's route saved", func() error {
+		b, err := os.ReadFile(filepath.Join(o.Dir, "api-routes"))
+		if err != nil || !strings.Contains(string(b), extra+"/32 "+lab.HostB.String()+" 5\n") {
+			return fmt.Errorf("api-routes: %q %v", b, err)
+		}
+		return nil
+	})
+	pings := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"), "ping", "-q", "-i", "0.02", "-c", "300", "-W", "1", extra)
+	var pingOut strings.Builder
+	pings.Stdout, pings.Stderr = &pingOut, &pingOut
+	if err := pings.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if out, err := splitplane(t, bin, args("lab", "restart", "ce", "--kill")...); err != nil {
+		t.Fatalf("restart ce: %v\n%s", err, out)
+	}
+	eventually(t, 40*time.Second, "the FE resynced by the new CE, the API's route included", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 103 || st.FERoutes != 103 {
+			return fmt.Errorf("CE routes %d, FE routes %d, FEs %+v", st.CERoutes, st.FERoutes, st.CE.FEs)
+		}
+		return nil
+	})
+	if err := pings.Wait(); err != nil || !strings.Contains(pingOut.String(), " 0% packet loss") {
+		t.Fatalf("pings to the API's route across the CE restart: %v\n%s", err, pingOut.String())
+	}
+	if out, err := cli("route", "list", extra+"/32", "-o", "json"); err != nil || !strings.Contains(out, `"origin": "api"`) {
+		t.Fatalf("route list after the restart: %v\n%s", err, out)
+	}
+
 	out, err = cli("fe", "list", "-o", "json")
 	var fes []map[string]any
 	if err != nil || json.Unmarshal([]byte(out), &fes) != nil || len(fes) != 1 || fes[0]["counters"] == nil {
@@ -89,9 +127,9 @@ func TestAPIEndToEnd(t *testing.T) {
 		t.Fatalf("second delete: %v\n%s", err, out)
 	}
 
-	// The CE's metrics, from inside the router's namespace.
+	// The (restarted) CE's metrics, from inside the router's namespace.
 	body := getInNetns(t, o.Namespace("rtr"), "http://127.0.0.1:9101/metrics")
-	for _, want := range []string{"splitplane_ce_fib_routes", `splitplane_api_requests_total{code="OK",method="Add",service="splitplane.v1.Routes"}`, "splitplane_ce_fe_synced"} {
+	for _, want := range []string{"splitplane_ce_fib_routes", `splitplane_api_requests_total{code="OK",method="Delete",service="splitplane.v1.Routes"}`, "splitplane_ce_fe_synced"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}

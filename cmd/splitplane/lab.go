@@ -50,6 +50,7 @@ func labCmd() *cobra.Command {
 	up.Flags().StringVar(&o.Peer, "peer", "splitplane", "the BGP peer: splitplane (GoBGP), bird (BIRD 2) or frr (FRR bgpd)")
 	up.Flags().StringVar(&o.Peer2, "peer2", "", "a second BGP peer, bird or frr, announcing the anycast prefixes as --peer bird|frr does: ECMP")
 	up.Flags().BoolVar(&o.NoGracefulRestart, "no-graceful-restart", false, "graceful restart off on the CE's neighbours and the peers")
+	up.Flags().BoolVar(&o.PersistAPIRoutes, "persist-api-routes", false, "the CE keeps the API's routes in DIR/api-routes (api_routes_file): they survive a CE restart")
 	up.Flags().BoolVar(&o.BFD, "bfd", false, "BFD on the sessions with BIRD peers (300ms x 3)")
 	up.Flags().IntVar(&o.FEs, "fes", 1, fmt.Sprintf("forwarding elements, 1 to %d: FE n >= 2 in its own namespace with its own hosts, associated with the CE over a management LAN", lab.MaxFEs))
 	up.Flags().DurationVar(&o.PeerRestartTime, "peer-restart-time", 120*time.Second, "the restart time the peers announce: how long the CE keeps a vanished peer's routes")

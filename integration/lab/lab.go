@@ -101,6 +101,9 @@ type Options struct {
 	// to the control CPU, no policer, no GTSM, no forward CPUs (the
 	// baseline of the DoS test).
 	NoProtection bool
+	// PersistAPIRoutes gives the CE an api_routes_file (in Dir), so the
+	// API's routes survive a CE restart.
+	PersistAPIRoutes bool
 	// FEs is how many forwarding elements the router has: 1 (the default)
 	// to MaxFEs. FE n >= 2 stands for a second server of a scale-out
 	// router: namespace NAME-rtrN with an FE of its own (ForCES ID n,

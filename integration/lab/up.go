@@ -490,6 +490,9 @@ control_cores: [0]              # the control core: the FE's XDP forwards on the
 bgp_multipath: true
 neighbors:
 %s`, RouterASN, strings.Join(listen, ", "), o.forcesAddr(), pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), neighbors.String())
+	if o.PersistAPIRoutes {
+		ce += fmt.Sprintf("api_routes_file: %s   # the API's routes survive a CE restart\n", filepath.Join(o.Dir, "api-routes"))
+	}
 	if err := os.WriteFile(filepath.Join(o.Dir, "ce.yaml"), []byte(ce), 0o644); err != nil {
 		return err
 	}
