@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runCE starts a CE on cfg and returns it with a function that stops it and
@@ -134,5 +135,25 @@ func TestAPIRoutesFile(t *testing.T) {
 	next.APIRoutesFile = filepath.Join(dir, "none", "api-routes")
 	if err := runErr(next); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "its directory does not exist") {
 		t.Errorf("missing directory: %v", err)
+	}
+}
+
+// A save that cost much puts the next one off (five times the cost), so
+// that saving a big table never takes more than a fifth of a core; a cheap
+// one leaves the next a second away.
+func TestAPIRoutesSavePacing(t *testing.T) {
+	p := startAPIPersister(filepath.Join(t.TempDir(), "api-routes"), slog.New(slog.DiscardHandler))
+	defer p.close()
+	rib := NewRIB(fibs{v4: NewFIB(), v6: NewFIB()}, Distances{})
+	last, every := p.saveFrom(rib, time.Time{}, 0)
+	if last.IsZero() || every != persistInterval {
+		t.Fatalf("first save: at %v, next after %v; want now, and %v", last, every, persistInterval)
+	}
+	if again, _ := p.saveFrom(rib, last, every); again != last {
+		t.Fatal("saved again within the interval")
+	}
+	p.lastWrite.Store(int64(2 * time.Second)) // as a million routes might
+	if _, every = p.saveFrom(rib, time.Time{}, 0); every < 10*time.Second {
+		t.Fatalf("after a 2 s write the next save may come after %v, want 10 s or more", every)
 	}
 }

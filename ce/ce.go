@@ -400,6 +400,8 @@ func (c *CE) loop(ctx context.Context) error {
 		persist    <-chan time.Time
 		saver      *apiPersister
 		apiChanged bool
+		lastSave   time.Time     // when the last save began
+		saveEvery  time.Duration // how long until the next may (apistate.go)
 	)
 	if c.cfg.APIRoutesFile != "" {
 		if len(c.restoredAPI) > 0 {
@@ -427,8 +429,9 @@ func (c *CE) loop(ctx context.Context) error {
 			return nil
 		case <-persist:
 			if apiChanged {
-				saver.save(rib.apiRoutes())
-				apiChanged = false
+				if t, every := saver.saveFrom(rib, lastSave, saveEvery); t != lastSave {
+					lastSave, saveEvery, apiChanged = t, every, false
+				}
 			}
 		case u := <-c.updates:
 			changes = c.apply(rib, u, changes[:0])
