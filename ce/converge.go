@@ -21,7 +21,7 @@ func (c *CE) watchConvergence(ctx context.Context) {
 	defer t.Stop()
 	for {
 		established := true
-		for _, n := range c.speaker.Neighbors() {
+		for _, n := range c.speaker.Sessions() {
 			// With graceful restart, a neighbour's routes are all in only
 			// once it has sent End-of-RIB.
 			if n.State != "established" || n.WaitingEndOfRIB {

@@ -3,7 +3,6 @@ package ce
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,14 +19,8 @@ func TestReload(t *testing.T) {
 			{Prefix: "198.51.100.0/24", NextHops: []string{"10.0.0.2"}},
 			{Prefix: "203.0.113.0/24", NextHops: []string{"10.0.0.3"}},
 		}}
-	c, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	c, _ := runCE(t, cfg)
+	ctx := context.Background()
 	waitFor(t, func() bool { return c.Status(ctx).Routes == 2 })
 
 	// One route changed, one removed, one added, a connected prefix added.
@@ -114,14 +107,8 @@ func TestReloadPasswordFile(t *testing.T) {
 	if err != nil || bc.Neighbors[0].Password != "first-key" {
 		t.Fatalf("password from the file: %q, %v", bc.Neighbors[0].Password, err)
 	}
-	c, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	c, _ := runCE(t, cfg)
+	ctx := context.Background()
 
 	if rep, err := c.Reload(ctx, cfg); err != nil || len(rep.Neighbors) != 0 {
 		t.Fatalf("reload, nothing changed: %+v %v", rep, err)

@@ -307,8 +307,16 @@ func fsmStateName(st gobgp.FSMState) string {
 	return fmt.Sprintf("unknown(%d)", st)
 }
 
-// Neighbors returns the state of every configured neighbour, sorted by address.
-func (s *Speaker) Neighbors() []NeighborStatus {
+// Neighbors returns the state of every configured neighbour, sorted by
+// address, with its prefix counts.
+func (s *Speaker) Neighbors() []NeighborStatus { return s.neighborStatus(true) }
+
+// Sessions is Neighbors without the prefix counts (zero): GoBGP counts a
+// neighbour's prefixes by walking its Adj-RIB-In on its own loop, which
+// whoever polls often (waiting for convergence) need not make it do.
+func (s *Speaker) Sessions() []NeighborStatus { return s.neighborStatus(false) }
+
+func (s *Speaker) neighborStatus(counts bool) []NeighborStatus {
 	s.mu.Lock()
 	out := make([]NeighborStatus, 0, len(s.neighbors))
 	for _, n := range s.neighbors {
@@ -325,7 +333,7 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
-	if len(out) == 0 {
+	if len(out) == 0 || !counts && !grOn && len(bfdOn) == 0 {
 		return out
 	}
 	// GoBGP has no event for BFD state changes, End-of-RIB or prefix

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -256,21 +254,9 @@ func printResults(w io.Writer, results []bench.Result, asJSON bool) error {
 	for _, r := range results {
 		base, bval := "", ""
 		if r.Baseline != "" {
-			base, bval = r.Baseline, formatFigure(r.BaselineValue)
+			base, bval = r.Baseline, bench.FormatFigure(r.BaselineValue)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Metric, formatFigure(r.Value), r.Unit, base, bval)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Metric, bench.FormatFigure(r.Value), r.Unit, base, bval)
 	}
 	return tw.Flush()
-}
-
-// formatFigure rounds for reading: whole numbers from 1000 up (rates), more
-// decimals below; --json gives the full value.
-func formatFigure(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 1000:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
 }

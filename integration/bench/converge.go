@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,12 +22,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/nsthread"
 	"github.com/splitplane/splitplane/integration/routegen"
 )
 
@@ -1013,33 +1012,11 @@ func birdRouteCounts(lines []string) (imported, exported int, ok bool) {
 	return 0, 0, false
 }
 
-// inNamespace runs f on an OS thread inside network namespace ns. The thread
-// stays locked and ends with its goroutine, so nothing else ever runs in the
-// namespace; sockets f opens belong to it.
-func inNamespace(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- fmt.Errorf("namespace %s: %w", ns, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
-
 // routeSocket opens a NETLINK_ROUTE socket in namespace ns, joined to the
 // given multicast groups, with a receive timeout.
 func routeSocket(ns string, groups uint32, rcvbuf int, timeout time.Duration) (int, error) {
 	fd := -1
-	err := inNamespace(ns, func() error {
+	err := nsthread.Run(ns, func() error {
 		s, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 		if err != nil {
 			return err

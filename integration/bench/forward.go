@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -414,21 +413,7 @@ func (t *fwdTopo) setIPForward(ctx context.Context, on bool) error {
 // installKernelRoutes puts the prefixes into the router namespace's kernel
 // FIB via the sink, with one `ip -batch` (about 100k routes/s).
 func (t *fwdTopo) installKernelRoutes(ctx context.Context, prefixes []netip.Prefix) error {
-	var b bytes.Buffer
-	b.Grow(len(prefixes) * 48)
-	via, dev := fwdAddr[roleSink].String(), fwdPort[roleRtrOut]
-	for _, p := range prefixes {
-		fmt.Fprintf(&b, "route add %s via %s dev %s\n", p, via, dev)
-	}
-	cmd := exec.CommandContext(ctx, "ip", "-n", t.ns[roleRtr], "-batch", "-")
-	cmd.Stdin = &b
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("ip -batch: %w: %s", err, firstLines(out, 5))
-	}
-	return nil
+	return t.installKernelTable(ctx, prefixes, unix.RT_TABLE_MAIN)
 }
 
 // loadDatapath loads the FE datapath with the routes towards the sink, the

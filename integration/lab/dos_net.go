@@ -7,38 +7,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-)
 
-// onThreadIn runs f on an OS thread in the network namespace ns. The thread
-// stays locked and ends with its goroutine, so no other goroutine ever runs
-// in the namespace (or with the CPU affinity f may give the thread).
-func onThreadIn(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- fmt.Errorf("namespace %s: %w", ns, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+	"github.com/splitplane/splitplane/integration/nsthread"
+)
 
 // pinThreadTo restricts the calling OS thread to one CPU.
 func pinThreadTo(cpu int) error {
@@ -108,7 +86,7 @@ const (
 // instance's kthread: the names napi/DEV-ID are not unique across namespaces.
 func napiThreads(ns, dev string) ([]napiThread, error) {
 	var out []napiThread
-	err := onThreadIn(ns, func() error {
+	err := nsthread.Run(ns, func() error {
 		l, err := netlink.LinkByName(dev)
 		if err != nil {
 			return fmt.Errorf("%s in %s: %w", dev, ns, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/splitplane/splitplane/api/status"
+	"github.com/splitplane/splitplane/integration/nsthread"
 	"github.com/splitplane/splitplane/integration/peer"
 )
 
@@ -133,7 +134,7 @@ type updates struct {
 // The prefix must not be routed at the start.
 func probeUpdates(ctx context.Context, o *Options, interval time.Duration, end time.Time, grace time.Duration) (updates, error) {
 	var u updates
-	err := onThreadIn(o.Namespace("rtr"), func() error {
+	err := nsthread.Run(o.Namespace("rtr"), func() error {
 		p, err := newRouteProbe()
 		if err != nil {
 			return err

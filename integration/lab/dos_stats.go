@@ -9,6 +9,7 @@ import (
 
 	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/fe"
+	"github.com/splitplane/splitplane/integration/nsthread"
 )
 
 // snapshot is every counter the DoS test reads, at one moment; the figures
@@ -81,7 +82,7 @@ func takeSnapshot(o *Options, f *floods, sk *sink) (snapshot, error) {
 			s.ring.xmit += v
 		}
 	}
-	err = onThreadIn(o.Namespace("rtr"), func() error {
+	err = nsthread.Run(o.Namespace("rtr"), func() error {
 		s.kernel = map[string]uint64{}
 		for _, file := range []string{"netstat", "snmp"} {
 			b, err := os.ReadFile("/proc/thread-self/net/" + file)

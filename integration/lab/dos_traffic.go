@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/integration/bench/gen"
+	"github.com/splitplane/splitplane/integration/nsthread"
 	"github.com/splitplane/splitplane/integration/routegen"
 )
 
@@ -79,7 +80,7 @@ func newFloods(o *Options, cpu int) (_ *floods, err error) {
 		}
 	}()
 	var peerMAC, rtrMAC net.HardwareAddr
-	if err := onThreadIn(f.ns, func() error {
+	if err := nsthread.Run(f.ns, func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return err
@@ -89,7 +90,7 @@ func newFloods(o *Options, cpu int) (_ *floods, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("peer port: %w", err)
 	}
-	if err := onThreadIn(o.Namespace("rtr"), func() error {
+	if err := nsthread.Run(o.Namespace("rtr"), func() error {
 		ifi, err := net.InterfaceByName("to-peer")
 		if err != nil {
 			return err
@@ -145,7 +146,7 @@ func randomHosts(prefixes []netip.Prefix, seed int64) []netip.Addr {
 // burst sends n frames of one flood from the generators' CPU, once: the
 // calibration of the receive queues.
 func (f *floods) burst(kind int, n uint32) error {
-	return onThreadIn(f.ns, func() error {
+	return nsthread.Run(f.ns, func() error {
 		if err := pinThreadTo(f.cpu); err != nil {
 			return err
 		}
@@ -162,7 +163,7 @@ func (f *floods) start(ctx context.Context) {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			err := onThreadIn(f.ns, func() error {
+			err := nsthread.Run(f.ns, func() error {
 				if err := pinThreadTo(f.cpu); err != nil {
 					return err
 				}
@@ -229,7 +230,7 @@ func newSink(o *Options) (*sink, error) {
 		return nil, err
 	}
 	s := &sink{g: g}
-	err = onThreadIn(o.Namespace("b"), func() error {
+	err = nsthread.Run(o.Namespace("b"), func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return err
