@@ -2,6 +2,7 @@ package ce
 
 import (
 	"cmp"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -98,11 +99,62 @@ func (k fibKey) prefix(is4 bool) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom16(a), int(k.bits))
 }
 
+// routeMap is a FIB's routes by (masked) prefix: IPv4 prefixes under one
+// integer, which Go's maps hash and compare on their fast path (a full table
+// looks a route up several times per change), IPv6 under a fibKey.
+type routeMap struct {
+	v4 map[pfx4]route
+	v6 map[fibKey]route
+}
+
+func (m routeMap) len() int { return len(m.v4) + len(m.v6) }
+
+func (m routeMap) get(p netip.Prefix) (route, bool) {
+	if p.Addr().Is4() {
+		r, ok := m.v4[packPfx4(p)]
+		return r, ok
+	}
+	r, ok := m.v6[keyOf(p)]
+	return r, ok
+}
+
+func (m routeMap) put(p netip.Prefix, r route) {
+	if p.Addr().Is4() {
+		m.v4[packPfx4(p)] = r
+	} else {
+		m.v6[keyOf(p)] = r
+	}
+}
+
+func (m routeMap) del(p netip.Prefix) {
+	if p.Addr().Is4() {
+		delete(m.v4, packPfx4(p))
+	} else {
+		delete(m.v6, keyOf(p))
+	}
+}
+
+// all yields every route with its prefix.
+func (m routeMap) all() iter.Seq2[netip.Prefix, route] {
+	return func(yield func(netip.Prefix, route) bool) {
+		for k, r := range m.v4 {
+			if !yield(k.prefix(), r) {
+				return
+			}
+		}
+		for k, r := range m.v6 {
+			if !yield(k.prefix(false), r) {
+				return
+			}
+		}
+	}
+}
+
 // FIB is the CE's forwarding table for one address family: a next hop, or an
 // ECMP group of them, per prefix, with the row, nexthop and group numbering
 // the FEs see. It is owned by one goroutine.
 type FIB struct {
-	routes    map[fibKey]route
+	routes    routeMap
 	is4       bool // the family, once the first route came (keys do not say)
 	nexthops  map[netip.Addr]*nexthop
 	addrOf    map[uint32]netip.Addr // nexthop ID -> address
@@ -118,12 +170,12 @@ type FIB struct {
 
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
-	return &FIB{routes: map[fibKey]route{}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
+	return &FIB{routes: routeMap{v4: map[pfx4]route{}, v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
 		groups: map[string]*group{}, groupByID: map[uint32]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
 }
 
 // Len is the number of routes.
-func (f *FIB) Len() int { return len(f.routes) }
+func (f *FIB) Len() int { return f.routes.len() }
 
 // Set points prefix p at next hop nh and appends the FE changes it causes.
 // Setting the same route twice changes nothing. When the nexthop table is full
@@ -131,8 +183,7 @@ func (f *FIB) Len() int { return len(f.routes) }
 func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok bool) {
 	p = p.Masked()
 	f.is4 = p.Addr().Is4()
-	k := keyOf(p)
-	old, exists := f.routes[k]
+	old, exists := f.routes.get(p)
 	if exists && !old.ecmp {
 		if n := f.nexthops[nh]; n != nil && n.id == old.id {
 			return out, true
@@ -146,7 +197,7 @@ func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok b
 	if !exists {
 		r.row = f.allocRow()
 	}
-	f.routes[k] = r
+	f.routes.put(p, r)
 	out = append(out, Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: n.id, NextHop: nh})
 	if exists {
 		out = f.unrefRoute(old, out)
@@ -172,9 +223,8 @@ func (f *FIB) SetECMP(p netip.Prefix, nhs []netip.Addr, out []Change) (_ []Chang
 	}
 	p = p.Masked()
 	f.is4 = p.Addr().Is4()
-	k := keyOf(p)
 	key := groupKey(members)
-	old, exists := f.routes[k]
+	old, exists := f.routes.get(p)
 	if exists && old.ecmp && groupKey(f.groupByID[old.id].members) == key {
 		return out, true
 	}
@@ -186,7 +236,7 @@ func (f *FIB) SetECMP(p netip.Prefix, nhs []netip.Addr, out []Change) (_ []Chang
 	if !exists {
 		r.row = f.allocRow()
 	}
-	f.routes[k] = r
+	f.routes.put(p, r)
 	out = append(out, f.change(p, r))
 	if exists {
 		out = f.unrefRoute(old, out)
@@ -271,12 +321,11 @@ func (f *FIB) unrefRoute(r route, out []Change) []Change {
 // Delete removes prefix p, if present, and appends the FE changes it causes.
 func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
 	p = p.Masked()
-	k := keyOf(p)
-	old, exists := f.routes[k]
+	old, exists := f.routes.get(p)
 	if !exists {
 		return out
 	}
-	delete(f.routes, k)
+	f.routes.del(p)
 	f.freeRows = append(f.freeRows, old.row)
 	out = append(out, Change{Kind: RouteDel, Row: old.row, Prefix: p})
 	return f.unrefRoute(old, out)
@@ -300,10 +349,10 @@ func (f *FIB) Snapshot() []Change {
 		i++
 	}
 	slices.SortFunc(out[len(f.nexthops):nh], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
-	for k, r := range f.routes {
-		out[nh+int(r.row)-1] = f.change(k.prefix(f.is4), r)
+	for p, r := range f.routes.all() {
+		out[nh+int(r.row)-1] = f.change(p, r)
 	}
-	if len(f.routes) == int(f.nextRow)-1 {
+	if f.routes.len() == int(f.nextRow)-1 {
 		return out // no row freed: no gaps
 	}
 	return slices.DeleteFunc(out, func(c Change) bool { return c.Kind == 0 })
@@ -312,7 +361,7 @@ func (f *FIB) Snapshot() []Change {
 // Lookup returns the next hop of an exact prefix (the first of an ECMP
 // group's).
 func (f *FIB) Lookup(p netip.Prefix) (netip.Addr, bool) {
-	r, ok := f.routes[keyOf(p.Masked())]
+	r, ok := f.routes.get(p.Masked())
 	switch {
 	case !ok:
 		return netip.Addr{}, false
@@ -324,7 +373,7 @@ func (f *FIB) Lookup(p netip.Prefix) (netip.Addr, bool) {
 
 // LookupAll returns every next hop of an exact prefix.
 func (f *FIB) LookupAll(p netip.Prefix) []netip.Addr {
-	r, ok := f.routes[keyOf(p.Masked())]
+	r, ok := f.routes.get(p.Masked())
 	switch {
 	case !ok:
 		return nil
@@ -336,12 +385,12 @@ func (f *FIB) LookupAll(p netip.Prefix) []netip.Addr {
 
 // Prefixes calls fn with every prefix and its next hops.
 func (f *FIB) Prefixes(fn func(netip.Prefix, []netip.Addr)) {
-	for k, r := range f.routes {
+	for p, r := range f.routes.all() {
 		hops := []netip.Addr{f.addrOf[r.id]}
 		if r.ecmp {
 			hops = slices.Clone(f.groupByID[r.id].members)
 		}
-		fn(k.prefix(f.is4), hops)
+		fn(p, hops)
 	}
 }
 

@@ -21,59 +21,94 @@ func fieldError(field, value, why string) error {
 }
 
 // parseRoute converts a route of a request; field is its name there
-// ("route", "ops[3].route").
+// ("route").
 func parseRoute(field string, r *spv1.Route) (netip.Prefix, []netip.Addr, uint8, error) {
+	p, hops, d, _, bad := convRoute(r, nil)
+	if bad != nil {
+		return netip.Prefix{}, nil, 0, bad.status(field)
+	}
+	return p, hops, d, nil
+}
+
+// badField is a field of a route that cannot be parsed, named relative to
+// the route ("prefix", "next_hops[1]"; "" when the route is missing). The
+// full name is put together only for an error: a bulk batch parses tens of
+// thousands of routes.
+type badField struct {
+	field, value, why string
+}
+
+func (b *badField) status(route string) error {
+	if b.field == "" {
+		return status.Errorf(codes.InvalidArgument, "%s: missing", route)
+	}
+	return fieldError(route+"."+b.field, b.value, b.why)
+}
+
+// convRoute converts r. Its next hops are appended to buf, which it
+// returns grown, so the routes of a batch share one array.
+func convRoute(r *spv1.Route, buf []netip.Addr) (netip.Prefix, []netip.Addr, uint8, []netip.Addr, *badField) {
 	if r == nil {
-		return netip.Prefix{}, nil, 0, status.Errorf(codes.InvalidArgument, "%s: missing", field)
+		return netip.Prefix{}, nil, 0, buf, &badField{}
 	}
-	p, err := parsePrefix(field+".prefix", r.GetPrefix())
+	p, err := netip.ParsePrefix(r.GetPrefix())
 	if err != nil {
-		return netip.Prefix{}, nil, 0, err
+		return netip.Prefix{}, nil, 0, buf, &badField{"prefix", r.GetPrefix(), prefixWhy}
 	}
-	hops := make([]netip.Addr, len(r.GetNextHops()))
+	start := len(buf)
 	for i, s := range r.GetNextHops() {
-		if hops[i], err = netip.ParseAddr(s); err != nil {
-			return netip.Prefix{}, nil, 0, fieldError(fmt.Sprintf("%s.next_hops[%d]", field, i), s, "not an IP address")
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, nil, 0, buf, &badField{fmt.Sprintf("next_hops[%d]", i), s, "not an IP address"}
 		}
+		buf = append(buf, a)
 	}
 	if r.GetDistance() > math.MaxUint8 {
-		return netip.Prefix{}, nil, 0, fieldError(field+".distance", fmt.Sprint(r.GetDistance()), "want 1 to 255 (0: the API's default)")
+		return netip.Prefix{}, nil, 0, buf, &badField{"distance", fmt.Sprint(r.GetDistance()), "want 1 to 255 (0: the API's default)"}
 	}
-	return p, hops, uint8(r.GetDistance()), nil
+	return p, buf[start:len(buf):len(buf)], uint8(r.GetDistance()), buf, nil
 }
+
+const prefixWhy = "not a prefix (want e.g. 198.51.100.0/24 or 2001:db8::/32)"
 
 func parsePrefix(field, s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fieldError(field, s, "not a prefix (want e.g. 198.51.100.0/24 or 2001:db8::/32)")
+		return netip.Prefix{}, fieldError(field, s, prefixWhy)
 	}
 	return p, nil
 }
 
 // parseOps converts the operations of a Bulk batch or a Transaction; the
-// CE checks them further (ce.CheckRouteOp).
+// CE checks them further (ce.CheckRouteOp). The routes' next hops share one
+// array.
 func parseOps(ops []*spv1.RouteOp) ([]ce.RouteOp, error) {
 	out := make([]ce.RouteOp, len(ops))
+	n := 0
+	for _, op := range ops {
+		n += len(op.GetRoute().GetNextHops())
+	}
+	hops := make([]netip.Addr, 0, n)
 	for i, op := range ops {
-		field := fmt.Sprintf("ops[%d]", i)
 		switch op.GetKind() {
 		case spv1.RouteOp_KIND_REPLACE:
-			p, hops, d, err := parseRoute(field+".route", op.GetRoute())
-			if err != nil {
-				return nil, err
+			p, h, d, buf, bad := convRoute(op.GetRoute(), hops)
+			if bad != nil {
+				return nil, bad.status(fmt.Sprintf("ops[%d].route", i))
 			}
-			out[i] = ce.RouteOp{Kind: ce.OpReplace, Prefix: p, NextHops: hops, Distance: d}
+			hops = buf
+			out[i] = ce.RouteOp{Kind: ce.OpReplace, Prefix: p, NextHops: h, Distance: d}
 		case spv1.RouteOp_KIND_DELETE:
 			if op.GetRoute() == nil {
-				return nil, status.Errorf(codes.InvalidArgument, "%s.route: missing (a delete needs route.prefix)", field)
+				return nil, status.Errorf(codes.InvalidArgument, "ops[%d].route: missing (a delete needs route.prefix)", i)
 			}
-			p, err := parsePrefix(field+".route.prefix", op.GetRoute().GetPrefix())
+			p, err := netip.ParsePrefix(op.GetRoute().GetPrefix())
 			if err != nil {
-				return nil, err
+				return nil, fieldError(fmt.Sprintf("ops[%d].route.prefix", i), op.GetRoute().GetPrefix(), prefixWhy)
 			}
 			out[i] = ce.RouteOp{Kind: ce.OpDelete, Prefix: p}
 		default:
-			return nil, fieldError(field+".kind", op.GetKind().String(), "want KIND_REPLACE or KIND_DELETE")
+			return nil, fieldError(fmt.Sprintf("ops[%d].kind", i), op.GetKind().String(), "want KIND_REPLACE or KIND_DELETE")
 		}
 	}
 	return out, nil
