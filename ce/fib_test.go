@@ -150,6 +150,34 @@ func TestPendingCoalesces(t *testing.T) {
 	}
 }
 
+// Whatever order rows change in, take hands each kind over in row order
+// (IPv4 before IPv6), with only each row's last change.
+func TestPendingRowOrder(t *testing.T) {
+	p := newPending()
+	var ch []Change
+	rows := []uint32{7, 3, 9, 1, 3, 12, 2, 7}
+	for i, r := range rows {
+		pfx := netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(r), 0}), 24)
+		ch = append(ch, Change{Kind: RouteSet, Row: r, Prefix: pfx, ID: uint32(i + 1), NextHop: nh1})
+	}
+	ch = append(ch, Change{Kind: RouteSet, Row: 1, Prefix: netip.MustParsePrefix("2001:db8::/32"), ID: 1, NextHop: netip.MustParseAddr("2001:db8::1")})
+	p.add(ch)
+	var got []string
+	for _, c := range p.take() {
+		got = append(got, fmt.Sprintf("%d:%d", c.Row, c.ID))
+	}
+	// Rows 3 and 7 changed twice: their last IDs are 5 and 8.
+	if want := []string{"1:4", "2:7", "3:5", "7:8", "9:3", "12:6", "1:1"}; !slices.Equal(got, want) {
+		t.Fatalf("take: %v, want %v", got, want)
+	}
+	// In order already (a full table): the same.
+	p.add(ch[3:4])
+	p.add(ch[6:7])
+	if got := p.take(); len(got) != 2 || got[0].Row != 1 || got[1].Row != 2 {
+		t.Fatalf("take: %+v", got)
+	}
+}
+
 func TestFIBECMP(t *testing.T) {
 	f := NewFIB()
 	nh3 := netip.MustParseAddr("10.10.4.2")

@@ -1,6 +1,7 @@
 package ce
 
 import (
+	"cmp"
 	"slices"
 )
 
@@ -10,9 +11,9 @@ import (
 // most one entry per row however slow the FE, and the FE gets the final
 // state, not every intermediate one.
 type pending struct {
-	routes   map[uint64]Change // by family and prefix-table row
-	nexthops map[uint64]Change // by family and nexthop row
-	groups   map[uint64]Change // by family and ECMP group row
+	routes   changeSet // by family and prefix-table row
+	nexthops changeSet // by family and nexthop row
+	groups   changeSet // by family and ECMP group row
 	// What the FE holds, so a row set and deleted again before it was ever
 	// sent is dropped instead of becoming a DEL of a row the FE never had.
 	// Rows are dense from 1, so a bitmap costs 128 KiB per million.
@@ -52,7 +53,36 @@ func (p *pending) groupsOf(c Change) *bitmap {
 }
 
 func newPending() *pending {
-	return &pending{routes: map[uint64]Change{}, nexthops: map[uint64]Change{}, groups: map[uint64]Change{}}
+	return &pending{routes: newChangeSet(), nexthops: newChangeSet(), groups: newChangeSet()}
+}
+
+// changeSet is the latest change per key, in the order the keys first came:
+// a full table arrives in row order (the FIB numbers new rows upwards), so
+// take finds the list already sorted, and the map holds only positions.
+type changeSet struct {
+	at   map[uint64]int32
+	list []Change
+}
+
+func newChangeSet() changeSet { return changeSet{at: map[uint64]int32{}} }
+
+func (s *changeSet) put(k uint64, c Change) {
+	if i, ok := s.at[k]; ok {
+		s.list[i] = c
+		return
+	}
+	s.at[k] = int32(len(s.list))
+	s.list = append(s.list, c)
+}
+
+func (s *changeSet) reset() {
+	clear(s.at)
+	if cap(s.list) > 1<<16 {
+		s.list = nil // a burst's list is not kept for the quiet after it
+	} else {
+		clear(s.list)
+		s.list = s.list[:0]
+	}
 }
 
 type bitmap []uint64
@@ -72,7 +102,7 @@ func (b bitmap) unset(i uint32) {
 	}
 }
 
-func (p *pending) len() int { return len(p.routes) + len(p.nexthops) + len(p.groups) }
+func (p *pending) len() int { return len(p.routes.list) + len(p.nexthops.list) + len(p.groups.list) }
 
 // synced records that the FE holds exactly these changes (the full sync).
 func (p *pending) synced(ch []Change) {
@@ -85,11 +115,11 @@ func (p *pending) add(ch []Change) {
 	for _, c := range ch {
 		switch c.Kind {
 		case RouteSet, RouteDel:
-			p.routes[pkey(c, c.Row)] = c
+			p.routes.put(pkey(c, c.Row), c)
 		case NexthopSet, NexthopDel:
-			p.nexthops[pkey(c, c.ID)] = c
+			p.nexthops.put(pkey(c, c.ID), c)
 		case GroupSet, GroupDel:
-			p.groups[pkey(c, c.ID)] = c
+			p.groups.put(pkey(c, c.ID), c)
 		}
 	}
 }
@@ -99,39 +129,43 @@ func (p *pending) add(ch []Change) {
 // deleted.
 func (p *pending) take() []Change {
 	out := make([]Change, 0, p.len())
-	// Each kind in row order (the FE fills its tables page by page): the
-	// map keys are the order, so sort them, not the (large) changes.
-	var keys []uint64
-	kind := func(k ChangeKind, m map[uint64]Change, have func(Change) *bitmap, key func(Change) uint32) {
-		keys = keys[:0]
-		for pk, c := range m {
+	// Each kind in row order (the FE fills its tables page by page); a
+	// kind's changes usually come in that order already.
+	kind := func(k ChangeKind, s *changeSet, have func(Change) *bitmap, key func(Change) uint32) {
+		start, sorted := len(out), true
+		var last uint64
+		for _, c := range s.list {
 			if c.Kind != k {
 				continue
 			}
 			if (k == RouteDel || k == NexthopDel || k == GroupDel) && !have(c).has(key(c)) {
 				continue // never reached the FE
 			}
-			keys = append(keys, pk)
+			pk := pkey(c, key(c))
+			if len(out) > start && pk < last {
+				sorted = false
+			}
+			last = pk
+			out = append(out, c)
 		}
-		slices.Sort(keys)
-		for _, pk := range keys {
-			out = append(out, m[pk])
+		if !sorted {
+			slices.SortFunc(out[start:], func(a, b Change) int { return cmp.Compare(pkey(a, key(a)), pkey(b, key(b))) })
 		}
 	}
 	row := func(c Change) uint32 { return c.Row }
 	id := func(c Change) uint32 { return c.ID }
-	kind(NexthopSet, p.nexthops, p.nexthopsOf, id)
-	kind(GroupSet, p.groups, p.groupsOf, id)
-	kind(RouteDel, p.routes, p.rowsOf, row)
-	kind(RouteSet, p.routes, p.rowsOf, row)
-	kind(GroupDel, p.groups, p.groupsOf, id)
-	kind(NexthopDel, p.nexthops, p.nexthopsOf, id)
+	kind(NexthopSet, &p.nexthops, p.nexthopsOf, id)
+	kind(GroupSet, &p.groups, p.groupsOf, id)
+	kind(RouteDel, &p.routes, p.rowsOf, row)
+	kind(RouteSet, &p.routes, p.rowsOf, row)
+	kind(GroupDel, &p.groups, p.groupsOf, id)
+	kind(NexthopDel, &p.nexthops, p.nexthopsOf, id)
 	for _, c := range out {
 		p.sent(c)
 	}
-	clear(p.routes)
-	clear(p.nexthops)
-	clear(p.groups)
+	p.routes.reset()
+	p.nexthops.reset()
+	p.groups.reset()
 	return out
 }
 

@@ -270,7 +270,7 @@ func (r *RIB) set(src source, p netip.Prefix, hops []netip.Addr, distance uint8,
 		}
 		r.release(old.set())
 	}
-	return r.install(p, out)
+	return r.installKnown(p, src, mkRoute(distance, id), out)
 }
 
 func (r *RIB) del(src source, p netip.Prefix, out []Change) []Change {
@@ -292,9 +292,19 @@ func (r *RIB) installOrKeep(p netip.Prefix, out []Change) []Change {
 // choose returns p's chosen route and its source: the lowest distance (a
 // tie: the first source).
 func (r *RIB) choose(p netip.Prefix) (best srcRoute, from source, found bool) {
+	return r.chooseKnown(p, numSources, 0)
+}
+
+// chooseKnown is choose when source known (numSources: none) is already
+// known to have route v for p: its table is not looked up again.
+func (r *RIB) chooseKnown(p netip.Prefix, known source, v srcRoute) (best srcRoute, from source, found bool) {
 	for src := range numSources {
-		if v, ok := r.tables[src].get(p); ok && (!found || v.distance() < best.distance()) {
-			best, from, found = v, src, true
+		w, ok := v, true
+		if src != known {
+			w, ok = r.tables[src].get(p)
+		}
+		if ok && (!found || w.distance() < best.distance()) {
+			best, from, found = w, src, true
 		}
 	}
 	return best, from, found
@@ -304,7 +314,12 @@ func (r *RIB) choose(p netip.Prefix) (best srcRoute, from source, found bool) {
 // the first source), through its set's resolved next hops. With no route,
 // or an unresolved one, p leaves the FIB.
 func (r *RIB) install(p netip.Prefix, out []Change) ([]Change, bool) {
-	best, _, found := r.choose(p)
+	return r.installKnown(p, numSources, 0, out)
+}
+
+// installKnown is install when source known has route v for p.
+func (r *RIB) installKnown(p netip.Prefix, known source, v srcRoute, out []Change) ([]Change, bool) {
+	best, _, found := r.chooseKnown(p, known, v)
 	fib := r.fibs.of(p)
 	if !found {
 		return fib.Delete(p, out), true

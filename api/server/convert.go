@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/splitplane/splitplane/api/packed"
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
 )
@@ -114,11 +117,46 @@ func parseOps(ops []*spv1.RouteOp) ([]ce.RouteOp, error) {
 	return out, nil
 }
 
-// batchError maps an error of a batch of operations to a status; a
-// ce.RouteError becomes "ops[i].FIELD "VALUE": why".
-func batchError(err error) error {
+// parseBatch converts a batch's operations: ops, then packedOps (see
+// package packed), in one list.
+func parseBatch(ops []*spv1.RouteOp, packedOps []byte) ([]ce.RouteOp, error) {
+	out, err := parseOps(ops)
+	if err != nil || len(packedOps) == 0 {
+		return out, err
+	}
+	more, err := packed.Decode(packedOps)
+	if err != nil {
+		var e *packed.Error
+		if errors.As(err, &e) {
+			field := fmt.Sprintf("packed_ops[%d].%s (byte %d)", e.Index, e.Field, e.Offset)
+			if e.Value == "" {
+				return nil, status.Errorf(codes.InvalidArgument, "%s: %s", field, e.Why)
+			}
+			return nil, fieldError(field, e.Value, e.Why)
+		}
+		return nil, status.Errorf(codes.InvalidArgument, "packed_ops: %v", err)
+	}
+	out = slices.Grow(out, len(more))
+	for _, op := range more {
+		kind := ce.OpReplace
+		if op.Kind == packed.Delete {
+			kind = ce.OpDelete
+		}
+		out = append(out, ce.RouteOp{Kind: kind, Prefix: op.Prefix, NextHops: op.NextHops, Distance: op.Distance})
+	}
+	return out, nil
+}
+
+// batchError maps an error of a batch of operations, of which the first
+// nOps came from ops and the rest from packed_ops, to a status; a
+// ce.RouteError becomes "ops[i].FIELD "VALUE": why" (or packed_ops[j], whose
+// fields are named without "route.").
+func batchError(err error, nOps int) error {
 	var re *ce.RouteError
 	if errors.As(err, &re) {
+		if re.Index >= nOps {
+			return routeStatus(re, fmt.Sprintf("packed_ops[%d]", re.Index-nOps), strings.TrimPrefix(re.Field, "route."))
+		}
 		return routeStatus(re, fmt.Sprintf("ops[%d]", re.Index), re.Field)
 	}
 	return toStatus(err)

@@ -199,9 +199,10 @@ const bulkQueue = 4
 
 func (r *routes) Bulk(stream grpc.BidiStreamingServer[spv1.RouteBatch, spv1.BatchAck]) error {
 	type batch struct {
-		id  uint64
-		ops []ce.RouteOp
-		err error
+		id   uint64
+		ops  []ce.RouteOp
+		nOps int // of ops, how many came from RouteBatch.ops
+		err  error
 	}
 	ctx := stream.Context()
 	in := make(chan batch, bulkQueue)
@@ -217,7 +218,8 @@ func (r *routes) Bulk(stream grpc.BidiStreamingServer[spv1.RouteBatch, spv1.Batc
 				b.err = err
 			} else {
 				b.id = m.GetId()
-				b.ops, b.err = parseOps(m.GetOps())
+				b.ops, b.err = parseBatch(m.GetOps(), m.GetPackedOps())
+				b.nOps = len(m.GetOps())
 				if b.err != nil {
 					b.err = status.Errorf(codes.InvalidArgument, "batch %d: %s", b.id, status.Convert(b.err).Message())
 				}
@@ -238,7 +240,7 @@ func (r *routes) Bulk(stream grpc.BidiStreamingServer[spv1.RouteBatch, spv1.Batc
 		}
 		n, err := r.b.ApplyRoutes(ctx, b.ops)
 		if err != nil {
-			st := status.Convert(batchError(err))
+			st := status.Convert(batchError(err, b.nOps))
 			return status.Errorf(st.Code(), "batch %d: %s", b.id, st.Message())
 		}
 		if err := stream.Send(&spv1.BatchAck{Id: b.id, Applied: uint32(len(b.ops)), FibChanges: uint32(n)}); err != nil {
@@ -249,13 +251,13 @@ func (r *routes) Bulk(stream grpc.BidiStreamingServer[spv1.RouteBatch, spv1.Batc
 }
 
 func (r *routes) Transaction(ctx context.Context, req *spv1.TransactionRequest) (*spv1.TransactionResponse, error) {
-	ops, err := parseOps(req.GetOps())
+	ops, err := parseBatch(req.GetOps(), req.GetPackedOps())
 	if err != nil {
 		return nil, err
 	}
 	n, fes, err := r.b.Transaction(ctx, ops)
 	if err != nil {
-		return nil, batchError(err)
+		return nil, batchError(err, len(req.GetOps()))
 	}
 	return &spv1.TransactionResponse{Applied: uint32(len(ops)), FibChanges: uint32(n), Fes: uint32(fes)}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/splitplane/splitplane/api/packed"
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
 )
@@ -447,6 +448,73 @@ func TestRoutesBulk(t *testing.T) {
 	}
 }
 
+// Bulk with packed operations: applied after the batch's ops, in order, as
+// ops are; a malformed packed operation or one the CE refuses is named by
+// its index in packed_ops, and its batch changes nothing.
+func TestRoutesBulkPacked(t *testing.T) {
+	_, _, rc := setup(t)
+	ctx := ctxT(t)
+	gw := []netip.Addr{netip.MustParseAddr("10.0.0.2")}
+	pack := func(ps ...string) []byte {
+		var b []byte
+		for _, p := range ps {
+			var err error
+			if q, ok := strings.CutPrefix(p, "-"); ok {
+				b, err = packed.AppendDelete(b, netip.MustParsePrefix(q))
+			} else {
+				b, err = packed.AppendReplace(b, netip.MustParsePrefix(p), gw, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b
+	}
+	b, err := rc.Bulk(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ops first, then packed_ops: the packed delete finds the route ops added.
+	b.Send(&spv1.RouteBatch{Id: 1, Ops: []*spv1.RouteOp{{Kind: spv1.RouteOp_KIND_REPLACE, Route: route("198.51.100.0/24", "10.0.0.3")}},
+		PackedOps: pack("203.0.113.0/24", "-198.51.100.0/24", "192.0.2.128/25")})
+	if ack, err := b.Recv(); err != nil || ack.Id != 1 || ack.Applied != 4 {
+		t.Fatalf("ack %v, %v; want id 1, 4 applied", ack, err)
+	}
+	got := listAll(t, rc, &spv1.ListRoutesRequest{Origin: spv1.Origin_ORIGIN_API})
+	var ps []string
+	for _, r := range got {
+		ps = append(ps, r.Prefix+" "+strings.Join(r.NextHops, ","))
+	}
+	if want := []string{"192.0.2.128/25 10.0.0.2", "203.0.113.0/24 10.0.0.2"}; !slices.Equal(ps, want) {
+		t.Fatalf("routes %v, want %v", ps, want)
+	}
+	for _, tc := range []struct {
+		name   string
+		packed []byte
+		code   codes.Code
+		parts  []string
+	}{
+		{"malformed", append(pack("100.64.0.0/24"), 1, 4, 33, 0, 0, 0, 0), codes.InvalidArgument, []string{`packed_ops[1].length (byte 13) "33"`, "want 0 to 32"}},
+		{"truncated", pack("100.64.0.0/24")[:10], codes.InvalidArgument, []string{"packed_ops[0].next_hops[0] (byte 0): the bytes end inside it"}},
+		{"not found", pack("100.64.0.0/24", "-100.65.0.0/24"), codes.NotFound, []string{`packed_ops[1].prefix "100.65.0.0/24"`}},
+		{"unusable next hop", append(pack("100.64.0.0/24"), 1, 4, 24, 100, 67, 0, 0, 0, 1, 0, 0, 0, 0), codes.InvalidArgument, []string{`packed_ops[1].next_hops[0] "0.0.0.0"`}},
+	} {
+		b, err := rc.Bulk(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Send(&spv1.RouteBatch{Id: 9, Ops: []*spv1.RouteOp{{Kind: spv1.RouteOp_KIND_REPLACE, Route: route("100.66.0.0/24", "10.0.0.2")}}, PackedOps: tc.packed})
+		_, err = b.Recv()
+		wantCode(t, tc.name, err, tc.code, append([]string{"batch 9"}, tc.parts...)...)
+	}
+	if got := listAll(t, rc, &spv1.ListRoutesRequest{Origin: spv1.Origin_ORIGIN_API}); len(got) != 2 {
+		t.Fatalf("refused batches were applied: %v", got)
+	}
+	// A transaction takes packed operations too, named the same way.
+	_, err = rc.Transaction(ctx, &spv1.TransactionRequest{PackedOps: append(pack("100.64.0.0/24"), 7)})
+	wantCode(t, "transaction", err, codes.InvalidArgument, `packed_ops[1].kind (byte 13) "7"`)
+}
+
 // A transaction needs a synced FE; its operations are checked like Bulk's.
 func TestTransactionWithoutFE(t *testing.T) {
 	_, _, rc := setup(t)
@@ -499,12 +567,13 @@ func TestInfoAndCodes(t *testing.T) {
 		{context.Canceled, codes.Canceled},
 		{errors.New("surprise"), codes.Internal},
 	} {
-		if got := status.Code(batchError(tc.err)); got != tc.code {
+		if got := status.Code(batchError(tc.err, 10)); got != tc.code {
 			t.Errorf("%v: %s, want %s", tc.err, got, tc.code)
 		}
 	}
-	wantCode(t, "batch", batchError(&ce.RouteError{Index: 3, Field: "route.prefix", Value: "x", Err: ce.ErrRouteExists}), codes.AlreadyExists, `ops[3].route.prefix "x"`)
-	wantCode(t, "table full", batchError(&ce.RouteError{Err: ce.ErrTableFull}), codes.ResourceExhausted, "ops[0]: table full")
+	wantCode(t, "batch", batchError(&ce.RouteError{Index: 3, Field: "route.prefix", Value: "x", Err: ce.ErrRouteExists}, 10), codes.AlreadyExists, `ops[3].route.prefix "x"`)
+	wantCode(t, "table full", batchError(&ce.RouteError{Err: ce.ErrTableFull}, 10), codes.ResourceExhausted, "ops[0]: table full")
+	wantCode(t, "packed", batchError(&ce.RouteError{Index: 12, Field: "route.prefix", Value: "x", Err: ce.ErrRouteExists}, 10), codes.AlreadyExists, `packed_ops[2].prefix "x"`)
 }
 
 // The unix socket: directory created, mode 0660, a stale socket replaced, a

@@ -162,10 +162,12 @@ func benchAPICmd() *cobra.Command {
 generator and a sink (bapi-*, deleted at the end); each round starts them afresh.
 Median over --rounds:
   api_bulk_routes_per_s      --routes routegen prefixes through Routes.Bulk (batches
-                             of 10,000, 8 in flight), from the first batch until the
-                             FE's datapath holds them all; against
+                             of 10,000 in packed_ops, 8 in flight), from the first
+                             batch until the FE's datapath holds them all; against
                              fib_install_routes_per_s, the same routes into an empty
                              datapath in one call (the datapath alone, the ceiling)
+  api_bulk_text_routes_per_s the same with RouteOp messages (strings), in a round of
+                             its own
   api_add_to_forward_p50_ms  then --adds single Routes.Add calls, each a new /32 the
   api_add_to_forward_p99_ms  generator already sends to (a frame every 100us): from
                              the call until its first frame reaches the sink`,

@@ -637,6 +637,7 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 		add(MetricForcesUpdate, "")
 		add(MetricForcesHeartbeatLoad, "")
 		add(MetricAPIBulkRoutesPerSecond, datapath.MetricFIBInstallPerSecond)
+		add(MetricAPIBulkTextRoutesPerSecond, datapath.MetricFIBInstallPerSecond)
 		add(MetricAPIAddToForwardP50, "")
 		add(MetricAPIAddToForwardP99, "")
 		conv, bird, ceRSS, birdRSS := ConvergeMetrics(opts.ProgrammingRoutes)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/splitplane/splitplane/api/packed"
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
@@ -123,21 +124,25 @@ func (o *APIOptions) defaults() error {
 
 // Metric names of the API benchmark (issue 6).
 const (
-	MetricAPIBulkRoutesPerSecond = "api_bulk_routes_per_s"
-	MetricAPIAddToForwardP50     = "api_add_to_forward_p50_ms"
-	MetricAPIAddToForwardP99     = "api_add_to_forward_p99_ms"
+	MetricAPIBulkRoutesPerSecond     = "api_bulk_routes_per_s"
+	MetricAPIBulkTextRoutesPerSecond = "api_bulk_text_routes_per_s"
+	MetricAPIAddToForwardP50         = "api_add_to_forward_p50_ms"
+	MetricAPIAddToForwardP99         = "api_add_to_forward_p99_ms"
 )
 
 // API measures the CE's gRPC API end to end into the XDP datapath (needs
 // root and the splitplane binary), each figure the median over the rounds:
 //   - api_bulk_routes_per_s: Routes routegen prefixes, next hop a gateway on
 //     the subnet of one of the FE's ports, sent through Routes.Bulk in
-//     batches of Batch operations, Window batches in flight; timed from the
-//     first batch sent until the FE's status (polled every 20ms) counts
-//     every route programmed in its datapath. Against
-//     fib_install_routes_per_s: the same routes installed into an empty
-//     datapath with one SetRoutes call in this process, in the same round
-//     (the datapath alone, the ceiling);
+//     batches of Batch operations as packed_ops (package api/packed),
+//     Window batches in flight; timed from the first batch sent until the
+//     FE's status (polled every 20ms) counts every route programmed in its
+//     datapath. Against fib_install_routes_per_s: the same routes installed
+//     into an empty datapath with one SetRoutes call in this process, in the
+//     same round (the datapath alone, the ceiling);
+//   - api_bulk_text_routes_per_s: the same with the batches' operations as
+//     RouteOp messages (prefix and next hops as strings), with a CE and FE
+//     of their own;
 //   - api_add_to_forward_p50_ms, api_add_to_forward_p99_ms: with the bulk
 //     routes in place, Adds single Routes.Add calls, one after the other,
 //     each for a new /32 (in 198.18.0.0/15, which no routegen prefix
@@ -193,7 +198,10 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 	if len(prefixes) != opts.Routes {
 		return nil, fmt.Errorf("bench api: route generator returned %d of %d prefixes", len(prefixes), opts.Routes)
 	}
-	a.batches = bulkBatches(prefixes, opts.Batch, opts.unresolved)
+	if a.batches, err = bulkPacked(prefixes, opts.Batch, opts.unresolved); err != nil {
+		return nil, fmt.Errorf("bench api: %w", err)
+	}
+	a.textBatches = bulkBatches(prefixes, opts.Batch, opts.unresolved)
 	a.fibRoutes = make([]datapath.Route, len(prefixes))
 	for i, p := range prefixes {
 		a.fibRoutes[i] = datapath.Route{Prefix: p, Nexthop: 1}
@@ -230,38 +238,50 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 		}
 	}()
 
-	var bulk, ceiling, p50, p99 []float64
+	var bulk, text, ceiling, p50, p99 []float64
 	for r := range opts.Rounds {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		for _, asText := range []bool{false, true} {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			form := "packed_ops"
+			if asText {
+				form = "ops"
+			}
+			install, err := a.datapathAlone()
+			if err != nil {
+				return nil, fmt.Errorf("bench api: round %d: the datapath alone: %w", r+1, err)
+			}
+			// The kernel frees the maps of the last round's FE and of the
+			// datapath just closed in the background: that work, and
+			// anything else running, should not land in the measurement.
+			if waited, busy, err := settle(ctx, 15*time.Second); err != nil {
+				return nil, err
+			} else if waited > time.Second {
+				a.progress("round %d/%d: waited %.1fs for the CPUs to be idle (still %.0f%% busy)", r+1, opts.Rounds, waited.Seconds(), busy*100)
+			}
+			f, err := a.round(ctx, asText)
+			if err != nil {
+				return nil, fmt.Errorf("bench api: round %d (%s): %w", r+1, form, err)
+			}
+			rate := float64(opts.Routes) / f.all.Seconds()
+			a.progress("round %d/%d: %d routes as %s through Bulk into the FE's datapath in %.2fs, %.0f routes/s (all acknowledged after %.2fs; the FE had the first after %.2fs, 99%% after %.2fs); the datapath alone installs them at %.0f routes/s",
+				r+1, opts.Rounds, opts.Routes, form, f.all.Seconds(), rate, f.acked.Seconds(), f.first.Seconds(), f.p99.Seconds(), install)
+			ceiling = append(ceiling, install)
+			if asText {
+				text = append(text, rate)
+				continue
+			}
+			a.progress("round %d/%d: %d adds until forwarding: p50 %.2fms, p99 %.2fms, max %.2fms (the Add call itself: p50 %.2fms, p99 %.2fms); generator interval %.0fµs",
+				r+1, opts.Rounds, opts.Adds, ms(percentile(f.toForward, 50)), ms(percentile(f.toForward, 99)), ms(percentile(f.toForward, 100)),
+				ms(percentile(f.call, 50)), ms(percentile(f.call, 99)), f.interval.Seconds()*1e6)
+			bulk = append(bulk, rate)
+			p50, p99 = append(p50, ms(percentile(f.toForward, 50))), append(p99, ms(percentile(f.toForward, 99)))
 		}
-		install, err := a.datapathAlone()
-		if err != nil {
-			return nil, fmt.Errorf("bench api: round %d: the datapath alone: %w", r+1, err)
-		}
-		// The kernel frees the maps of the last round's FE and of the
-		// datapath just closed in the background: that work, and anything
-		// else running, should not land in the measurement.
-		if waited, busy, err := settle(ctx, 15*time.Second); err != nil {
-			return nil, err
-		} else if waited > time.Second {
-			a.progress("round %d/%d: waited %.1fs for the CPUs to be idle (still %.0f%% busy)", r+1, opts.Rounds, waited.Seconds(), busy*100)
-		}
-		f, err := a.round(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("bench api: round %d: %w", r+1, err)
-		}
-		rate := float64(opts.Routes) / f.all.Seconds()
-		a.progress("round %d/%d: %d routes through Bulk into the FE's datapath in %.2fs, %.0f routes/s (all acknowledged after %.2fs; the FE had the first after %.2fs, 99%% after %.2fs); the datapath alone installs them at %.0f routes/s",
-			r+1, opts.Rounds, opts.Routes, f.all.Seconds(), rate, f.acked.Seconds(), f.first.Seconds(), f.p99.Seconds(), install)
-		a.progress("round %d/%d: %d adds until forwarding: p50 %.2fms, p99 %.2fms, max %.2fms (the Add call itself: p50 %.2fms, p99 %.2fms); generator interval %.0fµs",
-			r+1, opts.Rounds, opts.Adds, ms(percentile(f.toForward, 50)), ms(percentile(f.toForward, 99)), ms(percentile(f.toForward, 100)),
-			ms(percentile(f.call, 50)), ms(percentile(f.call, 99)), f.interval.Seconds()*1e6)
-		bulk, ceiling = append(bulk, rate), append(ceiling, install)
-		p50, p99 = append(p50, ms(percentile(f.toForward, 50))), append(p99, ms(percentile(f.toForward, 99)))
 	}
 	return []Result{
 		{Metric: MetricAPIBulkRoutesPerSecond, Value: median(bulk), Unit: "routes/s", Baseline: datapath.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
+		{Metric: MetricAPIBulkTextRoutesPerSecond, Value: median(text), Unit: "routes/s", Baseline: datapath.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
 		{Metric: MetricAPIAddToForwardP50, Value: median(p50), Unit: "ms"},
 		{Metric: MetricAPIAddToForwardP99, Value: median(p99), Unit: "ms"},
 	}, nil
@@ -278,13 +298,15 @@ var (
 
 // apiRun is one API call: its topology, daemons and the work it sends.
 type apiRun struct {
-	opts      APIOptions
-	topo      *fwdTopo
-	procs     *convergeRun // starts, polls and stops the daemons; its dir holds their files
-	traffic   *apiTraffic
-	batches   []*spv1.RouteBatch
-	fibRoutes []datapath.Route
-	dsts      []netip.Addr
+	opts    APIOptions
+	topo    *fwdTopo
+	procs   *convergeRun // starts, polls and stops the daemons; its dir holds their files
+	traffic *apiTraffic
+	batches []*spv1.RouteBatch // packed_ops
+	// textBatches hold the same operations as RouteOp messages.
+	textBatches []*spv1.RouteBatch
+	fibRoutes   []datapath.Route
+	dsts        []netip.Addr
 }
 
 func (a *apiRun) progress(format string, args ...any) {
@@ -327,6 +349,29 @@ func bulkBatches(prefixes []netip.Prefix, size, unresolved int) []*spv1.RouteBat
 		out = append(out, &spv1.RouteBatch{Id: uint64(len(out) + 1), Ops: ops})
 	}
 	return out
+}
+
+// bulkPacked makes the same batches as bulkBatches with the operations in
+// packed_ops.
+func bulkPacked(prefixes []netip.Prefix, size, unresolved int) ([]*spv1.RouteBatch, error) {
+	via, nowhere := []netip.Addr{fwdAddr[roleSink]}, []netip.Addr{netip.MustParseAddr(apiNoRoute)}
+	var out []*spv1.RouteBatch
+	for start := 0; start < len(prefixes); start += size {
+		end := min(start+size, len(prefixes))
+		b := make([]byte, 0, (end-start)*13)
+		for n := start; n < end; n++ {
+			hops := via
+			if n >= len(prefixes)-unresolved {
+				hops = nowhere
+			}
+			var err error
+			if b, err = packed.AppendReplace(b, prefixes[n], hops, 0); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, &spv1.RouteBatch{Id: uint64(len(out) + 1), PackedOps: b})
+	}
+	return out, nil
 }
 
 // addDestinations returns n host addresses of apiAddRange, after checking
@@ -378,7 +423,7 @@ type apiFigures struct {
 // round starts a CE and an FE, waits for the FE to be associated and synced
 // with both ports' subnets known to the CE, then times the bulk transfer
 // and the adds.
-func (a *apiRun) round(ctx context.Context) (f apiFigures, err error) {
+func (a *apiRun) round(ctx context.Context, asText bool) (f apiFigures, err error) {
 	c := a.procs
 	apiSock := c.path("api.sock")
 	ceConf := fmt.Sprintf(`# CE of 'splitplane bench api'
@@ -471,7 +516,11 @@ status_socket: %s
 		return f, fmt.Errorf("the CE's API: %w", err)
 	}
 
-	start, acked, err := a.bulk(ctx, rc)
+	batches := a.batches
+	if asText {
+		batches = a.textBatches
+	}
+	start, acked, err := a.bulk(ctx, rc, batches)
 	if err != nil {
 		return f, err
 	}
@@ -502,6 +551,9 @@ status_socket: %s
 		return f, fmt.Errorf("%w: the FE failed %d rows", ErrIncomplete, st.FEs[0].Failed)
 	}
 
+	if asText {
+		return f, nil
+	}
 	if err := a.adds(ctx, rc, &f, daemons); err != nil {
 		return f, err
 	}
@@ -539,7 +591,7 @@ func (b *bulkResult) wait(ctx context.Context) (time.Duration, error) {
 // bulk opens a Bulk stream and sends every batch, at most Window of them
 // unacknowledged, in the background. It returns when the first batch went
 // out, with the time it did.
-func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient) (time.Time, *bulkResult, error) {
+func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient, batches []*spv1.RouteBatch) (time.Time, *bulkResult, error) {
 	res := &bulkResult{done: make(chan struct{})}
 	sctx, cancel := context.WithCancel(ctx)
 	stream, err := rc.Bulk(sctx)
@@ -551,7 +603,7 @@ func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient) (time.Time, *bu
 	started := make(chan time.Time, 1)
 	sendErr := make(chan error, 1)
 	go func() {
-		for i, b := range a.batches {
+		for i, b := range batches {
 			select {
 			case window <- struct{}{}:
 			case <-sctx.Done():
@@ -579,10 +631,10 @@ func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient) (time.Time, *bu
 		defer close(res.done)
 		defer cancel()
 		applied := 0
-		for i := range a.batches {
+		for i := range batches {
 			ack, err := stream.Recv()
 			if err != nil {
-				res.err = fmt.Errorf("%w: Bulk: batch %d of %d: %v", ErrIncomplete, i+1, len(a.batches), err)
+				res.err = fmt.Errorf("%w: Bulk: batch %d of %d: %v", ErrIncomplete, i+1, len(batches), err)
 				return
 			}
 			applied += int(ack.GetApplied())

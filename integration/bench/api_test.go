@@ -58,9 +58,10 @@ func TestAPI(t *testing.T) {
 	}
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
 	want := map[string]struct{ unit, baseline string }{
-		MetricAPIBulkRoutesPerSecond: {"routes/s", "fib_install_routes_per_s"},
-		MetricAPIAddToForwardP50:     {"ms", ""},
-		MetricAPIAddToForwardP99:     {"ms", ""},
+		MetricAPIBulkRoutesPerSecond:     {"routes/s", "fib_install_routes_per_s"},
+		MetricAPIBulkTextRoutesPerSecond: {"routes/s", "fib_install_routes_per_s"},
+		MetricAPIAddToForwardP50:         {"ms", ""},
+		MetricAPIAddToForwardP99:         {"ms", ""},
 	}
 	byName := map[string]Result{}
 	for _, r := range results {

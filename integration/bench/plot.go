@@ -393,6 +393,9 @@ func programmingBars(rep *Report) (groups []string, vs []float64, cols []color.C
 	if r, ok := rep.Result(MetricAPIBulkRoutesPerSecond); ok {
 		add("gRPC bulk API to XDP", r.Value, colSplitplane)
 	}
+	if r, ok := rep.Result(MetricAPIBulkTextRoutesPerSecond); ok {
+		add("gRPC bulk API, text ops", r.Value, colSplitplane)
+	}
 	n := float64(rep.Settings.ProgrammingRoutes)
 	conv, _, _, _ := ConvergeMetrics(rep.Settings.ProgrammingRoutes)
 	if r, ok := rep.Result(conv); ok && r.Value > 0 {

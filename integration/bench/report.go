@@ -249,7 +249,7 @@ func writeResults(p func(string, ...any), rs []Result) {
 func programmingResults(rep *Report) []Result {
 	conv, bird, ceRSS, birdRSS := ConvergeMetrics(rep.Settings.ProgrammingRoutes)
 	names := []string{datapath.MetricFIBInstallPerSecond, MetricForcesCodec, MetricForcesTransfer, MetricForcesUpdate, MetricForcesHeartbeatLoad,
-		MetricAPIBulkRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS}
+		MetricAPIBulkRoutesPerSecond, MetricAPIBulkTextRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS}
 	var out []Result
 	for _, n := range names {
 		if r, ok := rep.Result(n); ok {

@@ -77,6 +77,7 @@ func sampleReport(t *testing.T) *Report {
 	add(MetricForcesUpdate, 3e5, "entries/s", "", 0)
 	add(MetricForcesHeartbeatLoad, 20, "ms", "idle", 0.2)
 	add(MetricAPIBulkRoutesPerSecond, 2.5e5, "routes/s", "fib_install_routes_per_s", 3e6)
+	add(MetricAPIBulkTextRoutesPerSecond, 2e5, "routes/s", "fib_install_routes_per_s", 3e6)
 	add(MetricAPIAddToForwardP50, 1, "ms", "", 0)
 	add(MetricAPIAddToForwardP99, 2.5, "ms", "", 0)
 	conv, bird, ceRSS, birdRSS := ConvergeMetrics(o.ProgrammingRoutes)

@@ -820,7 +820,16 @@ type RouteBatch struct {
 	// Echoed in the acknowledgement.
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The operations, applied in order.
-	Ops           []*RouteOp `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	Ops []*RouteOp `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	// More operations, packed (applied after ops, in order): per operation a
+	// kind byte (1 replace, 2 delete), a family byte (4 or 6), the prefix
+	// length byte and the address (4 or 16 bytes); a replace then has the
+	// distance byte (0: the API's default), a count byte (1 to 16) and that
+	// many next-hop addresses of the prefix's family. Much cheaper for the CE
+	// than ops for large loads; Go programs encode it with package
+	// github.com/splitplane/splitplane/api/packed. Errors name an operation
+	// as packed_ops[i].
+	PackedOps     []byte `protobuf:"bytes,3,opt,name=packed_ops,json=packedOps,proto3" json:"packed_ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -865,6 +874,13 @@ func (x *RouteBatch) GetId() uint64 {
 func (x *RouteBatch) GetOps() []*RouteOp {
 	if x != nil {
 		return x.Ops
+	}
+	return nil
+}
+
+func (x *RouteBatch) GetPackedOps() []byte {
+	if x != nil {
+		return x.PackedOps
 	}
 	return nil
 }
@@ -936,7 +952,10 @@ func (x *BatchAck) GetFibChanges() uint32 {
 type TransactionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The operations, applied in order, all or none.
-	Ops           []*RouteOp `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	Ops []*RouteOp `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	// More operations, packed as in RouteBatch (applied after ops, in the
+	// same transaction).
+	PackedOps     []byte `protobuf:"bytes,2,opt,name=packed_ops,json=packedOps,proto3" json:"packed_ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -974,6 +993,13 @@ func (*TransactionRequest) Descriptor() ([]byte, []int) {
 func (x *TransactionRequest) GetOps() []*RouteOp {
 	if x != nil {
 		return x.Ops
+	}
+	return nil
+}
+
+func (x *TransactionRequest) GetPackedOps() []byte {
+	if x != nil {
+		return x.PackedOps
 	}
 	return nil
 }
@@ -1935,18 +1961,22 @@ const file_splitplane_proto_rawDesc = "" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fKIND_REPLACE\x10\x01\x12\x0f\n" +
-	"\vKIND_DELETE\x10\x02\"F\n" +
+	"\vKIND_DELETE\x10\x02\"e\n" +
 	"\n" +
 	"RouteBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12(\n" +
-	"\x03ops\x18\x02 \x03(\v2\x16.splitplane.v1.RouteOpR\x03ops\"U\n" +
+	"\x03ops\x18\x02 \x03(\v2\x16.splitplane.v1.RouteOpR\x03ops\x12\x1d\n" +
+	"\n" +
+	"packed_ops\x18\x03 \x01(\fR\tpackedOps\"U\n" +
 	"\bBatchAck\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\rR\aapplied\x12\x1f\n" +
 	"\vfib_changes\x18\x03 \x01(\rR\n" +
-	"fibChanges\">\n" +
+	"fibChanges\"]\n" +
 	"\x12TransactionRequest\x12(\n" +
-	"\x03ops\x18\x01 \x03(\v2\x16.splitplane.v1.RouteOpR\x03ops\"b\n" +
+	"\x03ops\x18\x01 \x03(\v2\x16.splitplane.v1.RouteOpR\x03ops\x12\x1d\n" +
+	"\n" +
+	"packed_ops\x18\x02 \x01(\fR\tpackedOps\"b\n" +
 	"\x13TransactionResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\rR\aapplied\x12\x1f\n" +
 	"\vfib_changes\x18\x02 \x01(\rR\n" +
