@@ -20,6 +20,8 @@ type pending struct {
 	feRows, feRows6         bitmap
 	feNexthops, feNexthops6 bitmap
 	feGroups, feGroups6     bitmap
+
+	out []Change // take's result, reused
 }
 
 // pkey keys a row by address family and number: the two families' tables
@@ -53,32 +55,54 @@ func (p *pending) groupsOf(c Change) *bitmap {
 }
 
 func newPending() *pending {
-	return &pending{routes: newChangeSet(), nexthops: newChangeSet(), groups: newChangeSet()}
+	row := func(c Change) uint32 { return c.Row }
+	id := func(c Change) uint32 { return c.ID }
+	return &pending{routes: newChangeSet(row), nexthops: newChangeSet(id), groups: newChangeSet(id)}
 }
 
-// changeSet is the latest change per key, in the order the keys first came:
-// a full table arrives in row order (the FIB numbers new rows upwards), so
-// take finds the list already sorted, and the map holds only positions.
+// changeSet is the latest change per row (or nexthop or group ID), in the
+// order the rows first came: a full table arrives in row order (the FIB
+// numbers new rows upwards), so take finds the list already sorted. Rows
+// and IDs are dense from 1, so a change's place in the list is found in an
+// array indexed by them, not in a hash map.
 type changeSet struct {
-	at   map[uint64]int32
+	at   [2][]int32 // per family (IPv4, IPv6) and row or ID: position in list + 1, 0 if none
 	list []Change
+	key  func(Change) uint32
 }
 
-func newChangeSet() changeSet { return changeSet{at: map[uint64]int32{}} }
+func newChangeSet(key func(Change) uint32) changeSet { return changeSet{key: key} }
 
-func (s *changeSet) put(k uint64, c Change) {
-	if i, ok := s.at[k]; ok {
-		s.list[i] = c
+func family(c Change) int {
+	if c.ipv6() {
+		return 1
+	}
+	return 0
+}
+
+func (s *changeSet) put(c Change) {
+	at, k := &s.at[family(c)], int(s.key(c))
+	if k >= len(*at) {
+		*at = append(*at, make([]int32, max(k+1, 2*len(*at), 1024)-len(*at))...)
+	}
+	if i := (*at)[k]; i != 0 {
+		s.list[i-1] = c
 		return
 	}
-	s.at[k] = int32(len(s.list))
 	s.list = append(s.list, c)
+	(*at)[k] = int32(len(s.list))
 }
 
+// maxKeptChanges bounds the list kept for the next changes (a burst's list
+// of a million is let go).
+const maxKeptChanges = 1 << 16
+
 func (s *changeSet) reset() {
-	clear(s.at)
-	if cap(s.list) > 1<<16 {
-		s.list = nil // a burst's list is not kept for the quiet after it
+	for _, c := range s.list {
+		s.at[family(c)][s.key(c)] = 0
+	}
+	if cap(s.list) > maxKeptChanges {
+		s.list = nil
 	} else {
 		clear(s.list)
 		s.list = s.list[:0]
@@ -115,23 +139,27 @@ func (p *pending) add(ch []Change) {
 	for _, c := range ch {
 		switch c.Kind {
 		case RouteSet, RouteDel:
-			p.routes.put(pkey(c, c.Row), c)
+			p.routes.put(c)
 		case NexthopSet, NexthopDel:
-			p.nexthops.put(pkey(c, c.ID), c)
+			p.nexthops.put(c)
 		case GroupSet, GroupDel:
-			p.groups.put(pkey(c, c.ID), c)
+			p.groups.put(c)
 		}
 	}
 }
 
 // take returns the coalesced changes in an order the FE can apply: nexthops
 // set, groups set, routes deleted, routes set, groups deleted, nexthops
-// deleted.
+// deleted. The slice is valid until the next take.
 func (p *pending) take() []Change {
-	out := make([]Change, 0, p.len())
+	out := p.out[:0]
+	if cap(out) < p.len() {
+		out = make([]Change, 0, p.len())
+	}
 	// Each kind in row order (the FE fills its tables page by page); a
 	// kind's changes usually come in that order already.
-	kind := func(k ChangeKind, s *changeSet, have func(Change) *bitmap, key func(Change) uint32) {
+	kind := func(k ChangeKind, s *changeSet, have func(Change) *bitmap) {
+		key := s.key
 		start, sorted := len(out), true
 		var last uint64
 		for _, c := range s.list {
@@ -152,20 +180,23 @@ func (p *pending) take() []Change {
 			slices.SortFunc(out[start:], func(a, b Change) int { return cmp.Compare(pkey(a, key(a)), pkey(b, key(b))) })
 		}
 	}
-	row := func(c Change) uint32 { return c.Row }
-	id := func(c Change) uint32 { return c.ID }
-	kind(NexthopSet, &p.nexthops, p.nexthopsOf, id)
-	kind(GroupSet, &p.groups, p.groupsOf, id)
-	kind(RouteDel, &p.routes, p.rowsOf, row)
-	kind(RouteSet, &p.routes, p.rowsOf, row)
-	kind(GroupDel, &p.groups, p.groupsOf, id)
-	kind(NexthopDel, &p.nexthops, p.nexthopsOf, id)
+	kind(NexthopSet, &p.nexthops, p.nexthopsOf)
+	kind(GroupSet, &p.groups, p.groupsOf)
+	kind(RouteDel, &p.routes, p.rowsOf)
+	kind(RouteSet, &p.routes, p.rowsOf)
+	kind(GroupDel, &p.groups, p.groupsOf)
+	kind(NexthopDel, &p.nexthops, p.nexthopsOf)
 	for _, c := range out {
 		p.sent(c)
 	}
 	p.routes.reset()
 	p.nexthops.reset()
 	p.groups.reset()
+	if cap(out) <= maxKeptChanges {
+		p.out = out
+	} else {
+		p.out = nil
+	}
 	return out
 }
 
