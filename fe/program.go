@@ -117,8 +117,8 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 		}
 		return
 	}
-	for p := range d.prefixes {
-		programTo(a, fp, p, t.target(p), b)
+	for p, at := range d.prefixes {
+		programTo(a, fp, p, t.dirtyTarget(p, at), b)
 	}
 	if len(d.nexthops) > 0 || len(d.groups) > 0 {
 		// Groups whose members changed change too.
@@ -369,6 +369,9 @@ func (a *Agent) flush(b *batch) {
 	}
 	if a.kernel != nil {
 		for _, r := range b.sets {
+			if !a.kernel.wants(r.Prefix) {
+				continue // most modes copy few or none of the CE's routes
+			}
 			if r.Prefix.Addr().Is4() {
 				p := toPrefix4(r.Prefix)
 				a.kernel.sync(p, ip4(a.gatewayOf(a.prog.routes[p])))

@@ -114,6 +114,20 @@ type target struct {
 
 func (a target) equal(b target) bool { return a.ok == b.ok && a.gw == b.gw && a.key == b.key }
 
+// dirtyTarget returns where prefix p, recorded in a famDirty as at, is
+// forwarded to.
+func (t *famTable[K]) dirtyTarget(p K, at uint64) target {
+	switch {
+	case at == dirtyGone:
+		return target{}
+	case at >= dirtyRow:
+		if r, ok := t.rows.get(uint32(at - dirtyRow)); ok && r.prefix == p {
+			return t.targetOf(r)
+		}
+	}
+	return t.target(p)
+}
+
 // target returns where prefix p is forwarded to.
 func (t *famTable[K]) target(p K) target {
 	row, ok := t.routes[p]
@@ -161,23 +175,48 @@ type dirty struct {
 }
 
 type famDirty[K comparable] struct {
-	all      bool
-	prefixes map[K]struct{}
+	all bool
+	// prefixes maps each touched prefix to where the table has it now, if
+	// the operation knew: dirtyUnknown (look it up), dirtyGone, or its row
+	// + dirtyRow. Programming then reads the row, not the million-entry
+	// prefix map again.
+	prefixes map[K]uint64
 	nexthops map[uint32]struct{}
 	groups   map[uint32]struct{}
 }
 
 func newDirty() *dirty {
 	return &dirty{
-		v4: &famDirty[prefix4]{prefixes: map[prefix4]struct{}{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
-		v6: &famDirty[netip.Prefix]{prefixes: map[netip.Prefix]struct{}{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
+		v4: &famDirty[prefix4]{prefixes: map[prefix4]uint64{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
+		v6: &famDirty[netip.Prefix]{prefixes: map[netip.Prefix]uint64{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
 	}
 }
+
+// Where a dirty prefix is: see famDirty.prefixes.
+const (
+	dirtyUnknown = iota
+	dirtyGone
+	dirtyRow
+)
 
 // The recorders accept nil: staging a transaction needs none.
 func (d *famDirty[K]) prefix(p K) {
 	if d != nil {
-		d.prefixes[p] = struct{}{}
+		d.prefixes[p] = dirtyUnknown
+	}
+}
+
+// prefixAt records p as changed and now in row.
+func (d *famDirty[K]) prefixAt(p K, row uint32) {
+	if d != nil {
+		d.prefixes[p] = dirtyRow + uint64(row)
+	}
+}
+
+// prefixGone records p as changed and no longer in the table.
+func (d *famDirty[K]) prefixGone(p K) {
+	if d != nil {
+		d.prefixes[p] = dirtyGone
 	}
 }
 
@@ -329,7 +368,7 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp boo
 	if !hadRoute {
 		t.routes[p] = row
 	}
-	d.prefix(p)
+	d.prefixAt(p, row)
 	if undo != nil {
 		*undo = append(*undo, func() {
 			if hadRow {
@@ -352,7 +391,7 @@ func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) erro
 	}
 	t.rows.del(row)
 	delete(t.routes, r.prefix)
-	d.prefix(r.prefix)
+	d.prefixGone(r.prefix)
 	if undo != nil {
 		*undo = append(*undo, func() { t.rows.set(row, r.prefix, r.nexthop, r.ecmp); t.routes[r.prefix] = row })
 	}
