@@ -139,23 +139,13 @@ func (c *CE) toLoop(ctx context.Context, m any) error {
 // applyAPI runs on the loop: it checks every operation against the API's
 // table, then applies them all.
 func (c *CE) applyAPI(rib *RIB, ops []RouteOp, out []Change) ([]Change, error) {
-	// Within a batch an operation sees the ones before it.
-	has := map[netip.Prefix]bool{}
-	exists := func(p netip.Prefix) bool {
-		if v, ok := has[p]; ok {
-			return v
+	// Adds and deletes need the prefix absent or present; within a batch an
+	// operation sees the ones before it. A batch of replaces (a bulk load)
+	// needs no check.
+	if slices.ContainsFunc(ops, func(op RouteOp) bool { return op.Kind != OpReplace }) {
+		if err := checkExists(rib, ops); err != nil {
+			return out, err
 		}
-		_, ok := rib.tables[srcAPI].get(p)
-		return ok
-	}
-	for i, op := range ops {
-		switch {
-		case op.Kind == OpAdd && exists(op.Prefix):
-			return out, &RouteError{Index: i, Field: "route.prefix", Value: op.Prefix.String(), Err: ErrRouteExists}
-		case op.Kind == OpDelete && !exists(op.Prefix):
-			return out, &RouteError{Index: i, Field: "prefix", Value: op.Prefix.String(), Err: ErrRouteNotFound}
-		}
-		has[op.Prefix] = op.Kind != OpDelete
 	}
 	if free := maxSets - len(rib.sets) + len(rib.freeSets); free < len(ops) {
 		return out, &RouteError{Index: 0, Err: fmt.Errorf("%w: %d next-hop sets free for %d operations", ErrTableFull, free, len(ops))}
@@ -172,6 +162,29 @@ func (c *CE) applyAPI(rib *RIB, ops []RouteOp, out []Change) ([]Change, error) {
 		out, _ = rib.set(srcAPI, op.Prefix, op.NextHops, d, out)
 	}
 	return out, nil
+}
+
+// checkExists refuses an add of a prefix that has an API route, or a delete
+// of one that has none, counting the batch's operations before it.
+func checkExists(rib *RIB, ops []RouteOp) error {
+	has := map[netip.Prefix]bool{}
+	exists := func(p netip.Prefix) bool {
+		if v, ok := has[p]; ok {
+			return v
+		}
+		_, ok := rib.tables[srcAPI].get(p)
+		return ok
+	}
+	for i, op := range ops {
+		switch {
+		case op.Kind == OpAdd && exists(op.Prefix):
+			return &RouteError{Index: i, Field: "route.prefix", Value: op.Prefix.String(), Err: ErrRouteExists}
+		case op.Kind == OpDelete && !exists(op.Prefix):
+			return &RouteError{Index: i, Field: "prefix", Value: op.Prefix.String(), Err: ErrRouteNotFound}
+		}
+		has[op.Prefix] = op.Kind != OpDelete
+	}
+	return nil
 }
 
 // RouteInfo is a route of one origin, as listed.

@@ -117,7 +117,7 @@ func hasOp(m *forces.Message, op forces.OpType) bool {
 //     report E_UNSPECIFIED_ERROR.
 //   - continue-execute-on-failure (and the reserved value): every row is tried.
 func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forces.ResultCode) (failed bool) {
-	d := newDirty()
+	d := newDirtySized(len(items))
 	// Only all-or-none needs to undo rows: the other modes keep what was done.
 	var undo []func()
 	undoTo := &undo

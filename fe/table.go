@@ -185,9 +185,12 @@ type famDirty[K comparable] struct {
 	groups   map[uint32]struct{}
 }
 
-func newDirty() *dirty {
+func newDirty() *dirty { return newDirtySized(0) }
+
+// newDirtySized is newDirty for a batch of about n IPv4 rows.
+func newDirtySized(n int) *dirty {
 	return &dirty{
-		v4: &famDirty[prefix4]{prefixes: map[prefix4]uint64{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
+		v4: &famDirty[prefix4]{prefixes: make(map[prefix4]uint64, n), nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
 		v6: &famDirty[netip.Prefix]{prefixes: map[netip.Prefix]uint64{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
 	}
 }
