@@ -104,7 +104,7 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 	}
 	if d.all {
 		for p := range fp.routes {
-			if _, ok := t.routes[p]; !ok {
+			if _, ok := t.index()[p]; !ok {
 				programTo(a, fp, p, target{}, b)
 			}
 		}
@@ -138,7 +138,7 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 			}
 		}
 		for p := range fp.routes {
-			if _, ok := t.routes[p]; !ok {
+			if _, ok := t.index()[p]; !ok {
 				programTo(a, fp, p, target{}, b)
 			}
 		}

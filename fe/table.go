@@ -30,6 +30,14 @@ type famTable[K comparable] struct {
 	// tables, never copies them at all. Groups go with the nexthops.
 	sharedPrefixes, sharedNexthops bool
 
+	// unindexed lists, in the order they were set, rows of a full sync that
+	// are not yet in routes (indexing: routes is incomplete until index
+	// builds it). A full sync sets a million fresh rows; entering each
+	// prefix in a growing million-entry map as it comes costs more than
+	// building the map once, at its final size, when it is first needed.
+	unindexed []uint32
+	indexing  bool
+
 	fam family[K]
 }
 
@@ -75,7 +83,32 @@ func newFamTable[K comparable](f family[K]) *famTable[K] {
 }
 
 // len is the number of routes.
-func (t *famTable[K]) len() int { return len(t.routes) }
+func (t *famTable[K]) len() int { return len(t.index()) }
+
+// index returns routes, complete: the rows of a full sync set since the
+// table was emptied are entered in the order they were set, a prefix set
+// in two rows keeping the later row, as if each had been entered when set.
+func (t *famTable[K]) index() map[K]uint32 {
+	if !t.indexing {
+		return t.routes
+	}
+	m := make(map[K]uint32, len(t.routes)+len(t.unindexed))
+	for p, row := range t.routes {
+		m[p] = row
+	}
+	for _, row := range t.unindexed {
+		r, ok := t.rows.get(row)
+		if !ok {
+			continue
+		}
+		if old, dup := m[r.prefix]; dup && old != row {
+			t.rows.del(old)
+		}
+		m[r.prefix] = row
+	}
+	t.routes, t.unindexed, t.indexing = m, nil, false
+	return m
+}
 
 func newTable() *table {
 	return &table{v4: newFamTable(ipv4), v6: newFamTable(ipv6)}
@@ -87,6 +120,7 @@ func (t *table) stage() *table {
 }
 
 func (t *famTable[K]) stage() *famTable[K] {
+	t.index()
 	return &famTable[K]{rows: t.rows, routes: t.routes, nexthops: t.nexthops, groups: t.groups, sharedPrefixes: true, sharedNexthops: true, fam: t.fam}
 }
 
@@ -130,7 +164,7 @@ func (t *famTable[K]) dirtyTarget(p K, at uint64) target {
 
 // target returns where prefix p is forwarded to.
 func (t *famTable[K]) target(p K) target {
-	row, ok := t.routes[p]
+	row, ok := t.index()[p]
 	if !ok {
 		return target{}
 	}
@@ -273,11 +307,15 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 	lpm, grp := it.ClassID == t.fam.lpmClass, it.ClassID == t.fam.ecmpClass
 	switch {
 	case it.Op == forces.OpDel && wholeTable && lpm:
-		rows, routes := t.rows, t.routes
-		t.rows, t.routes = newRowTable[K](), make(map[K]uint32, len(routes))
-		t.sharedPrefixes = false
+		rows, routes := t.rows, t.index()
+		t.rows, t.sharedPrefixes = newRowTable[K](), false
 		if undo != nil {
+			t.routes = make(map[K]uint32, len(routes))
 			*undo = append(*undo, func() { t.rows, t.routes = rows, routes })
+		} else {
+			// Nothing to undo (a transaction being staged): the rows that
+			// follow are indexed when the table is first used.
+			t.routes, t.indexing = map[K]uint32{}, true
 		}
 		d.everything()
 		return nil
@@ -347,6 +385,17 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp boo
 		return reject(forces.ResultNotFound, "row %d: prefix %s: HopSelector %d: no such nexthop", row, pfx, nh)
 	}
 	p := t.fam.key(pfx)
+	if t.indexing {
+		if _, hadRow := t.rows.get(row); !hadRow && undo == nil {
+			if !t.rows.set(row, p, nh, ecmp) {
+				return reject(forces.ResultMemoryError, "row %d: prefix %s: no room for more prefix-table rows (%d pages of %d rows in use)", row, pfx, maxRowPages, rowPageSize)
+			}
+			t.unindexed = append(t.unindexed, row)
+			d.prefixAt(p, row)
+			return nil
+		}
+		t.index() // a row set again: index what came before, then replace it
+	}
 	// The row may have held another prefix, and the prefix may have sat in
 	// another row: both are replaced. (One map lookup and one insertion in
 	// the common case of a new row: this runs a million times in a full
@@ -388,6 +437,7 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp boo
 }
 
 func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) error {
+	t.index()
 	r, ok := t.rows.get(row)
 	if !ok {
 		return reject(forces.ResultNotFound, "prefix table row %d does not exist", row)
@@ -489,7 +539,7 @@ func diff(a, b *table, d *dirty) {
 }
 
 func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
-	if len(a.routes) == 0 || len(b.routes) == 0 {
+	if a.len() == 0 || b.len() == 0 {
 		d.everything() // cheaper than listing every prefix
 		return
 	}
