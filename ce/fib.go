@@ -332,30 +332,106 @@ func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
 }
 
 // Snapshot returns the changes that build the whole FIB on an empty FE:
-// every nexthop (by ID), every group (by ID), then every route in row order,
-// so the FE fills its row table page by page. Rows are numbered densely, so
-// the order costs a placement by row, not a sort.
+// every nexthop (by ID), every group (by ID), then every route in row
+// order, so the FE fills its row table page by page.
 func (f *FIB) Snapshot() []Change {
-	nh := len(f.nexthops) + len(f.groups)
-	out := make([]Change, nh+int(f.nextRow)-1) // rows count from 1
-	i := 0
+	var s Snapshot
+	f.appendSnapshot(&s)
+	out := make([]Change, 0, s.Len())
+	for ch := range s.Chunks(syncChunk) {
+		out = append(out, ch...)
+	}
+	return out
+}
+
+// Snapshot is the FIBs' content at one moment, for a full sync: per
+// family its nexthops and groups as changes, then its routes compactly (no
+// pointers, 32 bytes each: a million routes cost the garbage collector
+// nothing to scan), turned into changes a chunk at a time as they are sent.
+// Taking it copies the routes once, on the goroutine that owns the FIBs; it
+// is then read on another.
+type Snapshot struct {
+	parts []snapPart // one per family
+}
+
+type snapPart struct {
+	head   []Change    // nexthops, then groups, by ID
+	routes []snapRoute // in row order
+}
+
+type snapRoute struct {
+	key       fibKey
+	row, id   uint32
+	first     uint32 // an ECMP route's first member, for FEs without groups
+	ecmp, is4 bool
+}
+
+// Len is the number of changes the snapshot holds.
+func (s *Snapshot) Len() int {
+	n := 0
+	for _, p := range s.parts {
+		n += len(p.head) + len(p.routes)
+	}
+	return n
+}
+
+// appendSnapshot adds f's content to s: nexthops and groups by ID, routes
+// in row order (rows are numbered densely, so the order costs a placement
+// by row, not a sort).
+func (f *FIB) appendSnapshot(s *Snapshot) {
+	var p snapPart
 	for a, n := range f.nexthops {
-		out[i] = Change{Kind: NexthopSet, ID: n.id, NextHop: a}
-		i++
+		p.head = append(p.head, Change{Kind: NexthopSet, ID: n.id, NextHop: a})
 	}
-	slices.SortFunc(out[:i], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(p.head, func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
+	h := len(p.head)
 	for _, g := range f.groups {
-		out[i] = Change{Kind: GroupSet, ID: g.id, NextHop: g.members[0], Members: g.ids}
-		i++
+		p.head = append(p.head, Change{Kind: GroupSet, ID: g.id, NextHop: g.members[0], Members: g.ids})
 	}
-	slices.SortFunc(out[len(f.nexthops):nh], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
-	for p, r := range f.routes.all() {
-		out[nh+int(r.row)-1] = f.change(p, r)
+	slices.SortFunc(p.head[h:], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
+	p.routes = make([]snapRoute, int(f.nextRow)-1) // rows count from 1
+	put := func(k fibKey, is4 bool, r route) {
+		e := snapRoute{key: k, row: r.row, id: r.id, ecmp: r.ecmp, is4: is4}
+		if r.ecmp {
+			e.first = f.groupByID[r.id].ids[0]
+		}
+		p.routes[r.row-1] = e
 	}
-	if f.routes.len() == int(f.nextRow)-1 {
-		return out // no row freed: no gaps
+	for k, r := range f.routes.v4 {
+		put(fibKey{lo: uint64(k >> 8), bits: uint8(k)}, true, r)
 	}
-	return slices.DeleteFunc(out, func(c Change) bool { return c.Kind == 0 })
+	for k, r := range f.routes.v6 {
+		put(k, false, r)
+	}
+	if f.routes.len() != len(p.routes) {
+		// Freed rows leave gaps (row 0 never holds a route).
+		p.routes = slices.DeleteFunc(p.routes, func(e snapRoute) bool { return e.row == 0 })
+	}
+	s.parts = append(s.parts, p)
+}
+
+// Chunks yields the snapshot's changes in order, at most n at a time, in a
+// buffer reused from one chunk to the next.
+func (s *Snapshot) Chunks(n int) iter.Seq[[]Change] {
+	return func(yield func([]Change) bool) {
+		var buf []Change
+		for _, p := range s.parts {
+			for head := range slices.Chunk(p.head, n) {
+				if !yield(head) {
+					return
+				}
+			}
+			for part := range slices.Chunk(p.routes, n) {
+				buf = buf[:0]
+				for _, e := range part {
+					buf = append(buf, Change{Kind: RouteSet, Row: e.row, Prefix: e.key.prefix(e.is4), ID: e.id, ECMP: e.ecmp, First: e.first})
+				}
+				if !yield(buf) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Lookup returns the next hop of an exact prefix (the first of an ECMP
@@ -454,7 +530,12 @@ func (f fibs) of(p netip.Prefix) *FIB {
 func (f fibs) Len() int { return f.v4.Len() + f.v6.Len() }
 
 // Snapshot is both families' snapshots, IPv4 first.
-func (f fibs) Snapshot() []Change { return append(f.v4.Snapshot(), f.v6.Snapshot()...) }
+func (f fibs) Snapshot() *Snapshot {
+	var s Snapshot
+	f.v4.appendSnapshot(&s)
+	f.v6.appendSnapshot(&s)
+	return &s
+}
 
 // ipv6 reports whether a change belongs to the IPv6 tables.
 func (c Change) ipv6() bool {

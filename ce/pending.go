@@ -135,6 +135,21 @@ func (p *pending) synced(ch []Change) {
 	}
 }
 
+// syncedSnapshot records that the FE holds exactly the snapshot (the full
+// sync).
+func (p *pending) syncedSnapshot(s *Snapshot) {
+	for _, part := range s.parts {
+		p.synced(part.head)
+		for _, r := range part.routes {
+			if r.is4 {
+				p.feRows.set(r.row)
+			} else {
+				p.feRows6.set(r.row)
+			}
+		}
+	}
+}
+
 func (p *pending) add(ch []Change) {
 	for _, c := range ch {
 		switch c.Kind {

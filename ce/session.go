@@ -42,7 +42,7 @@ type session struct {
 	failed   atomic.Uint64
 	lastSeen atomic.Int64 // unix nanoseconds of the last message from the FE
 
-	snapshot  []Change               // the full sync, sent as one transaction
+	snapshot  *Snapshot              // the full sync, sent as one transaction
 	queries   chan *forces.Message   // Query Responses, from the reader
 	syncReady chan struct{}          // the loop has set snapshot
 	info      feInfo                 // what discovery learned
@@ -128,11 +128,11 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 
 // accept and reject are called by the CE loop: accept hands the session the
 // FIB to sync, and from then on the changes to it.
-func (s *session) accept(snapshot []Change) {
+func (s *session) accept(snapshot *Snapshot) {
 	s.snapshot = snapshot
 	s.mu.Lock()
 	s.pending = newPending()
-	s.pending.synced(snapshot)
+	s.pending.syncedSnapshot(snapshot)
 	s.mu.Unlock()
 	s.syncReady <- struct{}{}
 }
@@ -254,7 +254,7 @@ func (s *session) run(ctx context.Context) {
 		s.end(err)
 		return
 	}
-	s.ce.log.Info("forces: full sync committed", "fe", s.fe, "changes", len(s.snapshot))
+	s.ce.log.Info("forces: full sync committed", "fe", s.fe, "changes", s.snapshot.Len())
 	s.snapshot = nil
 	for {
 		select {

@@ -3,7 +3,6 @@ package ce
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/splitplane/splitplane/forces"
@@ -102,7 +101,6 @@ func (s *session) fullSync(ctx context.Context) error {
 	tables := [][2]uint32{
 		{forces.ClassIPv4UcastLPM, forces.CompIPv4PrefixTable}, {forces.ClassIPv4NextHop, forces.CompIPv4NextHopTable},
 	}
-	s.snapshot = s.forFE(s.snapshot)
 	v6, ecmp := s.features()
 	if ecmp {
 		tables = append(tables, [2]uint32{forces.ClassIPv4ECMP, forces.CompECMPGroupTable})
@@ -119,7 +117,10 @@ func (s *session) fullSync(ctx context.Context) error {
 		}
 	}
 	w.MaxMessage = syncMessage
-	for chunk := range slices.Chunk(s.snapshot, syncChunk) {
+	sent := 0
+	for chunk := range s.snapshot.Chunks(syncChunk) {
+		chunk = s.forFE(chunk)
+		sent += len(chunk)
 		if err := writeChanges(w, chunk); err != nil {
 			return err
 		}
@@ -148,7 +149,7 @@ func (s *session) fullSync(ctx context.Context) error {
 	if err := s.send([]*forces.Message{forces.NewTRComp(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
 		return err
 	}
-	s.acked.Add(uint64(len(s.snapshot)))
+	s.acked.Add(uint64(sent))
 	s.synced.Store(true)
 	return nil
 }
