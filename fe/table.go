@@ -97,14 +97,23 @@ func (t *famTable[K]) index() map[K]uint32 {
 		m[p] = row
 	}
 	for _, row := range t.unindexed {
-		r, ok := t.rows.get(row)
-		if !ok {
-			continue
+		if r, ok := t.rows.get(row); ok {
+			m[r.prefix] = row // a later row of the same prefix replaces an earlier
 		}
-		if old, dup := m[r.prefix]; dup && old != row {
-			t.rows.del(old)
+	}
+	if len(m) != len(t.routes)+len(t.unindexed) {
+		// A prefix came in more than one row: the rows it left go, as
+		// setRoute would have deleted them.
+		for p, row := range t.routes {
+			if m[p] != row {
+				t.rows.del(row)
+			}
 		}
-		m[r.prefix] = row
+		for _, row := range t.unindexed {
+			if r, ok := t.rows.get(row); ok && m[r.prefix] != row {
+				t.rows.del(row)
+			}
+		}
 	}
 	t.routes, t.unindexed, t.indexing = m, nil, false
 	return m
