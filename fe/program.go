@@ -151,12 +151,10 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 // target worked out once for all the routes that share it.
 func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batch) {
 	fp.routes = fp.reserve(t.len())
-	b.sets = slices.Grow(b.sets, t.len())
+	b.sets = slices.Grow(b.sets, min(t.len(), firstChunk))
 	type known struct {
-		id     uint32 // 0: no target (unresolvable, or no slot left)
-		taken  bool   // the first reference was taken by refTarget
-		extra  int    // references to add for the routes after the first
-		isSlot bool
+		id   uint32 // 0: no target (unresolvable, or no slot left)
+		refs *int   // its slot's or group's references
 	}
 	targets := map[uint64]*known{}
 	var last *known
@@ -170,36 +168,47 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 			key |= 1 << 32
 		}
 		k := last
-		if key != lastKey {
-			if k = targets[key]; k == nil {
-				k = &known{}
-				if w := t.targetOf(r); w.ok {
-					k.id, k.taken = a.refTarget(w)
-					k.isSlot = w.group == nil
+		switch {
+		case key != lastKey && targets[key] == nil:
+			k = &known{}
+			if w := t.targetOf(r); w.ok {
+				if id, ok := a.refTarget(w); ok { // the first reference
+					k.id, k.refs = id, a.refsOf(id)
 				}
-				targets[key] = k
-			} else if k.id != 0 {
-				k.extra++
 			}
+			targets[key] = k
 			last, lastKey = k, key
-		} else if k.id != 0 {
-			k.extra++
+		case key != lastKey:
+			k = targets[key]
+			last, lastKey = k, key
+			fallthrough
+		default:
+			if k.id != 0 {
+				*k.refs++
+			}
 		}
 		if k.id == 0 {
 			continue
 		}
 		b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(r.prefix), Nexthop: k.id})
 		fp.routes[r.prefix] = k.id
-	}
-	for _, k := range targets {
-		switch {
-		case !k.taken || k.extra == 0:
-		case k.isSlot:
-			a.prog.slotByID[k.id].refs += k.extra
-		default:
-			a.prog.groupByID[k.id].refs += k.extra
+		if len(b.sets) >= firstChunk {
+			// Written a chunk at a time: the batch's memory stays in the
+			// cache instead of a million fresh entries.
+			a.flushSets(b)
 		}
 	}
+}
+
+// firstChunk is how many routes programFirst writes at a time.
+const firstChunk = 1 << 15
+
+// refsOf returns the reference count of slot or group id.
+func (a *Agent) refsOf(id uint32) *int {
+	if g := a.prog.groupByID[id]; g != nil {
+		return &g.refs
+	}
+	return &a.prog.slotByID[id].refs
 }
 
 // batch collects the datapath writes of one program call. Slots and groups
@@ -344,26 +353,17 @@ func (a *Agent) gatewayOf(id uint32) netip.Addr {
 	return netip.Addr{}
 }
 
-// flush writes a batch: new and changed routes first, then deletions, then
-// the slots nothing points at any more. A batch the datapath refuses as a
-// whole (a full FIB) is retried route by route, so what fits is installed.
-func (a *Agent) flush(b *batch) {
-	if len(b.sets) > 0 {
-		if err := a.dp.SetRoutes(b.sets); err != nil {
-			for _, r := range b.sets {
-				if err := a.dp.SetRoute(r.Prefix, r.Nexthop); err != nil {
-					a.datapathError(err)
-					a.forget(r.Prefix, b)
-				}
-			}
-		}
+// flushSets writes the batch's new and changed routes, into the datapath and
+// the kernel's table, and empties its list of them.
+func (a *Agent) flushSets(b *batch) {
+	if len(b.sets) == 0 {
+		return
 	}
-	if len(b.dels) > 0 {
-		if err := a.dp.DeleteRoutes(b.dels); err != nil {
-			for _, p := range b.dels {
-				if err := a.dp.DeleteRoute(p); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-					a.datapathError(err)
-				}
+	if err := a.dp.SetRoutes(b.sets); err != nil {
+		for _, r := range b.sets {
+			if err := a.dp.SetRoute(r.Prefix, r.Nexthop); err != nil {
+				a.datapathError(err)
+				a.forget(r.Prefix, b)
 			}
 		}
 	}
@@ -379,6 +379,25 @@ func (a *Agent) flush(b *batch) {
 				a.kernel.sync6(r.Prefix, a.gatewayOf(a.prog.routes6[r.Prefix]))
 			}
 		}
+	}
+	b.sets = b.sets[:0]
+}
+
+// flush writes a batch: new and changed routes first, then deletions, then
+// the slots nothing points at any more. A batch the datapath refuses as a
+// whole (a full FIB) is retried route by route, so what fits is installed.
+func (a *Agent) flush(b *batch) {
+	a.flushSets(b)
+	if len(b.dels) > 0 {
+		if err := a.dp.DeleteRoutes(b.dels); err != nil {
+			for _, p := range b.dels {
+				if err := a.dp.DeleteRoute(p); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+					a.datapathError(err)
+				}
+			}
+		}
+	}
+	if a.kernel != nil {
 		for _, p := range b.dels {
 			if p.Addr().Is4() {
 				a.kernel.sync(toPrefix4(p), 0)
