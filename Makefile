@@ -82,8 +82,10 @@ check-generated: generate
 # go test fuzzes one target at a time: every decoder's target in turn.
 FUZZTIME ?= 30s
 fuzz:
-	@for t in $$($(GO) test -list '^Fuzz' ./forces/ | grep '^Fuzz'); do \
-		echo "fuzz $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./forces/ || exit 1; \
+	@for pkg in ./forces/ ./api/packed/; do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
 	done
 
 # The performance suite (root; BIRD 2 comes with gen-deps): every figure
