@@ -43,6 +43,7 @@ type programmed struct {
 	groupByID map[uint32]*dgroup
 	freeGroup []uint32
 	nextGroup uint32
+	lastSlot  *slot  // the slot slotOf found last: most routes of a batch share one
 	errors    uint64 // datapath updates that failed (map full, ...)
 	lastErr   error
 }
@@ -263,7 +264,7 @@ func programNew[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) 
 // targetID returns the datapath ID of w's slot or group, 0 if it has none.
 func (a *Agent) targetID(w target) uint32 {
 	if w.group == nil {
-		if s := a.prog.slots[w.gw]; s != nil {
+		if s := a.slotOf(w.gw); s != nil {
 			return s.id
 		}
 	} else if g := a.prog.groups[w.key]; g != nil {
@@ -428,6 +429,9 @@ func (a *Agent) flush(b *batch) {
 			continue // taken again within the batch
 		}
 		delete(a.prog.slots, gw)
+		if a.prog.lastSlot == s {
+			a.prog.lastSlot = nil
+		}
 		delete(a.prog.slotByID, s.id)
 		if s.ifindex != 0 {
 			if err := a.dp.DeleteNexthop(s.id); err != nil {
@@ -452,8 +456,20 @@ func (a *Agent) forget(p netip.Prefix, b *batch) {
 	a.unrefTarget(id, b)
 }
 
+// slotOf returns the slot of gw, nil if it has none.
+func (a *Agent) slotOf(gw netip.Addr) *slot {
+	if c := a.prog.lastSlot; c != nil && c.gw == gw {
+		return c
+	}
+	s := a.prog.slots[gw]
+	if s != nil {
+		a.prog.lastSlot = s
+	}
+	return s
+}
+
 func (a *Agent) ref(gw netip.Addr) *slot {
-	if s, ok := a.prog.slots[gw]; ok {
+	if s := a.slotOf(gw); s != nil {
 		s.refs++
 		return s
 	}
@@ -481,7 +497,7 @@ func (a *Agent) ref(gw netip.Addr) *slot {
 }
 
 func (a *Agent) unref(gw netip.Addr, b *batch) {
-	s := a.prog.slots[gw]
+	s := a.slotOf(gw)
 	if s.refs--; s.refs == 0 {
 		b.freed = append(b.freed, gw)
 	}
