@@ -155,7 +155,6 @@ func (m routeMap) all() iter.Seq2[netip.Prefix, route] {
 // the FEs see. It is owned by one goroutine.
 type FIB struct {
 	routes    routeMap
-	is4       bool // the family, once the first route came (keys do not say)
 	nexthops  map[netip.Addr]*nexthop
 	addrOf    map[uint32]netip.Addr // nexthop ID -> address
 	groups    map[string]*group     // by groupKey of the members
@@ -182,7 +181,6 @@ func (f *FIB) Len() int { return f.routes.len() }
 // the route is not installed and ok is false.
 func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok bool) {
 	p = p.Masked()
-	f.is4 = p.Addr().Is4()
 	old, exists := f.routes.get(p)
 	if exists && !old.ecmp {
 		if n := f.nexthops[nh]; n != nil && n.id == old.id {
@@ -222,7 +220,6 @@ func (f *FIB) SetECMP(p netip.Prefix, nhs []netip.Addr, out []Change) (_ []Chang
 		return f.Set(p, members[0], out)
 	}
 	p = p.Masked()
-	f.is4 = p.Addr().Is4()
 	key := groupKey(members)
 	old, exists := f.routes.get(p)
 	if exists && old.ecmp && groupKey(f.groupByID[old.id].members) == key {

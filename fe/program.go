@@ -168,25 +168,21 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 		if r.ecmp {
 			key |= 1 << 32
 		}
-		k := last
-		switch {
-		case key != lastKey && targets[key] == nil:
-			k = &known{}
-			if w := t.targetOf(r); w.ok {
-				if id, ok := a.refTarget(w); ok { // the first reference
-					k.id, k.refs = id, a.refsOf(id)
+		k, first := last, false
+		if key != lastKey {
+			if k = targets[key]; k == nil {
+				k, first = &known{}, true
+				if w := t.targetOf(r); w.ok {
+					if id, ok := a.refTarget(w); ok { // the first reference
+						k.id, k.refs = id, a.refsOf(id)
+					}
 				}
+				targets[key] = k
 			}
-			targets[key] = k
 			last, lastKey = k, key
-		case key != lastKey:
-			k = targets[key]
-			last, lastKey = k, key
-			fallthrough
-		default:
-			if k.id != 0 {
-				*k.refs++
-			}
+		}
+		if k.id != 0 && !first {
+			*k.refs++
 		}
 		if k.id == 0 {
 			continue

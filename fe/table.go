@@ -86,29 +86,22 @@ func newFamTable[K comparable](f family[K]) *famTable[K] {
 func (t *famTable[K]) len() int { return len(t.index()) }
 
 // index returns routes, complete: the rows of a full sync set since the
-// table was emptied are entered in the order they were set, a prefix set
-// in two rows keeping the later row, as if each had been entered when set.
+// table was emptied (routes stays empty meanwhile) are entered in the order
+// they were set, a prefix set in two rows keeping the later row, as if each
+// had been entered when set.
 func (t *famTable[K]) index() map[K]uint32 {
 	if !t.indexing {
 		return t.routes
 	}
-	m := make(map[K]uint32, len(t.routes)+len(t.unindexed))
-	for p, row := range t.routes {
-		m[p] = row
-	}
+	m := make(map[K]uint32, len(t.unindexed))
 	for _, row := range t.unindexed {
 		if r, ok := t.rows.get(row); ok {
 			m[r.prefix] = row // a later row of the same prefix replaces an earlier
 		}
 	}
-	if len(m) != len(t.routes)+len(t.unindexed) {
+	if len(m) != len(t.unindexed) {
 		// A prefix came in more than one row: the rows it left go, as
 		// setRoute would have deleted them.
-		for p, row := range t.routes {
-			if m[p] != row {
-				t.rows.del(row)
-			}
-		}
 		for _, row := range t.unindexed {
 			if r, ok := t.rows.get(row); ok && m[r.prefix] != row {
 				t.rows.del(row)
@@ -324,7 +317,7 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 		} else {
 			// Nothing to undo (a transaction being staged): the rows that
 			// follow are indexed when the table is first used.
-			t.routes, t.indexing = map[K]uint32{}, true
+			t.routes, t.unindexed, t.indexing = map[K]uint32{}, nil, true
 		}
 		d.everything()
 		return nil

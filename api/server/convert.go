@@ -54,9 +54,9 @@ func convRoute(r *spv1.Route, buf []netip.Addr) (netip.Prefix, []netip.Addr, uin
 	if r == nil {
 		return netip.Prefix{}, nil, 0, buf, &badField{}
 	}
-	p, err := netip.ParsePrefix(r.GetPrefix())
-	if err != nil {
-		return netip.Prefix{}, nil, 0, buf, &badField{"prefix", r.GetPrefix(), prefixWhy}
+	p, bad := convPrefix(r.GetPrefix())
+	if bad != nil {
+		return netip.Prefix{}, nil, 0, buf, bad
 	}
 	start := len(buf)
 	for i, s := range r.GetNextHops() {
@@ -72,12 +72,19 @@ func convRoute(r *spv1.Route, buf []netip.Addr) (netip.Prefix, []netip.Addr, uin
 	return p, buf[start:len(buf):len(buf)], uint8(r.GetDistance()), buf, nil
 }
 
-const prefixWhy = "not a prefix (want e.g. 198.51.100.0/24 or 2001:db8::/32)"
-
-func parsePrefix(field, s string) (netip.Prefix, error) {
+func convPrefix(s string) (netip.Prefix, *badField) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fieldError(field, s, prefixWhy)
+		return netip.Prefix{}, &badField{"prefix", s, "not a prefix (want e.g. 198.51.100.0/24 or 2001:db8::/32)"}
+	}
+	return p, nil
+}
+
+// parsePrefix converts a request's prefix field named field.
+func parsePrefix(field, s string) (netip.Prefix, error) {
+	p, bad := convPrefix(s)
+	if bad != nil {
+		return netip.Prefix{}, fieldError(field, s, bad.why)
 	}
 	return p, nil
 }
@@ -105,9 +112,9 @@ func parseOps(ops []*spv1.RouteOp) ([]ce.RouteOp, error) {
 			if op.GetRoute() == nil {
 				return nil, status.Errorf(codes.InvalidArgument, "ops[%d].route: missing (a delete needs route.prefix)", i)
 			}
-			p, err := netip.ParsePrefix(op.GetRoute().GetPrefix())
-			if err != nil {
-				return nil, fieldError(fmt.Sprintf("ops[%d].route.prefix", i), op.GetRoute().GetPrefix(), prefixWhy)
+			p, bad := convPrefix(op.GetRoute().GetPrefix())
+			if bad != nil {
+				return nil, bad.status(fmt.Sprintf("ops[%d].route", i))
 			}
 			out[i] = ce.RouteOp{Kind: ce.OpDelete, Prefix: p}
 		default:
