@@ -36,6 +36,8 @@ const MaxCENexthopID = 0xFBFF
 
 // Datapath is what the agent needs of the fast path. *datapath.Datapath is
 // the real one; tests of the agent use a fake that records what it was told.
+// Its methods are called from more than one goroutine at once: a first full
+// sync writes routes on one while the agent sets nexthops on another.
 type Datapath interface {
 	Attach(ifindex int, mode datapath.Mode) error
 	SetRoute(p netip.Prefix, nexthopID uint32) error
@@ -332,7 +334,7 @@ func (a *Agent) Status() Status {
 	st := Status{
 		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: a.table.v4.len() + a.table.v6.len(),
 		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: len(a.neighbors),
-		Programmed: len(a.prog.routes) + len(a.prog.routes6), DatapathErrors: a.prog.errors,
+		Programmed: a.prog.routes.len() + a.prog.routes6.len(), DatapathErrors: a.prog.errors,
 	}
 	for _, s := range a.prog.slots {
 		if s.ifindex != 0 {

@@ -270,7 +270,7 @@ func (lab *ecmpLab) waitProgrammed(t *testing.T, gws ...netip.Addr) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		var got []netip.Addr
-		id, ok := a.prog.routes[toPrefix4(lab.pfx)]
+		id, ok := a.prog.routes.get(toPrefix4(lab.pfx))
 		if !ok {
 			return len(gws) == 0
 		}

@@ -129,7 +129,7 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 	routes4, routes6 := a.table.v4.len(), a.table.v6.len()
 	nh4, nh6 := len(a.table.v4.nexthops), len(a.table.v6.nexthops)
 	grp4, grp6 := len(a.table.v4.groups), len(a.table.v6.groups)
-	prog4, prog6 := len(a.prog.routes), len(a.prog.routes6)
+	prog4, prog6 := a.prog.routes.len(), a.prog.routes6.len()
 	gateways, dpGroups, dpErrors := len(a.prog.slots), len(a.prog.groups), a.prog.errors
 	resolved := 0
 	for _, s := range a.prog.slots {

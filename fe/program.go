@@ -4,7 +4,6 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
-	"slices"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 )
@@ -33,8 +32,8 @@ type dgroup struct {
 // target ID it is programmed with (a slot's, or a group's at or above
 // datapath.GroupIDBase).
 type programmed struct {
-	routes    map[prefix4]uint32
-	routes6   map[netip.Prefix]uint32
+	routes    prefixMap[prefix4, uint32]
+	routes6   prefixMap[netip.Prefix, uint32]
 	slots     map[netip.Addr]*slot
 	slotByID  map[uint32]*slot
 	free      []uint32
@@ -50,7 +49,7 @@ type programmed struct {
 
 func newProgrammed() *programmed {
 	return &programmed{
-		routes: map[prefix4]uint32{}, routes6: map[netip.Prefix]uint32{},
+		routes: newPrefixMap[prefix4, uint32](0), routes6: newPrefixMap[netip.Prefix, uint32](0),
 		slots: map[netip.Addr]*slot{}, slotByID: map[uint32]*slot{}, next: 1,
 		groups: map[string]*dgroup{}, groupByID: map[uint32]*dgroup{}, nextGroup: datapath.GroupIDBase,
 	}
@@ -59,22 +58,25 @@ func newProgrammed() *programmed {
 // famProg is one family's view of the datapath: its programmed routes and
 // how its keys convert.
 type famProg[K comparable] struct {
-	routes   map[K]uint32
-	reserve  func(n int) map[K]uint32 // replaces an empty routes with one sized for n
+	routes   prefixMap[K, uint32]
+	reserve  func(n int) prefixMap[K, uint32] // replaces an empty routes with one sized for n
 	prefix   func(K) netip.Prefix
 	shadowed func(K) bool // a port's connected route owns the prefix
 }
 
 func (a *Agent) prog4() famProg[prefix4] {
 	return famProg[prefix4]{routes: a.prog.routes, prefix: prefix4.Prefix,
-		reserve:  func(n int) map[prefix4]uint32 { a.prog.routes = make(map[prefix4]uint32, n); return a.prog.routes },
+		reserve: func(n int) prefixMap[prefix4, uint32] {
+			a.prog.routes = newPrefixMap[prefix4, uint32](n)
+			return a.prog.routes
+		},
 		shadowed: func(p prefix4) bool { _, ok := a.connected[p]; return ok }}
 }
 
 func (a *Agent) prog6() famProg[netip.Prefix] {
 	return famProg[netip.Prefix]{routes: a.prog.routes6, prefix: func(p netip.Prefix) netip.Prefix { return p },
-		reserve: func(n int) map[netip.Prefix]uint32 {
-			a.prog.routes6 = make(map[netip.Prefix]uint32, n)
+		reserve: func(n int) prefixMap[netip.Prefix, uint32] {
+			a.prog.routes6 = newPrefixMap[netip.Prefix, uint32](n)
 			return a.prog.routes6
 		},
 		shadowed: func(p netip.Prefix) bool { _, ok := a.connected6[p]; return ok }}
@@ -104,12 +106,8 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 		return w
 	}
 	if d.all {
-		for p := range fp.routes {
-			if _, ok := t.index()[p]; !ok {
-				programTo(a, fp, p, target{}, b)
-			}
-		}
-		if len(fp.routes) == 0 && t.len() > 0 {
+		unprogramGone(a, t, fp, b)
+		if fp.routes.len() == 0 && t.len() > 0 {
 			programFirst(a, t, fp, b)
 			return
 		}
@@ -138,21 +136,34 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 				programTo(a, fp, r.prefix, targetOf(r), b)
 			}
 		}
-		for p := range fp.routes {
-			if _, ok := t.index()[p]; !ok {
-				programTo(a, fp, p, target{}, b)
-			}
+		unprogramGone(a, t, fp, b)
+	}
+}
+
+// unprogramGone takes out of the datapath the prefixes t no longer has.
+func unprogramGone[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batch) {
+	var gone []K
+	for p := range fp.routes.all() {
+		if _, ok := t.index().get(p); !ok {
+			gone = append(gone, p)
 		}
+	}
+	for _, p := range gone { // not while iterating: a prefixMap must not change then
+		programTo(a, fp, p, target{}, b)
 	}
 }
 
 // programFirst programs every row of t into a datapath that holds none of
 // the family's routes (a first full sync): nothing to compare with,
 // everything to write, all sized once, and each nexthop or group row's
-// target worked out once for all the routes that share it.
+// target worked out once for all the routes that share it. The datapath
+// takes the routes a chunk at a time on a goroutine of its own while this
+// one records them: the two million-entry writes run side by side.
 func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batch) {
 	fp.routes = fp.reserve(t.len())
-	b.sets = slices.Grow(b.sets, min(t.len(), firstChunk))
+	w := newChunkWriter(a.dp)
+	sets := w.buffer()
+	var kern []netip.Prefix // copied into the kernel once the datapath has them
 	type known struct {
 		id   uint32 // 0: no target (unresolvable, or no slot left)
 		refs *int   // its slot's or group's references
@@ -187,18 +198,70 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 		if k.id == 0 {
 			continue
 		}
-		b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(r.prefix), Nexthop: k.id})
-		fp.routes[r.prefix] = k.id
-		if len(b.sets) >= firstChunk {
-			// Written a chunk at a time: the batch's memory stays in the
-			// cache instead of a million fresh entries.
-			a.flushSets(b)
+		p := fp.prefix(r.prefix)
+		sets = append(sets, datapath.Route{Prefix: p, Nexthop: k.id})
+		fp.routes.put(r.prefix, k.id)
+		if a.kernel != nil && a.kernel.wants(p) {
+			kern = append(kern, p)
+		}
+		if len(sets) == firstChunk {
+			w.chunks <- sets
+			sets = w.buffer()
 		}
 	}
+	w.chunks <- sets
+	close(w.chunks)
+	<-w.done
+	for _, c := range w.failed {
+		b.sets = append(b.sets, c...)
+		a.writeSets(b) // route by route: what fits is installed
+		b.sets = b.sets[:0]
+	}
+	a.copyToKernel(kern)
 }
 
-// firstChunk is how many routes programFirst writes at a time.
-const firstChunk = 1 << 15
+// firstChunk is how many routes programFirst writes at a time: few enough
+// that the chunks in flight stay in the cache.
+const firstChunk = 1 << 13
+
+// chunkWriter writes chunks of routes into the datapath on its own
+// goroutine, in order, recycling their buffers. A chunk the datapath
+// refuses as a whole is kept in failed, for the agent to retry once done
+// is closed.
+type chunkWriter struct {
+	chunks chan []datapath.Route
+	free   chan []datapath.Route
+	failed [][]datapath.Route
+	done   chan struct{}
+}
+
+func newChunkWriter(dp Datapath) *chunkWriter {
+	w := &chunkWriter{chunks: make(chan []datapath.Route, 2), free: make(chan []datapath.Route, 4), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for c := range w.chunks {
+			if len(c) > 0 && dp.SetRoutes(c) != nil {
+				w.failed = append(w.failed, c)
+				continue
+			}
+			select {
+			case w.free <- c[:0]:
+			default:
+			}
+		}
+	}()
+	return w
+}
+
+// buffer returns an empty chunk, recycled if one is free.
+func (w *chunkWriter) buffer() []datapath.Route {
+	select {
+	case c := <-w.free:
+		return c
+	default:
+		return make([]datapath.Route, 0, firstChunk)
+	}
+}
 
 // refsOf returns the reference count of slot or group id.
 func (a *Agent) refsOf(id uint32) *int {
@@ -224,7 +287,7 @@ func programTo[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) {
 	if fp.shadowed(p) {
 		w.ok = false
 	}
-	have, had := fp.routes[p]
+	have, had := fp.routes.get(p)
 	switch {
 	case !w.ok && !had:
 		return
@@ -238,7 +301,7 @@ func programTo[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) {
 		if !fp.shadowed(p) {
 			b.dels = append(b.dels, fp.prefix(p))
 		}
-		delete(fp.routes, p)
+		fp.routes.del(p)
 	}
 	if had {
 		a.unrefTarget(have, b)
@@ -253,7 +316,7 @@ func programNew[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) 
 		return false
 	}
 	b.sets = append(b.sets, datapath.Route{Prefix: fp.prefix(p), Nexthop: id})
-	fp.routes[p] = id
+	fp.routes.put(p, id)
 	return true
 }
 
@@ -356,6 +419,23 @@ func (a *Agent) flushSets(b *batch) {
 	if len(b.sets) == 0 {
 		return
 	}
+	a.writeSets(b)
+	if a.kernel != nil {
+		var kern []netip.Prefix
+		for _, r := range b.sets {
+			if a.kernel.wants(r.Prefix) { // most modes copy few or none of the CE's routes
+				kern = append(kern, r.Prefix)
+			}
+		}
+		a.copyToKernel(kern)
+	}
+	b.sets = b.sets[:0]
+}
+
+// writeSets writes the batch's routes into the datapath. A batch the
+// datapath refuses as a whole (a full FIB) is retried route by route; the
+// routes that still fail are forgotten.
+func (a *Agent) writeSets(b *batch) {
 	if err := a.dp.SetRoutes(b.sets); err != nil {
 		for _, r := range b.sets {
 			if err := a.dp.SetRoute(r.Prefix, r.Nexthop); err != nil {
@@ -364,20 +444,20 @@ func (a *Agent) flushSets(b *batch) {
 			}
 		}
 	}
-	if a.kernel != nil {
-		for _, r := range b.sets {
-			if !a.kernel.wants(r.Prefix) {
-				continue // most modes copy few or none of the CE's routes
-			}
-			if r.Prefix.Addr().Is4() {
-				p := toPrefix4(r.Prefix)
-				a.kernel.sync(p, ip4(a.gatewayOf(a.prog.routes[p])))
-			} else {
-				a.kernel.sync6(r.Prefix, a.gatewayOf(a.prog.routes6[r.Prefix]))
-			}
+}
+
+// copyToKernel gives the kernel's table the routes of ps as programmed (a
+// route the datapath refused, none).
+func (a *Agent) copyToKernel(ps []netip.Prefix) {
+	for _, p := range ps {
+		if p.Addr().Is4() {
+			id, _ := a.prog.routes.get(toPrefix4(p))
+			a.kernel.sync(toPrefix4(p), ip4(a.gatewayOf(id)))
+		} else {
+			id, _ := a.prog.routes6.get(p)
+			a.kernel.sync6(p, a.gatewayOf(id))
 		}
 	}
-	b.sets = b.sets[:0]
 }
 
 // flush writes a batch: new and changed routes first, then deletions, then
@@ -442,13 +522,13 @@ func (a *Agent) flush(b *batch) {
 func (a *Agent) forget(p netip.Prefix, b *batch) {
 	if p.Addr().Is4() {
 		k := toPrefix4(p)
-		id := a.prog.routes[k]
-		delete(a.prog.routes, k)
+		id, _ := a.prog.routes.get(k)
+		a.prog.routes.del(k)
 		a.unrefTarget(id, b)
 		return
 	}
-	id := a.prog.routes6[p]
-	delete(a.prog.routes6, p)
+	id, _ := a.prog.routes6.get(p)
+	a.prog.routes6.del(p)
 	a.unrefTarget(id, b)
 }
 

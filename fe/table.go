@@ -21,7 +21,7 @@ type table struct {
 // prefixes are stored under (a pointer-free integer for IPv4).
 type famTable[K comparable] struct {
 	rows     rowTable[K]           // prefix-table row -> prefix and nexthop (or group) row
-	routes   map[K]uint32          // prefix -> its row
+	routes   prefixMap[K, uint32]  // prefix -> its row
 	nexthops map[uint32]netip.Addr // nexthop-table row (HopSelector) -> gateway
 	groups   map[uint32][]uint32   // ECMP group row -> its members' nexthop rows
 
@@ -79,32 +79,34 @@ var ipv6 = family[netip.Prefix]{
 }
 
 func newFamTable[K comparable](f family[K]) *famTable[K] {
-	return &famTable[K]{rows: newRowTable[K](), routes: map[K]uint32{}, nexthops: map[uint32]netip.Addr{}, groups: map[uint32][]uint32{}, fam: f}
+	return &famTable[K]{rows: newRowTable[K](), routes: newPrefixMap[K, uint32](0), nexthops: map[uint32]netip.Addr{}, groups: map[uint32][]uint32{}, fam: f}
 }
 
 // len is the number of routes.
-func (t *famTable[K]) len() int { return len(t.index()) }
+func (t *famTable[K]) len() int { return t.index().len() }
 
 // index returns routes, complete: the rows of a full sync set since the
 // table was emptied (routes stays empty meanwhile) are entered in the order
 // they were set, a prefix set in two rows keeping the later row, as if each
 // had been entered when set.
-func (t *famTable[K]) index() map[K]uint32 {
+func (t *famTable[K]) index() prefixMap[K, uint32] {
 	if !t.indexing {
 		return t.routes
 	}
-	m := make(map[K]uint32, len(t.unindexed))
+	m := newPrefixMap[K, uint32](len(t.unindexed))
 	for _, row := range t.unindexed {
 		if r, ok := t.rows.get(row); ok {
-			m[r.prefix] = row // a later row of the same prefix replaces an earlier
+			m.put(r.prefix, row) // a later row of the same prefix replaces an earlier
 		}
 	}
-	if len(m) != len(t.unindexed) {
+	if m.len() != len(t.unindexed) {
 		// A prefix came in more than one row: the rows it left go, as
 		// setRoute would have deleted them.
 		for _, row := range t.unindexed {
-			if r, ok := t.rows.get(row); ok && m[r.prefix] != row {
-				t.rows.del(row)
+			if r, ok := t.rows.get(row); ok {
+				if in, _ := m.get(r.prefix); in != row {
+					t.rows.del(row)
+				}
 			}
 		}
 	}
@@ -128,7 +130,7 @@ func (t *famTable[K]) stage() *famTable[K] {
 
 func (t *famTable[K]) ownPrefixes() {
 	if t.sharedPrefixes {
-		t.rows, t.routes, t.sharedPrefixes = t.rows.clone(), maps.Clone(t.routes), false
+		t.rows, t.routes, t.sharedPrefixes = t.rows.clone(), t.routes.clone(), false
 	}
 }
 
@@ -166,7 +168,7 @@ func (t *famTable[K]) dirtyTarget(p K, at uint64) target {
 
 // target returns where prefix p is forwarded to.
 func (t *famTable[K]) target(p K) target {
-	row, ok := t.index()[p]
+	row, ok := t.index().get(p)
 	if !ok {
 		return target{}
 	}
@@ -312,12 +314,12 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 		rows, routes := t.rows, t.index()
 		t.rows, t.sharedPrefixes = newRowTable[K](), false
 		if undo != nil {
-			t.routes = make(map[K]uint32, len(routes))
+			t.routes = newPrefixMap[K, uint32](routes.len())
 			*undo = append(*undo, func() { t.rows, t.routes = rows, routes })
 		} else {
 			// Nothing to undo (a transaction being staged): the rows that
 			// follow are indexed when the table is first used.
-			t.routes, t.unindexed, t.indexing = map[K]uint32{}, nil, true
+			t.routes, t.unindexed, t.indexing = newPrefixMap[K, uint32](0), nil, true
 		}
 		d.everything()
 		return nil
@@ -409,7 +411,7 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp boo
 		}
 		hadRow = false
 	}
-	oldRow, hadRoute := t.routes[p]
+	oldRow, hadRoute := t.routes.get(p)
 	if hadRoute && oldRow != row {
 		if err := t.deleteRow(oldRow, d, undo); err != nil {
 			return err
@@ -420,7 +422,7 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp boo
 		return reject(forces.ResultMemoryError, "row %d: prefix %s: no room for more prefix-table rows (%d pages of %d rows in use)", row, pfx, maxRowPages, rowPageSize)
 	}
 	if !hadRoute {
-		t.routes[p] = row
+		t.routes.put(p, row)
 	}
 	d.prefixAt(p, row)
 	if undo != nil {
@@ -431,7 +433,7 @@ func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp boo
 				t.rows.del(row)
 			}
 			if !hadRoute {
-				delete(t.routes, p)
+				t.routes.del(p)
 			}
 		})
 	}
@@ -445,10 +447,10 @@ func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) erro
 		return reject(forces.ResultNotFound, "prefix table row %d does not exist", row)
 	}
 	t.rows.del(row)
-	delete(t.routes, r.prefix)
+	t.routes.del(r.prefix)
 	d.prefixGone(r.prefix)
 	if undo != nil {
-		*undo = append(*undo, func() { t.rows.set(row, r.prefix, r.nexthop, r.ecmp); t.routes[r.prefix] = row })
+		*undo = append(*undo, func() { t.rows.set(row, r.prefix, r.nexthop, r.ecmp); t.routes.put(r.prefix, row) })
 	}
 	return nil
 }
@@ -545,13 +547,13 @@ func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
 		d.everything() // cheaper than listing every prefix
 		return
 	}
-	for p := range a.routes {
+	for p := range a.routes.all() {
 		if !a.target(p).equal(b.target(p)) {
 			d.prefix(p)
 		}
 	}
-	for p := range b.routes {
-		if _, ok := a.routes[p]; !ok {
+	for p := range b.routes.all() {
+		if _, ok := a.routes.get(p); !ok {
 			d.prefix(p)
 		}
 	}

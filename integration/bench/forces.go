@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kamstrup/intmap"
+
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -140,12 +142,13 @@ func Forces(ctx context.Context, opts ForcesOptions) ([]Result, error) {
 		return nil, fmt.Errorf("bench forces: route generator returned %d of %d prefixes", len(prefixes), opts.Routes)
 	}
 	routes, changes := workload(prefixes)
+	prefixes = nil
 	wantRows := changedRows(routes, changes)
 
 	var codec, memcopy, transfer, update, hbLoad, hbIdle []float64
 	for r := range opts.Rounds {
 		runtime.GC()
-		c, cp, err := codecRound(prefixes)
+		c, cp, err := codecRound(routes)
 		if err != nil {
 			return nil, err
 		}
@@ -175,18 +178,32 @@ func Forces(ctx context.Context, opts ForcesOptions) ([]Result, error) {
 	}, nil
 }
 
+// work is an IPv4 route of the workload, without pointers (a netip.Prefix
+// holds one): the million kept across rounds cost the garbage collector
+// nothing to scan while the CE and FE it measures run beside them.
+type work struct {
+	addr, gw [4]byte
+	bits     uint8
+}
+
+func (w work) prefix() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4(w.addr), int(w.bits)) }
+
+func (w work) update() ce.RouteUpdate {
+	return ce.RouteUpdate{Prefix: w.prefix(), NextHop: netip.AddrFrom4(w.gw)}
+}
+
 // workload returns the table (prefixes spread over 64 gateways) and the
 // changes of the update phase: every tenth route moved to one of 64 other
 // gateways.
-func workload(prefixes []netip.Prefix) (routes, changes []ce.RouteUpdate) {
-	gw := func(net, i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(net), 0, byte(1 + i%64)}) }
-	routes = make([]ce.RouteUpdate, len(prefixes))
+func workload(prefixes []netip.Prefix) (routes, changes []work) {
+	gw := func(net, i int) [4]byte { return [4]byte{10, byte(net), 0, byte(1 + i%64)} }
+	routes = make([]work, len(prefixes))
 	for i, p := range prefixes {
-		routes[i] = ce.RouteUpdate{Prefix: p, NextHop: gw(1, i)}
+		routes[i] = work{addr: p.Addr().As4(), bits: uint8(p.Bits()), gw: gw(1, i)}
 	}
-	changes = make([]ce.RouteUpdate, 0, len(prefixes)/10)
+	changes = make([]work, 0, len(prefixes)/10)
 	for i := 0; i+9 < len(prefixes); i += 10 {
-		changes = append(changes, ce.RouteUpdate{Prefix: prefixes[i], NextHop: gw(2, i/10)})
+		changes = append(changes, work{addr: routes[i].addr, bits: routes[i].bits, gw: gw(2, i/10)})
 	}
 	return routes, changes
 }
@@ -194,22 +211,22 @@ func workload(prefixes []netip.Prefix) (routes, changes []ce.RouteUpdate) {
 // changedRows returns how many rows the CE sends for changes after routes
 // (route rows plus new nexthop rows), from a FIB like the CE's: the count of
 // acknowledgements to wait for.
-func changedRows(routes, changes []ce.RouteUpdate) (n int) {
+func changedRows(routes, changes []work) (n int) {
 	fib := ce.NewFIB()
 	var out []ce.Change
-	for _, u := range routes {
-		out, _ = fib.Set(u.Prefix, u.NextHop, out[:0])
+	for _, w := range routes {
+		out, _ = fib.Set(w.prefix(), netip.AddrFrom4(w.gw), out[:0])
 	}
-	for _, u := range changes {
-		out, _ = fib.Set(u.Prefix, u.NextHop, out[:0])
+	for _, w := range changes {
+		out, _ = fib.Set(w.prefix(), netip.AddrFrom4(w.gw), out[:0])
 		n += len(out)
 	}
 	return n
 }
 
 // codecRound returns the encode+decode cost and the copy cost, in ns per route.
-func codecRound(prefixes []netip.Prefix) (codec, memcopy float64, err error) {
-	n := len(prefixes)
+func codecRound(routes []work) (codec, memcopy float64, err error) {
+	n := len(routes)
 	hdr := forces.Header{
 		Src: forces.CEID(0), Dst: forces.FEID(1),
 		Flags: forces.Flags{ACK: forces.AlwaysACK, ExecMode: forces.ExecContinueOnFailure},
@@ -218,7 +235,8 @@ func codecRound(prefixes []netip.Prefix) (codec, memcopy float64, err error) {
 	// Encoding as the CE does it: rows straight into the wire form.
 	w := forces.NewConfigWriter(hdr, nil)
 	var scratch [forces.IPv4PrefixInfoLen]byte
-	for i, p := range prefixes {
+	for i, r := range routes {
+		p := r.prefix()
 		data, err := forces.IPv4PrefixInfo{Prefix: p, HopSelector: uint32(1 + i%64)}.AppendFullData(scratch[:0])
 		if err != nil {
 			return 0, 0, fmt.Errorf("bench forces: encode %s: %w", p, err)
@@ -280,7 +298,7 @@ type transferFigures struct {
 
 // transferRound runs one CE and one FE: the full sync of routes, then the
 // changes.
-func transferRound(ctx context.Context, opts ForcesOptions, routes, changes []ce.RouteUpdate, wantRows int) (transferFigures, error) {
+func transferRound(ctx context.Context, opts ForcesOptions, routes, changes []work, wantRows int) (transferFigures, error) {
 	var f transferFigures
 	n := len(routes)
 	h, err := startCE(ctx, opts)
@@ -468,9 +486,13 @@ func (h *harness) startFE(ctx context.Context) error {
 }
 
 // feed gives the CE routes in batches of the size a BGP speaker produces.
-func (h *harness) feed(ctx context.Context, us []ce.RouteUpdate) error {
-	for chunk := range slices.Chunk(us, 10_000) {
-		if err := h.ce.Update(ctx, chunk); err != nil {
+func (h *harness) feed(ctx context.Context, ws []work) error {
+	for chunk := range slices.Chunk(ws, 10_000) {
+		us := make([]ce.RouteUpdate, len(chunk)) // the CE keeps it
+		for i, w := range chunk {
+			us[i] = w.update()
+		}
+		if err := h.ce.Update(ctx, us); err != nil {
 			return err
 		}
 	}
@@ -573,24 +595,24 @@ func median(v []float64) float64 {
 // the benchmark measures the protocol and the agent, not the kernel.
 type memDatapath struct {
 	mu       sync.Mutex
-	routes   map[uint64]uint32 // packed prefix: a pointer-free key, like the real FIB's arrays
+	routes   *intmap.Map[uint64, uint32] // packed prefix: one flat array, like the real FIB's
 	nexthops map[uint32]datapath.Nexthop
 	rwrites  int // route sets and deletes
 
 	setRouteErr func(netip.Prefix) error
 }
 
-// key packs a prefix: address (16 bytes' worth for IPv6 is not needed here)
-// and length.
+// key packs a prefix: the address (16 bytes' worth for IPv6 is not needed
+// here) in the low bits, which intmap hashes, and the length above it.
 func key(p netip.Prefix) uint64 {
 	a := p.Addr().As4()
-	return uint64(a[0])<<32 | uint64(a[1])<<24 | uint64(a[2])<<16 | uint64(a[3])<<8 | uint64(p.Bits())
+	return uint64(p.Bits())<<32 | uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
 }
 
 // newMemDatapath returns a datapath sized for n routes, as the real FIB's
 // arrays are allocated whole.
 func newMemDatapath(n int) *memDatapath {
-	return &memDatapath{routes: make(map[uint64]uint32, n), nexthops: map[uint32]datapath.Nexthop{}}
+	return &memDatapath{routes: intmap.New[uint64, uint32](n), nexthops: map[uint32]datapath.Nexthop{}}
 }
 
 func (d *memDatapath) Attach(int, datapath.Mode) error { return nil }
@@ -602,7 +624,7 @@ func (d *memDatapath) SetRoute(p netip.Prefix, id uint32) error {
 		}
 	}
 	d.mu.Lock()
-	d.routes[key(p)] = id
+	d.routes.Put(key(p), id)
 	d.rwrites++
 	d.mu.Unlock()
 	return nil
@@ -619,7 +641,7 @@ func (d *memDatapath) SetRoutes(rs []datapath.Route) error {
 	}
 	d.mu.Lock()
 	for _, r := range rs {
-		d.routes[key(r.Prefix)] = r.Nexthop
+		d.routes.Put(key(r.Prefix), r.Nexthop)
 	}
 	d.rwrites += len(rs)
 	d.mu.Unlock()
@@ -631,12 +653,12 @@ func (d *memDatapath) DeleteRoutes(ps []netip.Prefix) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, p := range ps {
-		if _, ok := d.routes[key(p)]; !ok {
+		if !d.routes.Has(key(p)) {
 			return datapath.ErrNotFound
 		}
 	}
 	for _, p := range ps {
-		delete(d.routes, key(p))
+		d.routes.Del(key(p))
 	}
 	d.rwrites += len(ps)
 	return nil
@@ -645,10 +667,9 @@ func (d *memDatapath) DeleteRoutes(ps []netip.Prefix) error {
 func (d *memDatapath) DeleteRoute(p netip.Prefix) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.routes[key(p)]; !ok {
+	if !d.routes.Del(key(p)) {
 		return datapath.ErrNotFound
 	}
-	delete(d.routes, key(p))
 	d.rwrites++
 	return nil
 }
@@ -681,7 +702,7 @@ func (d *memDatapath) Close() error                                        { ret
 func (d *memDatapath) routeCount() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.routes)
+	return d.routes.Len()
 }
 
 func (d *memDatapath) routeWrites() int {
