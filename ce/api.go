@@ -254,7 +254,7 @@ func (r *RIB) list(f RouteFilter) []RouteInfo {
 			Resolved: slices.Clone(s.resolved), Installed: chosen == src && len(s.resolved) > 0})
 	}
 	for src := range numSources {
-		for k, v := range r.tables[src].v4 {
+		for k, v := range r.tables[src].v4.All() {
 			add(src, k.prefix(), v)
 		}
 		for p, v := range r.tables[src].v6 {

@@ -42,11 +42,11 @@ const (
 // It runs on the loop.
 func (r *RIB) apiRoutes() []RouteOp {
 	t := r.tables[srcAPI]
-	ops := make([]RouteOp, 0, len(t.v4)+len(t.v6))
+	ops := make([]RouteOp, 0, t.len())
 	add := func(p netip.Prefix, v srcRoute) {
 		ops = append(ops, RouteOp{Kind: OpReplace, Prefix: p, NextHops: slices.Clone(r.sets[v.set()].hops), Distance: v.distance()})
 	}
-	for k, v := range t.v4 {
+	for k, v := range t.v4.All() {
 		add(k.prefix(), v)
 	}
 	for p, v := range t.v6 {

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/kamstrup/intmap"
+
 	"github.com/splitplane/splitplane/forces"
 )
 
@@ -100,19 +102,18 @@ func (k fibKey) prefix(is4 bool) netip.Prefix {
 }
 
 // routeMap is a FIB's routes by (masked) prefix: IPv4 prefixes under one
-// integer, which Go's maps hash and compare on their fast path (a full table
-// looks a route up several times per change), IPv6 under a fibKey.
+// integer in an intmap (a full table looks a route up several times per
+// change; see pfx4), IPv6 under a fibKey in a Go map.
 type routeMap struct {
-	v4 map[pfx4]route
+	v4 *intmap.Map[pfx4, route]
 	v6 map[fibKey]route
 }
 
-func (m routeMap) len() int { return len(m.v4) + len(m.v6) }
+func (m routeMap) len() int { return m.v4.Len() + len(m.v6) }
 
 func (m routeMap) get(p netip.Prefix) (route, bool) {
 	if p.Addr().Is4() {
-		r, ok := m.v4[packPfx4(p)]
-		return r, ok
+		return m.v4.Get(packPfx4(p))
 	}
 	r, ok := m.v6[keyOf(p)]
 	return r, ok
@@ -120,7 +121,7 @@ func (m routeMap) get(p netip.Prefix) (route, bool) {
 
 func (m routeMap) put(p netip.Prefix, r route) {
 	if p.Addr().Is4() {
-		m.v4[packPfx4(p)] = r
+		m.v4.Put(packPfx4(p), r)
 	} else {
 		m.v6[keyOf(p)] = r
 	}
@@ -128,7 +129,7 @@ func (m routeMap) put(p netip.Prefix, r route) {
 
 func (m routeMap) del(p netip.Prefix) {
 	if p.Addr().Is4() {
-		delete(m.v4, packPfx4(p))
+		m.v4.Del(packPfx4(p))
 	} else {
 		delete(m.v6, keyOf(p))
 	}
@@ -137,7 +138,7 @@ func (m routeMap) del(p netip.Prefix) {
 // all yields every route with its prefix.
 func (m routeMap) all() iter.Seq2[netip.Prefix, route] {
 	return func(yield func(netip.Prefix, route) bool) {
-		for k, r := range m.v4 {
+		for k, r := range m.v4.All() {
 			if !yield(k.prefix(), r) {
 				return
 			}
@@ -169,7 +170,7 @@ type FIB struct {
 
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
-	return &FIB{routes: routeMap{v4: map[pfx4]route{}, v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
+	return &FIB{routes: routeMap{v4: intmap.New[pfx4, route](0), v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
 		groups: map[string]*group{}, groupByID: map[uint32]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
 }
 
@@ -394,8 +395,8 @@ func (f *FIB) appendSnapshot(s *Snapshot) {
 		}
 		p.routes[r.row-1] = e
 	}
-	for k, r := range f.routes.v4 {
-		put(fibKey{lo: uint64(k >> 8), bits: uint8(k)}, true, r)
+	for k, r := range f.routes.v4.All() {
+		put(fibKey{lo: uint64(k.addr()), bits: k.bits()}, true, r)
 	}
 	for k, r := range f.routes.v6 {
 		put(k, false, r)

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/kamstrup/intmap"
+
 	"github.com/splitplane/splitplane/forces"
 )
 
@@ -42,18 +44,24 @@ const (
 // route via ...), and so loops.
 const maxResolveDepth = 8
 
-// pfx4 packs an IPv4 prefix, address<<8 | length: a map key without a
-// pointer, so a million of them cost the garbage collector nothing.
+// pfx4 packs an IPv4 prefix, length<<32 | address: an integer key without a
+// pointer, so a million of them cost the garbage collector nothing. The
+// CE's million-entry IPv4 tables are open-addressed integer maps (intmap:
+// one flat array, inserts ~2.5x and lookups ~3x faster than Go's map at that
+// size), which hash the low 32 bits best: the address.
 type pfx4 uint64
 
 func packPfx4(p netip.Prefix) pfx4 {
 	a := p.Addr().As4()
-	return pfx4(uint64(a[0])<<32 | uint64(a[1])<<24 | uint64(a[2])<<16 | uint64(a[3])<<8 | uint64(p.Bits()))
+	return pfx4(uint64(p.Bits())<<32 | uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3]))
 }
 
+func (k pfx4) addr() uint32 { return uint32(k) }
+func (k pfx4) bits() uint8  { return uint8(k >> 32) }
+
 func (k pfx4) prefix() netip.Prefix {
-	a := uint32(k >> 8)
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), int(k&0xff))
+	a := k.addr()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), int(k.bits()))
 }
 
 // srcRoute is one source's route for a prefix, packed: the distance in the
@@ -69,18 +77,19 @@ const maxSets = 1 << 24
 
 // srcTable is one source's routes.
 type srcTable struct {
-	v4 map[pfx4]srcRoute
+	v4 *intmap.Map[pfx4, srcRoute]
 	v6 map[netip.Prefix]srcRoute
 }
 
 func newSrcTable() srcTable {
-	return srcTable{v4: map[pfx4]srcRoute{}, v6: map[netip.Prefix]srcRoute{}}
+	return srcTable{v4: intmap.New[pfx4, srcRoute](0), v6: map[netip.Prefix]srcRoute{}}
 }
+
+func (t srcTable) len() int { return t.v4.Len() + len(t.v6) }
 
 func (t srcTable) get(p netip.Prefix) (srcRoute, bool) {
 	if p.Addr().Is4() {
-		r, ok := t.v4[packPfx4(p)]
-		return r, ok
+		return t.v4.Get(packPfx4(p))
 	}
 	r, ok := t.v6[p]
 	return r, ok
@@ -89,8 +98,8 @@ func (t srcTable) get(p netip.Prefix) (srcRoute, bool) {
 func (t srcTable) put(p netip.Prefix, r srcRoute) (old srcRoute, had bool) {
 	if p.Addr().Is4() {
 		k := packPfx4(p)
-		old, had = t.v4[k]
-		t.v4[k] = r
+		old, had = t.v4.Get(k)
+		t.v4.Put(k, r)
 		return old, had
 	}
 	old, had = t.v6[p]
@@ -101,8 +110,8 @@ func (t srcTable) put(p netip.Prefix, r srcRoute) (old srcRoute, had bool) {
 func (t srcTable) del(p netip.Prefix) (old srcRoute, had bool) {
 	if p.Addr().Is4() {
 		k := packPfx4(p)
-		if old, had = t.v4[k]; had {
-			delete(t.v4, k)
+		if old, had = t.v4.Get(k); had {
+			t.v4.Del(k)
 		}
 		return old, had
 	}
@@ -206,7 +215,7 @@ func (r *RIB) Statics() map[netip.Prefix]StaticRoute {
 		}
 		out[p] = s
 	}
-	for k, v := range r.tables[srcStatic].v4 {
+	for k, v := range r.tables[srcStatic].v4.All() {
 		add(k.prefix(), v)
 	}
 	for p, v := range r.tables[srcStatic].v6 {
@@ -466,7 +475,7 @@ func (r *RIB) reresolve(out []Change) []Change {
 	// second time changes nothing.
 	for src := range numSources {
 		t := r.tables[src]
-		for k, v := range t.v4 {
+		for k, v := range t.v4.All() {
 			if changed[v.set()] {
 				out = r.installOrKeep(k.prefix(), out)
 			}
