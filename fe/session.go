@@ -117,18 +117,29 @@ func (a *Agent) associate(ctx context.Context) error {
 
 	// The reader answers heartbeats at once and hands configs and queries to
 	// the applier through a short queue: when the applier falls behind, the
-	// reader stops reading and TCP pushes back on the CE.
-	work := make(chan *forces.Message, 1)
+	// reader stops reading and TCP pushes back on the CE. Messages are read
+	// into buffers the applier hands back when done with them, so a full
+	// sync's thousands of large Configs allocate nothing each.
+	work := make(chan received, 1)
+	free := make(chan *forces.MessageBuffer, 3) // one being read, one queued, one being applied
 	applied := make(chan error, 1)
-	go func() { applied <- a.applier(work, write) }()
+	go func() { applied <- a.applier(work, free, write) }()
 	defer func() {
 		close(work)
 		<-applied
 	}()
+	var mb *forces.MessageBuffer // kept while the reader handles its messages itself
 	for {
 		_, dead := a.intervals()
 		conn.SetReadDeadline(time.Now().Add(dead))
-		m, err := conn.ReadMessage()
+		if mb == nil {
+			select {
+			case mb = <-free:
+			default:
+				mb = new(forces.MessageBuffer)
+			}
+		}
+		m, err := conn.ReadMessageInto(mb)
 		if err != nil {
 			if forces.IsProtocolError(err) {
 				a.protocolErrors.Add(1)
@@ -156,7 +167,8 @@ func (a *Agent) associate(ctx context.Context) error {
 			}
 		case forces.MsgConfig, forces.MsgQuery:
 			select {
-			case work <- m:
+			case work <- received{m, mb}:
+				mb = nil
 			case err := <-applied:
 				return err
 			case <-ctx.Done():
@@ -174,22 +186,32 @@ func (a *Agent) associate(ctx context.Context) error {
 	}
 }
 
-// applier applies Configs and answers Queries, in order, until work is closed.
-func (a *Agent) applier(work <-chan *forces.Message, write func(*forces.Message) error) error {
+// received is a message and the buffer it was read into.
+type received struct {
+	m   *forces.Message
+	buf *forces.MessageBuffer
+}
+
+// applier applies Configs and answers Queries, in order, until work is
+// closed, handing each message's buffer back to free once done with it.
+func (a *Agent) applier(work <-chan received, free chan<- *forces.MessageBuffer, write func(*forces.Message) error) error {
 	var werr error
-	for m := range work {
-		if werr != nil {
-			continue // drain, so the reader never blocks on a dead applier
+	for r := range work {
+		if werr == nil { // else drain, so the reader never blocks on a dead applier
+			var resp *forces.Message
+			switch r.m.Header.Type {
+			case forces.MsgConfig:
+				resp, _ = a.applyConfig(r.m)
+			case forces.MsgQuery:
+				resp = a.answerQuery(r.m)
+			}
+			if resp != nil {
+				werr = write(resp)
+			}
 		}
-		var resp *forces.Message
-		switch m.Header.Type {
-		case forces.MsgConfig:
-			resp, _ = a.applyConfig(m)
-		case forces.MsgQuery:
-			resp = a.answerQuery(m)
-		}
-		if resp != nil {
-			werr = write(resp)
+		select {
+		case free <- r.buf:
+		default:
 		}
 	}
 	return werr

@@ -3,6 +3,7 @@ package forces
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Parse decodes exactly one message from b, which must hold the whole message
@@ -41,11 +42,47 @@ func checkHeader(b []byte, n int) error {
 
 // parseOwned parses b, which the caller hands over: the message aliases it.
 func parseOwned(b []byte) (*Message, error) {
+	return parseInto(b, nil)
+}
+
+// MessageBuffer is memory to read messages into (Conn.ReadMessageInto): the
+// message, its bytes, and the slices a parse fills, kept from one message
+// to the next, so that a stream of large Config messages (a full sync's
+// thousands) allocates nothing per message. A message read into a buffer is
+// valid until the buffer is used again. The zero value is ready to use.
+type MessageBuffer struct {
+	m     Message
+	bytes []byte
+	ids   []uint32
+	paths []PathData
+	ops   []Operation
+	lfbs  []LFBSelect
+}
+
+// parseInto parses b, which the caller hands over: the message aliases it.
+// With mem, the message is mem's, and its slices are carved from mem's
+// arrays, which grow as needed.
+func parseInto(b []byte, mem *MessageBuffer) (*Message, error) {
 	if err := checkHeader(b, len(b)); err != nil {
 		return nil, err
 	}
-	p := parser{ids: make([]uint32, 0, len(b)/4)}
-	m := &Message{Header: Header{
+	p := parser{mem: mem}
+	var m *Message
+	if mem != nil {
+		p.ids = mem.ids[:0]
+		mem.paths, mem.ops, mem.lfbs = mem.paths[:0], mem.ops[:0], mem.lfbs[:0]
+		m = &mem.m
+	} else {
+		m = new(Message)
+	}
+	if cap(p.ids) < len(b)/4 {
+		// Room for every ID the message can hold: p.ids never grows.
+		p.ids = make([]uint32, 0, len(b)/4)
+		if mem != nil {
+			mem.ids = p.ids
+		}
+	}
+	*m = Message{Header: Header{
 		Version:    ProtocolVersion,
 		Type:       MessageType(b[1]),
 		Length:     binary.BigEndian.Uint16(b[2:]),
@@ -66,6 +103,11 @@ func parseOwned(b []byte) (*Message, error) {
 			s, err := p.lfbSelect(val)
 			if err != nil {
 				return nil, err
+			}
+			if mem != nil {
+				mem.lfbs = append(mem.lfbs, s)
+				m.LFBs = mem.lfbs
+				continue
 			}
 			m.LFBs = append(m.LFBs, s)
 		case TLVRedirect:
@@ -153,9 +195,12 @@ func bytesOrNil(b []byte) []byte {
 }
 
 // parser carries a single backing array for every path's IDs, sized from the
-// input, so that a message of many small paths costs one allocation for IDs.
+// input, so that a message of many small paths costs one allocation for IDs;
+// with mem, operations and their top-level paths come from mem's arrays too
+// (a slice carved from an array that later grows keeps the old one).
 type parser struct {
 	ids []uint32
+	mem *MessageBuffer
 }
 
 func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
@@ -170,6 +215,10 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 	if len(rest) == 0 {
 		return LFBSelect{}, fmt.Errorf("%w: LFBselect for class %d has no operation", ErrMalformed, s.ClassID)
 	}
+	opStart := 0
+	if p.mem != nil {
+		opStart = len(p.mem.ops)
+	}
 	for len(rest) > 0 {
 		typ, opVal, next, err := nextTLV(rest)
 		if err != nil {
@@ -180,7 +229,13 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 			return LFBSelect{}, fmt.Errorf("%w: operation type 0 is reserved", ErrMalformed)
 		}
 		op := Operation{Type: OpType(typ)}
-		if n := countTLVs(opVal); n > 0 {
+		pathStart := 0
+		if n := countTLVs(opVal); n > 0 && p.mem != nil {
+			// At most n paths are appended: they stay within the carving.
+			p.mem.paths = slices.Grow(p.mem.paths, n)
+			pathStart = len(p.mem.paths)
+			op.Paths = p.mem.paths[pathStart : pathStart : pathStart+n]
+		} else if n > 0 {
 			op.Paths = make([]PathData, 0, n)
 		}
 		for len(opVal) > 0 {
@@ -212,7 +267,15 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 		if len(op.Paths) == 0 {
 			op.Paths = nil
 		}
+		if p.mem != nil {
+			p.mem.paths = p.mem.paths[:pathStart+len(op.Paths)]
+			p.mem.ops = append(p.mem.ops, op)
+			continue
+		}
 		s.Ops = append(s.Ops, op)
+	}
+	if p.mem != nil {
+		s.Ops = p.mem.ops[opStart:len(p.mem.ops):len(p.mem.ops)]
 	}
 	return s, nil
 }

@@ -147,8 +147,21 @@ func FuzzParse(f *testing.F) {
 		f.Add(raw)
 	}
 	f.Add(unhex(f, "10030006 00000000 00000000 00000000 00000000 00000000"))
+	dirty, err := samples(f)[0].msg.MarshalBinary()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := Parse(in)
+		// Parsed into a buffer that held another message: the same.
+		var mb MessageBuffer
+		if _, err := parseInto(dirty, &mb); err != nil {
+			t.Fatal(err)
+		}
+		reused, rerr := parseInto(append([]byte(nil), in...), &mb)
+		if (err == nil) != (rerr == nil) || err == nil && !reflect.DeepEqual(m, reused) {
+			t.Fatalf("parsed into a reused buffer: %+v, %v; want %+v, %v", reused, rerr, m, err)
+		}
 		if err != nil {
 			if m != nil {
 				t.Fatal("non-nil message with error")

@@ -88,6 +88,12 @@ func (c *Conn) SetMaxMessageSize(n int) { c.maxMsg.Store(int64(min(max(n, Header
 // returns io.EOF when the stream ends cleanly between messages and an error
 // wrapping io.ErrUnexpectedEOF when it ends inside one.
 func (c *Conn) ReadMessage() (*Message, error) {
+	return c.ReadMessageInto(nil)
+}
+
+// ReadMessageInto is ReadMessage reading into mb's memory (nil: fresh
+// memory): the message returned is valid until mb is used again.
+func (c *Conn) ReadMessageInto(mb *MessageBuffer) (*Message, error) {
 	// Wait for the first byte under the caller's deadline only.
 	if _, err := c.r.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -99,7 +105,7 @@ func (c *Conn) ReadMessage() (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := c.readRest()
+	m, err := c.readRest(mb)
 	if armed {
 		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", ErrMessageTimeout, err)
@@ -140,7 +146,7 @@ func (c *Conn) armMessageDeadline() (bool, error) {
 	return true, nil
 }
 
-func (c *Conn) readRest() (*Message, error) {
+func (c *Conn) readRest(mb *MessageBuffer) (*Message, error) {
 	if _, err := io.ReadFull(c.r, c.hdr[:]); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
@@ -157,7 +163,15 @@ func (c *Conn) readRest() (*Message, error) {
 	if limit := int(c.maxMsg.Load()); n > limit {
 		return nil, fmt.Errorf("%w: %v of %d bytes exceeds the %d-byte limit", ErrTooLarge, MessageType(c.hdr[1]), n, limit)
 	}
-	buf := make([]byte, n)
+	var buf []byte
+	if mb != nil && cap(mb.bytes) >= n {
+		buf = mb.bytes[:n]
+	} else {
+		buf = make([]byte, n)
+		if mb != nil {
+			mb.bytes = buf
+		}
+	}
 	copy(buf, c.hdr[:])
 	if _, err := io.ReadFull(c.r, buf[HeaderLen:]); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -168,7 +182,7 @@ func (c *Conn) readRest() (*Message, error) {
 	if tap := c.tap.Load(); tap != nil {
 		(*tap)(buf, false)
 	}
-	return parseOwned(buf)
+	return parseInto(buf, mb)
 }
 
 // WriteMessage encodes m and writes it as one unit. m is not modified, so the

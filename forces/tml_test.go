@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -202,5 +203,65 @@ func TestConnWriteInvalid(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Messages read into one reused MessageBuffer come out as ReadMessage (and
+// Parse) gives them, whatever the buffer held before: every kind splitplane
+// sends, interleaved with large Configs that grow the buffer's arrays. Once
+// the buffer has grown, a large Config costs no allocation.
+func TestReadMessageIntoReuses(t *testing.T) {
+	cc, sc := tcpPair(t)
+	w, r := NewConn(cc), NewConn(sc)
+	r.SetDeadline(time.Now().Add(20 * time.Second))
+	big, err := BuildConfig(Header{Src: testCE, Dst: testFE, Flags: Flags{ACK: AlwaysACK}}, nil, routeOps(4_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []*Message
+	for i, s := range samples(t) {
+		want = append(want, s.msg, big[i%len(big)])
+	}
+	var raw [][]byte
+	for _, m := range want {
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, b)
+	}
+	go func() {
+		for _, b := range raw {
+			if err := w.WriteEncoded(b); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var mb MessageBuffer
+	for i, b := range raw {
+		got, err := r.ReadMessageInto(&mb)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		exp, err := Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, exp) {
+			t.Fatalf("message %d (%v) read into a reused buffer:\n%+v\nwant\n%+v", i, exp.Header.Type, got, exp)
+		}
+	}
+
+	// Allocations: parsing the largest Config into the grown buffer.
+	largest := raw[1]
+	allocs := testing.AllocsPerRun(20, func() {
+		own := append(mb.bytes[:0], largest...)
+		if _, err := parseInto(own, &mb); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("parsing a %d-byte Config into a grown MessageBuffer allocates %.0f times, want 0", len(largest), allocs)
 	}
 }
