@@ -166,7 +166,14 @@ type FIB struct {
 	nextID    uint32
 	freeGIDs  []uint32
 	nextGID   uint32
+	// byRow holds the routes again, by row, as a full sync sends them:
+	// taking a snapshot copies it. Row r is entry (r-1)%rowPage of page
+	// (r-1)/rowPage; a free row is zero. Pages, not one array, so that no
+	// growth copies a million routes at once.
+	byRow [][]snapRoute
 }
+
+const rowPage = 4096
 
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
@@ -197,6 +204,7 @@ func (f *FIB) Set(p netip.Prefix, nh netip.Addr, out []Change) (_ []Change, ok b
 		r.row = f.allocRow()
 	}
 	f.routes.put(p, r)
+	f.setRow(p, r, 0)
 	out = append(out, Change{Kind: RouteSet, Row: r.row, Prefix: p, ID: n.id, NextHop: nh})
 	if exists {
 		out = f.unrefRoute(old, out)
@@ -235,6 +243,7 @@ func (f *FIB) SetECMP(p netip.Prefix, nhs []netip.Addr, out []Change) (_ []Chang
 		r.row = f.allocRow()
 	}
 	f.routes.put(p, r)
+	f.setRow(p, r, g.ids[0])
 	out = append(out, f.change(p, r))
 	if exists {
 		out = f.unrefRoute(old, out)
@@ -324,6 +333,7 @@ func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
 		return out
 	}
 	f.routes.del(p)
+	f.byRow[(old.row-1)/rowPage][(old.row-1)%rowPage] = snapRoute{}
 	f.freeRows = append(f.freeRows, old.row)
 	out = append(out, Change{Kind: RouteDel, Row: old.row, Prefix: p})
 	return f.unrefRoute(old, out)
@@ -373,9 +383,25 @@ func (s *Snapshot) Len() int {
 	return n
 }
 
+// setRow records route r of p in byRow; first is an ECMP route's group's
+// first member.
+func (f *FIB) setRow(p netip.Prefix, r route, first uint32) {
+	i := int(r.row - 1)
+	for i/rowPage >= len(f.byRow) {
+		f.byRow = append(f.byRow, make([]snapRoute, rowPage))
+	}
+	e := snapRoute{row: r.row, id: r.id, first: first, ecmp: r.ecmp, is4: p.Addr().Is4()}
+	if e.is4 {
+		k := packPfx4(p)
+		e.key = fibKey{lo: uint64(k.addr()), bits: k.bits()}
+	} else {
+		e.key = keyOf(p)
+	}
+	f.byRow[i/rowPage][i%rowPage] = e
+}
+
 // appendSnapshot adds f's content to s: nexthops and groups by ID, routes
-// in row order (rows are numbered densely, so the order costs a placement
-// by row, not a sort).
+// in row order (a copy of byRow).
 func (f *FIB) appendSnapshot(s *Snapshot) {
 	var p snapPart
 	for a, n := range f.nexthops {
@@ -387,19 +413,10 @@ func (f *FIB) appendSnapshot(s *Snapshot) {
 		p.head = append(p.head, Change{Kind: GroupSet, ID: g.id, NextHop: g.members[0], Members: g.ids})
 	}
 	slices.SortFunc(p.head[h:], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
-	p.routes = make([]snapRoute, int(f.nextRow)-1) // rows count from 1
-	put := func(k fibKey, is4 bool, r route) {
-		e := snapRoute{key: k, row: r.row, id: r.id, ecmp: r.ecmp, is4: is4}
-		if r.ecmp {
-			e.first = f.groupByID[r.id].ids[0]
-		}
-		p.routes[r.row-1] = e
-	}
-	for k, r := range f.routes.v4.All() {
-		put(fibKey{lo: uint64(k.addr()), bits: k.bits()}, true, r)
-	}
-	for k, r := range f.routes.v6 {
-		put(k, false, r)
+	rows := int(f.nextRow) - 1 // rows count from 1
+	p.routes = make([]snapRoute, 0, rows)
+	for _, pg := range f.byRow {
+		p.routes = append(p.routes, pg[:min(rowPage, rows-len(p.routes))]...)
 	}
 	if f.routes.len() != len(p.routes) {
 		// Freed rows leave gaps (row 0 never holds a route).

@@ -3,6 +3,7 @@ package ce
 import (
 	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -89,6 +90,61 @@ func TestFIBSnapshot(t *testing.T) {
 	want := "nh+1=10.10.2.2 nh+2=10.10.3.2 rt+1=198.51.100.0/24>1 rt+2=203.0.113.0/24>2 "
 	if got != want {
 		t.Fatalf("snapshot %q, want %q", got, want)
+	}
+}
+
+// The snapshot, copied from the FIB's row-ordered array, holds exactly the
+// FIB's routes, in row order, after random sets, ECMP sets and deletes of
+// both families (rows freed and reused).
+func TestFIBSnapshotMatchesRoutes(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	fs := fibs{v4: NewFIB(), v6: NewFIB()}
+	var ps []netip.Prefix
+	for i := range 300 {
+		ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i), 0}), 24),
+			netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i)}), 48))
+	}
+	hops := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3"),
+		netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")}
+	for range 5000 {
+		p := ps[r.IntN(len(ps))]
+		f := fs.of(p)
+		fam := hops[:3]
+		if !p.Addr().Is4() {
+			fam = hops[3:]
+		}
+		switch r.IntN(4) {
+		case 0:
+			f.Delete(p, nil)
+		case 1:
+			f.SetECMP(p, fam[:2], nil)
+		default:
+			f.Set(p, fam[r.IntN(len(fam))], nil)
+		}
+	}
+	var got []string
+	var rows []uint32
+	for ch := range fs.Snapshot().Chunks(64) {
+		for _, c := range ch {
+			if c.Kind == RouteSet {
+				got = append(got, fmt.Sprintf("%s row %d id %d ecmp %t first %d", c.Prefix, c.Row, c.ID, c.ECMP, c.First))
+				rows = append(rows, c.Row)
+			}
+		}
+	}
+	var want []string
+	for _, f := range []*FIB{fs.v4, fs.v6} {
+		for p, rt := range f.routes.all() {
+			c := f.change(p, rt)
+			want = append(want, fmt.Sprintf("%s row %d id %d ecmp %t first %d", c.Prefix, c.Row, c.ID, c.ECMP, c.First))
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Fatalf("snapshot routes:\n%v\nFIB routes:\n%v", got, want)
+	}
+	if v4 := rows[:fs.v4.Len()]; !slices.IsSorted(v4) || !slices.IsSorted(rows[fs.v4.Len():]) {
+		t.Fatalf("snapshot rows not in row order per family: %v", rows)
 	}
 }
 
