@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -603,4 +605,71 @@ func TestApplyIPv6(t *testing.T) {
 	if dp.gateway("2001:db8:100::/48") != "" || dp.gateway("198.51.100.0/24") != "192.0.2.1" {
 		t.Fatal("deleting IPv6 row 1 did not remove exactly the IPv6 route")
 	}
+}
+
+// A first full sync (a staged transaction into an empty datapath: indexed
+// and programmed side by side) leaves the datapath, the programmed routes
+// and the slots' references exactly as the same rows applied one by one
+// do, including prefixes sent in two rows, rows set twice, and gateways
+// that end with no route.
+func TestFirstSyncMatchesRowByRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	at := func(tp forces.TransactionPhase) forces.Flags { return forces.Flags{Atomic: true, TP: tp} }
+	for round := range 100 {
+		ops := []forces.TableOp{setNH(1, "192.0.2.1"), setNH(2, "192.0.2.2"), setNH(3, "192.0.2.3")}
+		for range 1 + r.IntN(80) {
+			p := fmt.Sprintf("198.51.%d.0/24", r.IntN(30))
+			ops = append(ops, setRoute(uint32(1+r.IntN(50)), p, uint32(1+r.IntN(3))))
+		}
+		staged, dpS := testAgent(t, Config{})
+		// As the CE's full sync starts: the prefix table is emptied first.
+		full := append([]forces.TableOp{{Op: forces.OpDel, ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1, Path: []uint32{1}}}, ops...)
+		if _, failed := staged.applyConfig(configWith(t, at(forces.PhaseSOT), full...)); failed {
+			t.Fatalf("round %d: staging failed", round)
+		}
+		if _, failed := staged.applyConfig(forces.NewCommit(ceID, forces.FEID(1), 9)); failed {
+			t.Fatalf("round %d: COMMIT failed", round)
+		}
+		direct, dpD := testAgent(t, Config{})
+		for _, op := range ops {
+			if _, failed := direct.applyConfig(configMsg(t, op)); failed {
+				t.Fatalf("round %d: %v failed", round, op)
+			}
+		}
+		if !maps.Equal(gateways(dpS), gateways(dpD)) {
+			t.Fatalf("round %d: datapath after the full sync %v, row by row %v", round, gateways(dpS), gateways(dpD))
+		}
+		for _, a := range []*Agent{staged, direct} {
+			refs := map[uint32]int{}
+			for p, id := range a.prog.routes.all() {
+				refs[id]++
+				if got, _ := dpS.route(p.String()); a == staged && got != id {
+					t.Fatalf("round %d: %s programmed as %d, datapath has %d", round, p, id, got)
+				}
+			}
+			for id, s := range a.prog.slotByID {
+				if s.refs != refs[id] {
+					t.Fatalf("round %d: slot %d (%s) counts %d references, %d routes use it", round, id, s.gw, s.refs, refs[id])
+				}
+			}
+			if a.table.v4.len() != a.prog.routes.len() {
+				t.Fatalf("round %d: %d routes in the table, %d programmed", round, a.table.v4.len(), a.prog.routes.len())
+			}
+		}
+	}
+}
+
+// gateways is what the datapath forwards each prefix to.
+func gateways(f *fakeDatapath) map[string]string {
+	f.mu.Lock()
+	var ps []string
+	for p := range f.routes {
+		ps = append(ps, p.String())
+	}
+	f.mu.Unlock()
+	out := map[string]string{}
+	for _, p := range ps {
+		out[p] = f.gateway(p)
+	}
+	return out
 }

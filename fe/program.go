@@ -106,11 +106,12 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 		return w
 	}
 	if d.all {
-		unprogramGone(a, t, fp, b)
-		if fp.routes.len() == 0 && t.len() > 0 {
+		if fp.routes.len() == 0 && !t.empty() {
 			programFirst(a, t, fp, b)
 			return
 		}
+		t.index()
+		unprogramGone(a, t, fp, b)
 		for _, r := range t.rows.all() {
 			programTo(a, fp, r.prefix, targetOf(r), b)
 		}
@@ -158,9 +159,26 @@ func unprogramGone[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *bat
 // everything to write, all sized once, and each nexthop or group row's
 // target worked out once for all the routes that share it. The datapath
 // takes the routes a chunk at a time on a goroutine of its own while this
-// one records them: the two million-entry writes run side by side.
+// one records them, and a staged full sync's prefix index is built on a
+// third: the three million-entry writes run side by side. The rows go in
+// the order they were set, so a prefix sent in two rows (which indexing
+// resolves in favour of the later) ends up programmed as the later too.
 func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batch) {
-	fp.routes = fp.reserve(t.len())
+	rows := t.rows.all()
+	var indexed chan struct{}
+	var index prefixMap[K, uint32]
+	var stale []uint32
+	if t.indexing {
+		indexed = make(chan struct{})
+		go func() {
+			defer close(indexed)
+			index, stale = t.buildIndex()
+		}()
+		rows = t.unindexedRows()
+		fp.routes = fp.reserve(len(t.unindexed))
+	} else {
+		fp.routes = fp.reserve(t.routes.len())
+	}
 	w := newChunkWriter(a.dp)
 	sets := w.buffer()
 	var kern []netip.Prefix // copied into the kernel once the datapath has them
@@ -171,7 +189,7 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 	targets := map[uint64]*known{}
 	var last *known
 	var lastKey uint64 = 1 << 63 // no row has this key
-	for _, r := range t.rows.all() {
+	for _, r := range rows {
 		if fp.shadowed(r.prefix) {
 			continue
 		}
@@ -200,6 +218,9 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 		}
 		p := fp.prefix(r.prefix)
 		sets = append(sets, datapath.Route{Prefix: p, Nexthop: k.id})
+		if have, had := fp.routes.get(r.prefix); had {
+			a.unrefTarget(have, b) // a prefix in two rows: the later replaces it
+		}
 		fp.routes.put(r.prefix, k.id)
 		if a.kernel != nil && a.kernel.wants(p) {
 			kern = append(kern, p)
@@ -212,6 +233,10 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 	w.chunks <- sets
 	close(w.chunks)
 	<-w.done
+	if indexed != nil {
+		<-indexed
+		t.indexed(index, stale)
+	}
 	for _, c := range w.failed {
 		b.sets = append(b.sets, c...)
 		a.writeSets(b) // route by route: what fits is installed

@@ -54,6 +54,28 @@ func (t *rowTable[K]) page(row uint32) *rowPage[K] {
 	return p
 }
 
+// rowReader reads a rowTable with a page cache of its own, so that several
+// goroutines can read one table at once (nothing may write it meanwhile).
+type rowReader[K comparable] struct {
+	t    *rowTable[K]
+	id   uint32
+	page *rowPage[K]
+}
+
+func (t *rowTable[K]) reader() rowReader[K] { return rowReader[K]{t: t} }
+
+func (r *rowReader[K]) get(row uint32) (rowSlot[K], bool) {
+	id := row >> rowPageBits
+	if r.page == nil || r.id != id {
+		r.id, r.page = id, r.t.pages[id]
+		if r.page == nil {
+			return rowSlot[K]{}, false
+		}
+	}
+	s := r.page.slots[row&(rowPageSize-1)]
+	return s, s.used
+}
+
 func (t *rowTable[K]) get(row uint32) (rowSlot[K], bool) {
 	p := t.page(row)
 	if p == nil {

@@ -1,6 +1,7 @@
 package fe
 
 import (
+	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -85,6 +86,9 @@ func newFamTable[K comparable](f family[K]) *famTable[K] {
 // len is the number of routes.
 func (t *famTable[K]) len() int { return t.index().len() }
 
+// empty reports whether the table has no routes, without indexing it.
+func (t *famTable[K]) empty() bool { return t.rows.n == 0 }
+
 // index returns routes, complete: the rows of a full sync set since the
 // table was emptied (routes stays empty meanwhile) are entered in the order
 // they were set, a prefix set in two rows keeping the later row, as if each
@@ -93,9 +97,18 @@ func (t *famTable[K]) index() prefixMap[K, uint32] {
 	if !t.indexing {
 		return t.routes
 	}
-	m := newPrefixMap[K, uint32](len(t.unindexed))
+	t.indexed(t.buildIndex())
+	return t.routes
+}
+
+// buildIndex works out what index enters, without changing t (so that it
+// can run beside other readers of the rows): the index, and the rows a
+// prefix left for a later row.
+func (t *famTable[K]) buildIndex() (m prefixMap[K, uint32], stale []uint32) {
+	m = newPrefixMap[K, uint32](len(t.unindexed))
+	rows := t.rows.reader()
 	for _, row := range t.unindexed {
-		if r, ok := t.rows.get(row); ok {
+		if r, ok := rows.get(row); ok {
 			m.put(r.prefix, row) // a later row of the same prefix replaces an earlier
 		}
 	}
@@ -103,15 +116,22 @@ func (t *famTable[K]) index() prefixMap[K, uint32] {
 		// A prefix came in more than one row: the rows it left go, as
 		// setRoute would have deleted them.
 		for _, row := range t.unindexed {
-			if r, ok := t.rows.get(row); ok {
+			if r, ok := rows.get(row); ok {
 				if in, _ := m.get(r.prefix); in != row {
-					t.rows.del(row)
+					stale = append(stale, row)
 				}
 			}
 		}
 	}
+	return m, stale
+}
+
+// indexed completes index with buildIndex's results.
+func (t *famTable[K]) indexed(m prefixMap[K, uint32], stale []uint32) {
+	for _, row := range stale {
+		t.rows.del(row)
+	}
 	t.routes, t.unindexed, t.indexing = m, nil, false
-	return m
 }
 
 func newTable() *table {
@@ -543,7 +563,7 @@ func diff(a, b *table, d *dirty) {
 }
 
 func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
-	if a.len() == 0 || b.len() == 0 {
+	if a.empty() || b.empty() {
 		d.everything() // cheaper than listing every prefix
 		return
 	}
@@ -588,4 +608,17 @@ func ip4(a netip.Addr) uint32 {
 
 func addr4(v uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// unindexedRows yields the rows of a full sync not yet indexed, in the
+// order they were set, through a reader of their own (see rowReader).
+func (t *famTable[K]) unindexedRows() iter.Seq2[uint32, rowSlot[K]] {
+	return func(yield func(uint32, rowSlot[K]) bool) {
+		rows := t.rows.reader()
+		for _, row := range t.unindexed {
+			if r, ok := rows.get(row); ok && !yield(row, r) {
+				return
+			}
+		}
+	}
 }
