@@ -435,8 +435,9 @@ func (c *CE) loop(ctx context.Context) error {
 			}
 		case u := <-c.updates:
 			changes = c.apply(rib, u, changes[:0])
-			// Coalesce a burst: take whatever else is already queued.
-			for more := true; more; {
+			// Coalesce a burst: take whatever else is already queued, up
+			// to coalesceMax changes (the sessions coalesce further).
+			for more := true; more && len(changes) < coalesceMax; {
 				select {
 				case u := <-c.updates:
 					changes = c.apply(rib, u, changes)
@@ -508,6 +509,14 @@ func (c *CE) loop(ctx context.Context) error {
 		}
 	}
 }
+
+// coalesceMax bounds the changes the loop gathers from a burst of BGP
+// updates before handing them to the sessions, which merge them into what
+// they have pending anyway. Unbounded, a full table's burst grew one slice of
+// a million changes: over 100 MB kept for good, and each doubling a copy the
+// Go scheduler cannot preempt, which stalled every goroutine of the CE
+// (heartbeats included) for up to a second on two cores.
+const coalesceMax = 1 << 16
 
 // sameFamily reports whether nh can be a next hop of p.
 func sameFamily(p netip.Prefix, nh netip.Addr) bool {

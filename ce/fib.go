@@ -166,11 +166,13 @@ type FIB struct {
 	nextID    uint32
 	freeGIDs  []uint32
 	nextGID   uint32
-	// byRow holds the routes again, by row, as a full sync sends them:
-	// taking a snapshot copies it. Row r is entry (r-1)%rowPage of page
-	// (r-1)/rowPage; a free row is zero. Pages, not one array, so that no
-	// growth copies a million routes at once.
-	byRow [][]snapRoute
+	// byRow holds the routes again, by row, as a full sync sends them.
+	// Row r is entry (r-1)%rowPage of page (r-1)/rowPage; a free row is
+	// zero. A snapshot takes the pages as they are and marks them shared;
+	// a shared page is copied before it is next written (copy on write),
+	// so taking a snapshot copies no route.
+	byRow  [][]snapRoute
+	shared []bool // by page: held by a snapshot
 }
 
 const rowPage = 4096
@@ -333,7 +335,7 @@ func (f *FIB) Delete(p netip.Prefix, out []Change) []Change {
 		return out
 	}
 	f.routes.del(p)
-	f.byRow[(old.row-1)/rowPage][(old.row-1)%rowPage] = snapRoute{}
+	f.writeRow(old.row, snapRoute{})
 	f.freeRows = append(f.freeRows, old.row)
 	out = append(out, Change{Kind: RouteDel, Row: old.row, Prefix: p})
 	return f.unrefRoute(old, out)
@@ -356,15 +358,16 @@ func (f *FIB) Snapshot() []Change {
 // family its nexthops and groups as changes, then its routes compactly (no
 // pointers, 32 bytes each: a million routes cost the garbage collector
 // nothing to scan), turned into changes a chunk at a time as they are sent.
-// Taking it copies the routes once, on the goroutine that owns the FIBs; it
-// is then read on another.
+// Taking it copies no route (the FIBs' pages are copied on write instead),
+// on the goroutine that owns the FIBs; it is then read on another.
 type Snapshot struct {
 	parts []snapPart // one per family
 }
 
 type snapPart struct {
-	head   []Change    // nexthops, then groups, by ID
-	routes []snapRoute // in row order
+	head   []Change      // nexthops, then groups, by ID
+	pages  [][]snapRoute // routes by row, as FIB.byRow (free rows are zero)
+	routes int           // how many
 }
 
 type snapRoute struct {
@@ -378,7 +381,7 @@ type snapRoute struct {
 func (s *Snapshot) Len() int {
 	n := 0
 	for _, p := range s.parts {
-		n += len(p.head) + len(p.routes)
+		n += len(p.head) + p.routes
 	}
 	return n
 }
@@ -386,10 +389,6 @@ func (s *Snapshot) Len() int {
 // setRow records route r of p in byRow; first is an ECMP route's group's
 // first member.
 func (f *FIB) setRow(p netip.Prefix, r route, first uint32) {
-	i := int(r.row - 1)
-	for i/rowPage >= len(f.byRow) {
-		f.byRow = append(f.byRow, make([]snapRoute, rowPage))
-	}
 	e := snapRoute{row: r.row, id: r.id, first: first, ecmp: r.ecmp, is4: p.Addr().Is4()}
 	if e.is4 {
 		k := packPfx4(p)
@@ -397,11 +396,25 @@ func (f *FIB) setRow(p netip.Prefix, r route, first uint32) {
 	} else {
 		e.key = keyOf(p)
 	}
-	f.byRow[i/rowPage][i%rowPage] = e
+	f.writeRow(r.row, e)
+}
+
+// writeRow stores e as row, first copying its page if a snapshot holds it.
+func (f *FIB) writeRow(row uint32, e snapRoute) {
+	pg, i := int(row-1)/rowPage, int(row-1)%rowPage
+	for pg >= len(f.byRow) {
+		f.byRow = append(f.byRow, make([]snapRoute, rowPage))
+		f.shared = append(f.shared, false)
+	}
+	if f.shared[pg] {
+		f.byRow[pg] = slices.Clone(f.byRow[pg])
+		f.shared[pg] = false
+	}
+	f.byRow[pg][i] = e
 }
 
 // appendSnapshot adds f's content to s: nexthops and groups by ID, routes
-// in row order (a copy of byRow).
+// in row order (byRow's pages, from now on shared).
 func (f *FIB) appendSnapshot(s *Snapshot) {
 	var p snapPart
 	for a, n := range f.nexthops {
@@ -413,14 +426,9 @@ func (f *FIB) appendSnapshot(s *Snapshot) {
 		p.head = append(p.head, Change{Kind: GroupSet, ID: g.id, NextHop: g.members[0], Members: g.ids})
 	}
 	slices.SortFunc(p.head[h:], func(a, b Change) int { return cmp.Compare(a.ID, b.ID) })
-	rows := int(f.nextRow) - 1 // rows count from 1
-	p.routes = make([]snapRoute, 0, rows)
-	for _, pg := range f.byRow {
-		p.routes = append(p.routes, pg[:min(rowPage, rows-len(p.routes))]...)
-	}
-	if f.routes.len() != len(p.routes) {
-		// Freed rows leave gaps (row 0 never holds a route).
-		p.routes = slices.DeleteFunc(p.routes, func(e snapRoute) bool { return e.row == 0 })
+	p.pages, p.routes = slices.Clone(f.byRow), f.routes.len()
+	for i := range f.shared {
+		f.shared[i] = true
 	}
 	s.parts = append(s.parts, p)
 }
@@ -436,14 +444,23 @@ func (s *Snapshot) Chunks(n int) iter.Seq[[]Change] {
 					return
 				}
 			}
-			for part := range slices.Chunk(p.routes, n) {
-				buf = buf[:0]
-				for _, e := range part {
+			buf = buf[:0]
+			for _, pg := range p.pages {
+				for _, e := range pg {
+					if e.row == 0 {
+						continue // a free row
+					}
 					buf = append(buf, Change{Kind: RouteSet, Row: e.row, Prefix: e.key.prefix(e.is4), ID: e.id, ECMP: e.ecmp, First: e.first})
+					if len(buf) == n {
+						if !yield(buf) {
+							return
+						}
+						buf = buf[:0]
+					}
 				}
-				if !yield(buf) {
-					return
-				}
+			}
+			if len(buf) > 0 && !yield(buf) {
+				return
 			}
 		}
 	}

@@ -100,52 +100,69 @@ func TestFIBSnapshotMatchesRoutes(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	fs := fibs{v4: NewFIB(), v6: NewFIB()}
 	var ps []netip.Prefix
-	for i := range 300 {
-		ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i), 0}), 24),
-			netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i)}), 48))
+	for i := range 6000 { // v4 rows span more than one page
+		ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18 + byte(i>>8), byte(i), 0}), 24),
+			netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i)}), 48))
 	}
 	hops := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3"),
 		netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")}
-	for range 5000 {
-		p := ps[r.IntN(len(ps))]
-		f := fs.of(p)
-		fam := hops[:3]
-		if !p.Addr().Is4() {
-			fam = hops[3:]
-		}
-		switch r.IntN(4) {
-		case 0:
-			f.Delete(p, nil)
-		case 1:
-			f.SetECMP(p, fam[:2], nil)
-		default:
-			f.Set(p, fam[r.IntN(len(fam))], nil)
-		}
-	}
-	var got []string
-	var rows []uint32
-	for ch := range fs.Snapshot().Chunks(64) {
-		for _, c := range ch {
-			if c.Kind == RouteSet {
-				got = append(got, fmt.Sprintf("%s row %d id %d ecmp %t first %d", c.Prefix, c.Row, c.ID, c.ECMP, c.First))
-				rows = append(rows, c.Row)
+	mutate := func(n int) {
+		for range n {
+			p := ps[r.IntN(len(ps))]
+			f := fs.of(p)
+			fam := hops[:3]
+			if !p.Addr().Is4() {
+				fam = hops[3:]
+			}
+			switch r.IntN(4) {
+			case 0:
+				f.Delete(p, nil)
+			case 1:
+				f.SetECMP(p, fam[:2], nil)
+			default:
+				f.Set(p, fam[r.IntN(len(fam))], nil)
 			}
 		}
 	}
-	var want []string
-	for _, f := range []*FIB{fs.v4, fs.v6} {
-		for p, rt := range f.routes.all() {
-			c := f.change(p, rt)
-			want = append(want, fmt.Sprintf("%s row %d id %d ecmp %t first %d", c.Prefix, c.Row, c.ID, c.ECMP, c.First))
+	routes := func() (want []string) {
+		for _, f := range []*FIB{fs.v4, fs.v6} {
+			for p, rt := range f.routes.all() {
+				c := f.change(p, rt)
+				want = append(want, fmt.Sprintf("%s row %d id %d ecmp %t first %d", c.Prefix, c.Row, c.ID, c.ECMP, c.First))
+			}
+		}
+		slices.Sort(want)
+		return want
+	}
+	check := func(s *Snapshot, want []string, v4 int) {
+		t.Helper()
+		var got []string
+		var rows []uint32
+		for ch := range s.Chunks(64) {
+			for _, c := range ch {
+				if c.Kind == RouteSet {
+					got = append(got, fmt.Sprintf("%s row %d id %d ecmp %t first %d", c.Prefix, c.Row, c.ID, c.ECMP, c.First))
+					rows = append(rows, c.Row)
+				}
+			}
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+			t.Fatalf("snapshot routes:\n%v\nFIB routes:\n%v", got, want)
+		}
+		if !slices.IsSorted(rows[:v4]) || !slices.IsSorted(rows[v4:]) {
+			t.Fatalf("snapshot rows not in row order per family: %v", rows)
 		}
 	}
-	slices.Sort(want)
-	if !slices.Equal(slices.Sorted(slices.Values(got)), want) {
-		t.Fatalf("snapshot routes:\n%v\nFIB routes:\n%v", got, want)
-	}
-	if v4 := rows[:fs.v4.Len()]; !slices.IsSorted(v4) || !slices.IsSorted(rows[fs.v4.Len():]) {
-		t.Fatalf("snapshot rows not in row order per family: %v", rows)
-	}
+	mutate(20000)
+	s1, want1, v41 := fs.Snapshot(), routes(), fs.v4.Len()
+	check(s1, want1, v41)
+	// The FIBs change on; each snapshot keeps what they held when taken.
+	mutate(20000)
+	s2, want2, v42 := fs.Snapshot(), routes(), fs.v4.Len()
+	mutate(20000)
+	check(s1, want1, v41)
+	check(s2, want2, v42)
+	check(fs.Snapshot(), routes(), fs.v4.Len())
 }
 
 func TestFIBNexthopTableFull(t *testing.T) {
