@@ -585,8 +585,10 @@ func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
 type prefix4 uint64
 
 func toPrefix4(p netip.Prefix) prefix4 {
-	a := p.Masked().Addr().As4()
-	return prefix4(uint64(a[0])<<32 | uint64(a[1])<<24 | uint64(a[2])<<16 | uint64(a[3])<<8 | uint64(p.Bits()))
+	a, bits := p.Addr().As4(), p.Bits()
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	v &^= 1<<(32-bits) - 1 // masked (a shift by 32 gives 0: /0 keeps no bit)
+	return prefix4(uint64(v)<<8 | uint64(bits))
 }
 
 // Prefix returns k as a netip.Prefix.

@@ -9,10 +9,16 @@ import (
 func FuzzParseIPv4PrefixInfo(f *testing.F) {
 	f.Add(prefixRow198())
 	f.Add(IPv4PrefixInfo{Prefix: netip.MustParsePrefix("0.0.0.0/0"), ECMP: true, DefaultRoute: true}.MarshalFullData())
+	hostBits := prefixRow198()
+	hostBits[3] = 0x7f // host bits under the prefix length
+	f.Add(hostBits)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParseIPv4PrefixInfo(b)
 		if err != nil {
 			return
+		}
+		if want := netip.PrefixFrom(netip.AddrFrom4([4]byte(b)), int(b[4])).Masked(); p.Prefix != want {
+			t.Fatalf("prefix %s, want %s (netip's masking)", p.Prefix, want)
 		}
 		// A row that parses re-encodes to itself once host bits are cleared.
 		again, err := ParseIPv4PrefixInfo(p.MarshalFullData())
