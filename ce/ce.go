@@ -24,6 +24,7 @@ import (
 	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/host"
 )
 
 // CE is a running control element. Its FIB and FE table are owned by the Run
@@ -174,6 +175,11 @@ func (c *CE) Run(ctx context.Context) error {
 			return fmt.Errorf("control_cores %v: %w", c.cfg.ControlCores, err)
 		}
 		c.log.Info("ce: "+rep.String(), "control_cores", rep.Cores)
+	}
+	if mode, err := host.TransparentHugePages(host.THPEnabled); err == nil && mode != "always" {
+		// Worth saying: it costs a full table's convergence about a third
+		// where page faults are dear (docs/operations.md).
+		c.log.Info("ce: transparent huge pages are not 'always': the heap is faulted in 4 KiB at a time", "transparent_hugepage", mode)
 	}
 	if c.cfg.APIRoutesFile != "" {
 		ops, err := loadAPIRoutes(c.cfg.APIRoutesFile)

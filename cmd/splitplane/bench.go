@@ -11,12 +11,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/splitplane/splitplane/integration/bench"
+	"github.com/splitplane/splitplane/internal/host"
 )
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench NAME",
 		Short: "Run a benchmark and print its figures (a table, or JSON lines with --json)",
+		// The memory-heavy figures (ForCES, API, convergence) depend on it:
+		// said on stderr, so the figures on stdout stay as they are.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if mode, err := host.TransparentHugePages(host.THPEnabled); err == nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: transparent huge pages: %s (docs/operations.md)\n", mode)
+			}
+		},
 	}
 	cmd.AddCommand(benchAllCmd(), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())
 	return cmd

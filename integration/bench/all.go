@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
+	"github.com/splitplane/splitplane/internal/host"
 )
 
 // Sections of the suite All runs, in the order it runs them.
@@ -229,6 +230,10 @@ type Machine struct {
 	MemoryGB int    `json:"memory_gb"`
 	Kernel   string `json:"kernel"`
 	Go       string `json:"go"`
+	// TransparentHugePages is the kernel's THP mode (always, madvise,
+	// never): under madvise the daemons' Go heaps get 4 KiB pages, which
+	// on a VM with dear page faults slows the BGP, ForCES and API figures.
+	TransparentHugePages string `json:"transparent_hugepages"`
 	// LoadBefore and LoadAfter are /proc/loadavg's 1-, 5- and 15-minute
 	// load averages when the run started and when it ended.
 	LoadBefore [3]float64 `json:"load_before"`
@@ -464,6 +469,7 @@ func settings(o *AllOptions) Settings {
 // machine describes this machine; what cannot be read stays empty.
 func machine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadAvg()}
+	m.TransparentHugePages, _ = host.TransparentHugePages(host.THPEnabled)
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		m.Kernel = unix.ByteSliceToString(u.Release[:])

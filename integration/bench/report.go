@@ -89,8 +89,12 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 	p("")
 	p("`%s`, started %s, %.0f s (%.1f min).", rep.command(), rep.Started.Format("2006-01-02 15:04:05 MST"), rep.Elapsed, rep.Elapsed/60)
 	p("")
-	p("Machine: %d CPUs (%s), %d GB, kernel %s, %s. Load average (1/5/15 min) %.2f / %.2f / %.2f at the start, %.2f / %.2f / %.2f at the end.",
-		m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, m.Go, m.LoadBefore[0], m.LoadBefore[1], m.LoadBefore[2], m.LoadAfter[0], m.LoadAfter[1], m.LoadAfter[2])
+	thp := m.TransparentHugePages
+	if thp == "" {
+		thp = "unknown"
+	}
+	p("Machine: %d CPUs (%s), %d GB, kernel %s (transparent huge pages: %s), %s. Load average (1/5/15 min) %.2f / %.2f / %.2f at the start, %.2f / %.2f / %.2f at the end.",
+		m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, thp, m.Go, m.LoadBefore[0], m.LoadBefore[1], m.LoadBefore[2], m.LoadAfter[0], m.LoadAfter[1], m.LoadAfter[2])
 	p("")
 	quick := ""
 	if st.Quick {
