@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -203,8 +204,8 @@ func Converge(ctx context.Context, opts ConvergeOptions) (_ []Result, err error)
 		if err != nil {
 			return nil, fmt.Errorf("bench converge: splitplane, round %d: %w", r+1, err)
 		}
-		c.progress("round %d/%d: splitplane %d routes in %.2fs (first route in the FE after %.2fs, 99%% after %.2fs; the CE saw Established %+.3fs from the sender); CE VmRSS %.0f MB (%.0f MB at convergence, peak %.0f MB)",
-			r+1, opts.Rounds, opts.Routes, f.all.Seconds(), f.first.Seconds(), f.p99.Seconds(), f.skew.Seconds(), f.rss, f.rssAtEnd, f.peak)
+		c.progress("round %d/%d: splitplane %d routes in %.2fs (first route in the FE after %.2fs, 99%% after %.2fs; the CE saw Established %+.3fs from the sender); CE VmRSS %.0f MB (%.0f MB at convergence, %.0f MB of it in huge pages, after %d page faults; peak %.0f MB)",
+			r+1, opts.Rounds, opts.Routes, f.all.Seconds(), f.first.Seconds(), f.p99.Seconds(), f.skew.Seconds(), f.rss, f.rssAtEnd, f.hugeMB, f.faults, f.peak)
 		b, err := c.birdRound(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("bench converge: BIRD, round %d: %w", r+1, err)
@@ -435,6 +436,8 @@ type splitplaneFigures struct {
 	tableTimes
 	skew                time.Duration // the CE's Established time less the sender's
 	rss, rssAtEnd, peak float64       // MB
+	faults              uint64        // the CE's page faults until convergence
+	hugeMB              float64       // of its RSS then, in transparent huge pages
 }
 
 // splitplaneRound starts a CE and an FE, waits for the FE to be associated
@@ -529,6 +532,9 @@ status_socket: %s
 	if f.rssAtEnd, _, err = procMemory(ceProc.pid()); err != nil {
 		return f, err
 	}
+	// Where a page fault is dear they are much of the time (docs/operations.md,
+	// "Transparent huge pages"); what cannot be read stays 0.
+	f.faults, f.hugeMB, _ = procFaults(ceProc.pid())
 	if err := sleepCtx(ctx, c.opts.Settle); err != nil {
 		return f, err
 	}
@@ -890,6 +896,45 @@ func procMemory(pid int) (rss, peak float64, err error) {
 		return 0, 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 	}
 	return rss, peak, nil
+}
+
+// procFaults returns the page faults a process has taken (minor and major,
+// from /proc/PID/stat) and how much of its memory is in transparent huge
+// pages (AnonHugePages of /proc/PID/smaps_rollup), in MB.
+func procFaults(pid int) (faults uint64, hugeMB float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state, ppid, pgrp, session, tty_nr, tpgid, flags,
+	// minflt, cminflt, majflt.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 10 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %q: too few fields", pid, b)
+	}
+	for _, k := range []int{7, 9} {
+		n, err := strconv.ParseUint(f[k], 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, err)
+		}
+		faults += n
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return faults, 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				return faults, 0, fmt.Errorf("/proc/%d/smaps_rollup: %s: %w", pid, strings.TrimSpace(line), err)
+			}
+			hugeMB = kb * 1024 / 1e6
+		}
+	}
+	return faults, hugeMB, nil
 }
 
 // statusClient reads a daemon's status socket over one kept-alive

@@ -100,3 +100,30 @@ func TestConvergeIncomplete(t *testing.T) {
 	}
 	t.Logf("failed as it should after %s: %v", time.Since(start).Round(time.Millisecond), err)
 }
+
+// procFaults reads this process's page faults, which grow as it touches
+// fresh memory.
+func TestProcFaults(t *testing.T) {
+	before, huge, err := procFaults(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before == 0 || huge < 0 {
+		t.Fatalf("faults %d, huge pages %.1f MB", before, huge)
+	}
+	b := make([]byte, 64<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	after, _, err := procFaults(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16,384 pages of 4 KiB, or 32 huge pages where the kernel gives them.
+	if after < before+32 {
+		t.Fatalf("touching 64 MiB took the page faults from %d to %d", before, after)
+	}
+	if _, _, err := procFaults(1 << 30); err == nil {
+		t.Fatal("no error for a process that does not exist")
+	}
+}
