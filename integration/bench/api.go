@@ -265,8 +265,8 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 				return nil, fmt.Errorf("bench api: round %d (%s): %w", r+1, form, err)
 			}
 			rate := float64(opts.Routes) / f.all.Seconds()
-			a.progress("round %d/%d: %d routes as %s through Bulk into the FE's datapath in %.2fs, %.0f routes/s (all acknowledged after %.2fs; the FE had the first after %.2fs, 99%% after %.2fs); the datapath alone installs them at %.0f routes/s",
-				r+1, opts.Rounds, opts.Routes, form, f.all.Seconds(), rate, f.acked.Seconds(), f.first.Seconds(), f.p99.Seconds(), install)
+			a.progress("round %d/%d: %d routes as %s through Bulk into the FE's datapath in %.2fs, %.0f routes/s (all acknowledged after %.2fs; the FE had the first after %.2fs, 99%% after %.2fs; page faults: CE %d, FE %d); the datapath alone installs them at %.0f routes/s",
+				r+1, opts.Rounds, opts.Routes, form, f.all.Seconds(), rate, f.acked.Seconds(), f.first.Seconds(), f.p99.Seconds(), f.faults[0], f.faults[1], install)
 			ceiling = append(ceiling, install)
 			if asText {
 				text = append(text, rate)
@@ -418,6 +418,9 @@ type apiFigures struct {
 	acked           time.Duration // when the last batch was acknowledged
 	toForward, call []time.Duration
 	interval        time.Duration // the generator's mean interval between frames
+	// faults are the CE's and the FE's page faults during the bulk
+	// transfer (docs/operations.md, "Transparent huge pages").
+	faults [2]uint64
 }
 
 // round starts a CE and an FE, waits for the FE to be associated and synced
@@ -520,6 +523,10 @@ status_socket: %s
 	if asText {
 		batches = a.textBatches
 	}
+	var faults [2]uint64 // what cannot be read stays 0
+	for i, p := range daemons {
+		faults[i], _, _ = procFaults(p.pid())
+	}
 	start, acked, err := a.bulk(ctx, rc, batches)
 	if err != nil {
 		return f, err
@@ -536,6 +543,11 @@ status_socket: %s
 	})
 	if err != nil {
 		return f, err
+	}
+	for i, p := range daemons {
+		if n, _, err := procFaults(p.pid()); err == nil && faults[i] != 0 {
+			f.faults[i] = n - faults[i]
+		}
 	}
 	if f.acked, err = acked.wait(ctx); err != nil {
 		return f, err
