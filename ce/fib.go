@@ -433,6 +433,19 @@ func (f *FIB) appendSnapshot(s *Snapshot) {
 	s.parts = append(s.parts, p)
 }
 
+// all yields the part's routes in row order (free rows hold none).
+func (p snapPart) all() iter.Seq[snapRoute] {
+	return func(yield func(snapRoute) bool) {
+		for _, pg := range p.pages {
+			for _, e := range pg {
+				if e.row != 0 && !yield(e) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // Chunks yields the snapshot's changes in order, at most n at a time, in a
 // buffer reused from one chunk to the next.
 func (s *Snapshot) Chunks(n int) iter.Seq[[]Change] {
@@ -445,18 +458,13 @@ func (s *Snapshot) Chunks(n int) iter.Seq[[]Change] {
 				}
 			}
 			buf = buf[:0]
-			for _, pg := range p.pages {
-				for _, e := range pg {
-					if e.row == 0 {
-						continue // a free row
+			for e := range p.all() {
+				buf = append(buf, Change{Kind: RouteSet, Row: e.row, Prefix: e.key.prefix(e.is4), ID: e.id, ECMP: e.ecmp, First: e.first})
+				if len(buf) == n {
+					if !yield(buf) {
+						return
 					}
-					buf = append(buf, Change{Kind: RouteSet, Row: e.row, Prefix: e.key.prefix(e.is4), ID: e.id, ECMP: e.ecmp, First: e.first})
-					if len(buf) == n {
-						if !yield(buf) {
-							return
-						}
-						buf = buf[:0]
-					}
+					buf = buf[:0]
 				}
 			}
 			if len(buf) > 0 && !yield(buf) {

@@ -140,15 +140,11 @@ func (p *pending) synced(ch []Change) {
 func (p *pending) syncedSnapshot(s *Snapshot) {
 	for _, part := range s.parts {
 		p.synced(part.head)
-		for _, pg := range part.pages {
-			for _, r := range pg {
-				switch {
-				case r.row == 0: // a free row
-				case r.is4:
-					p.feRows.set(r.row)
-				default:
-					p.feRows6.set(r.row)
-				}
+		for r := range part.all() {
+			if r.is4 {
+				p.feRows.set(r.row)
+			} else {
+				p.feRows6.set(r.row)
 			}
 		}
 	}

@@ -882,14 +882,14 @@ func procMemory(pid int) (rss, peak float64, err error) {
 		if !ok || (name != "VmRSS" && name != "VmHWM") {
 			continue
 		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		mb, err := kBToMB(v)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc/%d/status: %s: %w", pid, line, err)
 		}
 		if name == "VmRSS" {
-			rss = kb * 1024 / 1e6
+			rss = mb
 		} else {
-			peak = kb * 1024 / 1e6
+			peak = mb
 		}
 	}
 	if rss == 0 {
@@ -909,9 +909,11 @@ func procFaults(pid int) (faults uint64, hugeMB float64, err error) {
 	// The fields after the command name, which is in parentheses and may
 	// hold spaces: state, ppid, pgrp, session, tty_nr, tpgid, flags,
 	// minflt, cminflt, majflt.
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 10 {
+	var f []string
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 {
+		f = strings.Fields(string(b[i+1:]))
+	}
+	if len(f) < 10 {
 		return 0, 0, fmt.Errorf("/proc/%d/stat: %q: too few fields", pid, b)
 	}
 	for _, k := range []int{7, 9} {
@@ -927,14 +929,18 @@ func procFaults(pid int) (faults uint64, hugeMB float64, err error) {
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
+			if hugeMB, err = kBToMB(v); err != nil {
 				return faults, 0, fmt.Errorf("/proc/%d/smaps_rollup: %s: %w", pid, strings.TrimSpace(line), err)
 			}
-			hugeMB = kb * 1024 / 1e6
 		}
 	}
 	return faults, hugeMB, nil
+}
+
+// kBToMB reads a /proc value such as "  123456 kB" as MB of 10^6 bytes.
+func kBToMB(v string) (float64, error) {
+	kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+	return kb * 1024 / 1e6, err
 }
 
 // statusClient reads a daemon's status socket over one kept-alive
