@@ -54,6 +54,7 @@ func TestFRRPeer(t *testing.T) {
 			t.Errorf("cleanup lab down: %v\n%s", err, out)
 		}
 	})
+	logsOnFailure(t, o)
 	if out, err := splitplane(t, bin, args("lab", "up", "--peer", "frr", "--routes", fmt.Sprint(routes))...); err != nil {
 		t.Fatalf("lab up with FRR: %v\n%s", err, out)
 	}
@@ -147,18 +148,27 @@ func TestFRRPeerMD5(t *testing.T) {
 			t.Errorf("cleanup lab down: %v", err)
 		}
 	})
+	logsOnFailure(t, o)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := lab.Up(ctx, o); err != nil {
 		t.Fatalf("lab up with FRR and MD5: %v", err)
 	}
-	st, err := lab.GetStatus(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.BGPState != "established" || st.FERoutes != o.RouteCount() {
-		t.Fatalf("with MD5: bgp %q, FE %d routes; want established, %d", st.BGPState, st.FERoutes, o.RouteCount())
-	}
+	// Up saw the session established with the routes in the FE. CI once
+	// found it idle a moment later (the routes kept by graceful restart):
+	// a session may be reset once just after it comes up (a connection
+	// collision, a late SYN from an attempt the other side's key dropped),
+	// so this asks for it to be up, not to have stayed up.
+	eventually(t, 20*time.Second, "session with MD5 established, routes in the FE", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if st.BGPState != "established" || st.FERoutes != o.RouteCount() {
+			return fmt.Errorf("bgp %q, FE %d routes; want established, %d", st.BGPState, st.FERoutes, o.RouteCount())
+		}
+		return nil
+	})
 	eventually(t, 20*time.Second, "ping A -> B over routes learned with MD5", func() error { return pingB(o, 1) })
 
 	setPassword := func(pw string) {

@@ -67,6 +67,30 @@ func pingB(o lab.Options, count int) error {
 	return nil
 }
 
+// logsOnFailure prints the last lines of the lab's daemon logs when the test
+// has failed, so a failure in CI can be read without the lab (its directory
+// goes with the test). Register it after the cleanup that takes the lab down:
+// cleanups run last-registered first.
+func logsOnFailure(t *testing.T, o lab.Options) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(o.Dir, "*.log"))
+		for _, l := range logs {
+			b, err := os.ReadFile(l)
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			t.Logf("%s (last %d lines):\n%s", filepath.Base(l), len(lines), strings.Join(lines, "\n"))
+		}
+	})
+}
+
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
