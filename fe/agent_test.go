@@ -349,6 +349,40 @@ func TestAssociationAndHeartbeatLoss(t *testing.T) {
 	}
 }
 
+// An FE shutting down tears the association down with reason "normal",
+// addressed to the CE its Setup Response came from (not the generic CE ID its
+// Setup went to): a CE drops messages not addressed to it.
+func TestShutdownTeardownAddressedToCE(t *testing.T) {
+	addr, conns := fakeCE(t)
+	a, _ := testAgent(t, Config{CEAddress: addr})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.associate(ctx) }()
+	c := <-conns
+	defer c.Close()
+	setup := readType(t, c, forces.MsgAssociationSetup)
+	resp := forces.NewAssociationSetupResponse(setup, uint32(forces.SetupSuccess))
+	resp.Header.Src = forces.CEID(5)
+	if err := c.WriteMessage(resp); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "associated", func() bool { return a.Status().Associated })
+	cancel()
+	td := readType(t, c, forces.MsgAssociationTeardown)
+	if td.Header.Dst != forces.CEID(5) || td.Header.Src != forces.FEID(1) {
+		t.Fatalf("teardown from %s to %s, want from %s to %s", td.Header.Src, td.Header.Dst, forces.FEID(1), forces.CEID(5))
+	}
+	if td.ASTReason == nil || forces.TeardownReason(*td.ASTReason) != forces.TeardownNormal {
+		t.Fatalf("teardown reason %v, want normal", td.ASTReason)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("associate did not return after its context ended")
+	}
+}
+
 // A CE that refuses the association gets no Config applied and a clear error.
 func TestAssociationRefused(t *testing.T) {
 	addr, conns := fakeCE(t)

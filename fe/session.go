@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/splitplane/splitplane/forces"
@@ -43,8 +44,13 @@ func (a *Agent) associate(ctx context.Context) error {
 	}
 	conn := a.newConn(nc)
 	defer conn.Close()
+	// A teardown on shutdown goes to the CE the association is with, once
+	// its Setup Response has named it (a CE drops messages not addressed
+	// to its own ID, and would see only the connection close).
+	var peer atomic.Uint32
+	peer.Store(uint32(forces.CEID(0)))
 	stop := context.AfterFunc(ctx, func() {
-		_ = conn.WriteMessage(forces.NewAssociationTeardown(a.id, forces.CEID(0), uint32(forces.TeardownNormal)))
+		_ = conn.WriteMessage(forces.NewAssociationTeardown(a.id, forces.ID(peer.Load()), uint32(forces.TeardownNormal)))
 		conn.Close()
 	})
 	defer stop()
@@ -66,6 +72,7 @@ func (a *Agent) associate(ctx context.Context) error {
 		return fmt.Errorf("CE refused the association: %s", forces.SetupResult(*resp.ASResult))
 	}
 	ce := resp.Header.Src
+	peer.Store(uint32(ce))
 	// The FIB of an earlier association stays in place (non-stop
 	// forwarding); the CE's full sync replaces it in one transaction.
 	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress)
