@@ -24,6 +24,9 @@ func benchCmd() *cobra.Command {
 			if mode, err := host.TransparentHugePages(host.THPEnabled); err == nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "bench: transparent huge pages: %s (docs/operations.md)\n", mode)
 			}
+			if d, err := host.PageFaultCost(host.FaultProbeBytes); err == nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: a first touch of a 4 KiB page costs %.2f µs (docs/performance.md)\n", float64(d)/float64(time.Microsecond))
+			}
 		},
 	}
 	cmd.AddCommand(benchAllCmd(), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())

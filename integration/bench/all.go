@@ -234,6 +234,11 @@ type Machine struct {
 	// never): under madvise the daemons' Go heaps get 4 KiB pages, which
 	// on a VM with dear page faults slows the BGP, ForCES and API figures.
 	TransparentHugePages string `json:"transparent_hugepages"`
+	// PageFaultUs is what a first touch of a fresh 4 KiB page cost when
+	// the run started (host.PageFaultCost): well under 1 µs on bare metal,
+	// several on a VM that backs guest memory lazily, and then what every
+	// page of the daemons' growing heaps costs under madvise.
+	PageFaultUs float64 `json:"page_fault_us"`
 	// LoadBefore and LoadAfter are /proc/loadavg's 1-, 5- and 15-minute
 	// load averages when the run started and when it ended.
 	LoadBefore [3]float64 `json:"load_before"`
@@ -470,6 +475,9 @@ func settings(o *AllOptions) Settings {
 func machine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadAvg()}
 	m.TransparentHugePages, _ = host.TransparentHugePages(host.THPEnabled)
+	if d, err := host.PageFaultCost(host.FaultProbeBytes); err == nil {
+		m.PageFaultUs = float64(d) / float64(time.Microsecond)
+	}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		m.Kernel = unix.ByteSliceToString(u.Release[:])

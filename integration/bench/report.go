@@ -93,8 +93,12 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 	if thp == "" {
 		thp = "unknown"
 	}
-	p("Machine: %d CPUs (%s), %d GB, kernel %s (transparent huge pages: %s), %s. Load average (1/5/15 min) %.2f / %.2f / %.2f at the start, %.2f / %.2f / %.2f at the end.",
-		m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, thp, m.Go, m.LoadBefore[0], m.LoadBefore[1], m.LoadBefore[2], m.LoadAfter[0], m.LoadAfter[1], m.LoadAfter[2])
+	fault := "not measured"
+	if m.PageFaultUs > 0 {
+		fault = fmt.Sprintf("%.2f µs", m.PageFaultUs)
+	}
+	p("Machine: %d CPUs (%s), %d GB, kernel %s (transparent huge pages: %s; a first touch of a 4 KiB page: %s), %s. Load average (1/5/15 min) %.2f / %.2f / %.2f at the start, %.2f / %.2f / %.2f at the end.",
+		m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, thp, fault, m.Go, m.LoadBefore[0], m.LoadBefore[1], m.LoadBefore[2], m.LoadAfter[0], m.LoadAfter[1], m.LoadAfter[2])
 	p("")
 	quick := ""
 	if st.Quick {

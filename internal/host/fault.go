@@ -1,0 +1,40 @@
+package host
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// FaultProbeBytes is how much fresh memory PageFaultCost touches: 16,384
+// pages of 4 KiB, a few tenths of a second where faults are dear.
+const FaultProbeBytes = 64 << 20
+
+// PageFaultCost maps size bytes of fresh anonymous memory in 4 KiB pages
+// (huge pages refused for the mapping), writes one byte to each page and
+// returns the time per page: what the daemons pay the first time their heaps
+// grow into memory. On bare metal it is well under a microsecond; a VM whose
+// host backs guest memory only when it is touched, and takes back what the
+// guest frees (virtio-balloon free page reporting), charges several
+// microseconds more on every first touch (docs/performance.md).
+func PageFaultCost(size int) (time.Duration, error) {
+	page := unix.Getpagesize()
+	if size < page {
+		return 0, fmt.Errorf("probe size %d is less than one %d-byte page", size, page)
+	}
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return 0, fmt.Errorf("map %d bytes: %w", size, err)
+	}
+	defer unix.Munmap(b)
+	if err := unix.Madvise(b, unix.MADV_NOHUGEPAGE); err != nil {
+		return 0, fmt.Errorf("refuse huge pages for the probe: %w", err)
+	}
+	pages := size / page
+	start := time.Now()
+	for i := 0; i < pages; i++ {
+		b[i*page] = 1
+	}
+	return time.Since(start) / time.Duration(pages), nil
+}
