@@ -59,6 +59,15 @@ type MessageBuffer struct {
 	lfbs  []LFBSelect
 }
 
+// Parse decodes one message from b as the package's Parse does, into mb's
+// memory: b is copied into the buffer, as a read from a connection fills it,
+// and the message is valid until mb is used again. Once the buffer has grown
+// to the largest message, parsing allocates nothing.
+func (mb *MessageBuffer) Parse(b []byte) (*Message, error) {
+	mb.bytes = append(mb.bytes[:0], b...)
+	return parseInto(mb.bytes, mb)
+}
+
 // parseInto parses b, which the caller hands over: the message aliases it.
 // With mem, the message is mem's, and its slices are carved from mem's
 // arrays, which grow as needed.

@@ -184,3 +184,29 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// MessageBuffer.Parse decodes every sample as Parse does, each into the
+// buffer the one before it used, and rejects what Parse rejects.
+func TestMessageBufferParse(t *testing.T) {
+	var mb MessageBuffer
+	for _, s := range samples(t) {
+		raw, err := s.msg.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := mb.Parse(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s parsed into a reused buffer:\n%+v\nwant\n%+v", s.name, got, want)
+		}
+		if _, err := mb.Parse(raw[:len(raw)-4]); err == nil {
+			t.Fatalf("%s cut short by 4 bytes: no error", s.name)
+		}
+	}
+}

@@ -256,8 +256,7 @@ func TestReadMessageIntoReuses(t *testing.T) {
 	// Allocations: parsing the largest Config into the grown buffer.
 	largest := raw[1]
 	allocs := testing.AllocsPerRun(20, func() {
-		own := append(mb.bytes[:0], largest...)
-		if _, err := parseInto(own, &mb); err != nil {
+		if _, err := mb.Parse(largest); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -240,6 +240,7 @@ func codecRound(routes []work) (codec, memcopy float64, err error) {
 	w.MaxMessage = maxMessage
 	var (
 		scratch [forces.IPv4PrefixInfoLen]byte
+		mb      forces.MessageBuffer
 		items   []forces.Item
 		dst     []byte
 		rows    int
@@ -262,9 +263,9 @@ func codecRound(routes []work) (codec, memcopy float64, err error) {
 			}
 		}
 		wire := w.Flush()
-		// Decoding as the FE does it.
+		// Decoding as the FE does it: into one reused buffer.
 		for _, b := range wire {
-			m, err := forces.Parse(b)
+			m, err := mb.Parse(b)
 			if err != nil {
 				return 0, 0, fmt.Errorf("bench forces: parse: %w", err)
 			}
