@@ -306,3 +306,57 @@ func TestFIBECMP(t *testing.T) {
 		t.Fatalf("20 next hops: kept %v", got)
 	}
 }
+
+// A lagging session's pending changes reuse their room from one take to the
+// next while the load lasts (no allocation), and give it up when a take is
+// small again.
+func TestPendingKeepsRoomWhileLoaded(t *testing.T) {
+	burst := func(n int) []Change {
+		ch := make([]Change, n)
+		for i := range ch {
+			ch[i] = Change{Kind: RouteSet, Row: uint32(i + 1), Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), 0}), 24), ID: 1}
+		}
+		return ch
+	}
+	big, load := burst(4*maxKeptChanges), burst(2*maxKeptChanges)
+	p := newPending()
+	p.add(big)
+	if got := len(p.take()); got != len(big) {
+		t.Fatalf("took %d of %d", got, len(big))
+	}
+	if allocs := testing.AllocsPerRun(5, func() {
+		p.add(load)
+		if got := len(p.take()); got != len(load) {
+			t.Fatalf("took %d of %d", got, len(load))
+		}
+	}); allocs != 0 {
+		t.Errorf("a burst of %d after one of %d allocated %.0f times, want 0", len(load), len(big), allocs)
+	}
+	p.add(load[:10])
+	p.take()
+	if c := cap(p.routes.list); c > maxKeptChanges {
+		t.Errorf("room for %d changes kept after a take of 10", c)
+	}
+	if c := cap(p.out); c > maxKeptChanges {
+		t.Errorf("room for %d taken changes kept after a take of 10", c)
+	}
+}
+
+// BenchmarkPendingBursts: a sustained load handed to a session that lags:
+// bursts of 131,072 route changes added and taken in turn, as during a bulk
+// API load.
+func BenchmarkPendingBursts(b *testing.B) {
+	const burst = 1 << 17
+	ch := make([]Change, burst)
+	for i := range ch {
+		ch[i] = Change{Kind: RouteSet, Row: uint32(i + 1), Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), 0}), 24), ID: 1}
+	}
+	p := newPending()
+	for b.Loop() {
+		p.add(ch)
+		if got := p.take(); len(got) != burst {
+			b.Fatalf("took %d changes of %d", len(got), burst)
+		}
+	}
+	b.ReportMetric(float64(b.N*burst)/b.Elapsed().Seconds(), "changes/s")
+}

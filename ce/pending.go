@@ -89,19 +89,32 @@ func (s *changeSet) put(c Change) {
 		s.list[i-1] = c
 		return
 	}
+	if len(s.list) == cap(s.list) {
+		// Doubled: append grows a large slice by a quarter at a time,
+		// which for a burst of a million changes (~100 MB) allocates five
+		// times that and copies four.
+		s.list = slices.Grow(s.list, max(len(s.list), 1024))
+	}
 	s.list = append(s.list, c)
 	(*at)[k] = int32(len(s.list))
 }
 
-// maxKeptChanges bounds the list kept for the next changes (a burst's list
-// of a million is let go).
+// maxKeptChanges is how many changes' room is always kept for the next ones
+// once taken; more is kept only while the load lasts (keep).
 const maxKeptChanges = 1 << 16
+
+// keep reports whether a slice with room for c changes that held n of them
+// is kept for the next: up to maxKeptChanges always, beyond that while it
+// is at least a quarter used. A sustained load (a bulk load the FE lags
+// behind) reuses its room from one take to the next; the quiet after it, or
+// a small take after one burst of a million, lets it go.
+func keep(c, n int) bool { return c <= maxKeptChanges || n >= c/4 }
 
 func (s *changeSet) reset() {
 	for _, c := range s.list {
 		s.at[family(c)][s.key(c)] = 0
 	}
-	if cap(s.list) > maxKeptChanges {
+	if !keep(cap(s.list), len(s.list)) {
 		s.list = nil
 	} else {
 		clear(s.list)
@@ -207,7 +220,7 @@ func (p *pending) take() []Change {
 	p.routes.reset()
 	p.nexthops.reset()
 	p.groups.reset()
-	if cap(out) <= maxKeptChanges {
+	if keep(cap(out), len(out)) {
 		p.out = out
 	} else {
 		p.out = nil
