@@ -499,7 +499,11 @@ func (c *CE) loop(ctx context.Context) error {
 		case s := <-c.leaves:
 			if fes[s.fe] == s {
 				delete(fes, s.fe)
-				c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", s.reason())
+				if why := s.reason(); normalEnd(why) {
+					c.log.Info("forces: FE association ended", "fe", s.fe, "reason", why)
+				} else {
+					c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", why)
+				}
 				changes = rib.SetConnected(s.fe, nil, changes[:0])
 				send()
 			}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +21,15 @@ import (
 // only from the test through the same channel GoBGP's watcher uses.
 func startCE(t *testing.T, hb time.Duration) *CE {
 	t.Helper()
+	return startCELog(t, hb, slog.New(slog.DiscardHandler))
+}
+
+// startCELog is startCE logging to log.
+func startCELog(t *testing.T, hb time.Duration, log *slog.Logger) *CE {
+	t.Helper()
 	c, err := New(Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb,
 		StaticRoutes: testConnected},
-		slog.New(slog.DiscardHandler))
+		log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,5 +505,54 @@ func TestECMPRows(t *testing.T) {
 				t.Fatalf("full sync\n got %v\nwant %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// records keeps the level and message of every log record.
+type records struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list = append(r.list, rec.Level.String()+" "+rec.Message)
+	return nil
+}
+
+func (r *records) has(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.list, s)
+}
+
+// An FE that shuts down tears the association down with reason "normal",
+// addressed to this CE: the CE ends the association without counting a
+// protocol error or warning; any other reason is a warning.
+func TestFETeardown(t *testing.T) {
+	logs := &records{}
+	c := startCELog(t, time.Second, slog.New(logs))
+	for i, reason := range []forces.TeardownReason{forces.TeardownNormal, forces.TeardownLossOfHeartbeats} {
+		f, resp := dialFE(t, c, uint32(i+1))
+		waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 1 })
+		if err := f.conn.WriteMessage(forces.NewAssociationTeardown(f.id, resp.Header.Src, uint32(reason))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
+		if reason == forces.TeardownNormal {
+			waitFor(t, func() bool { return logs.has("INFO forces: FE association ended") })
+			if logs.has("WARN forces: FE association ended") {
+				t.Fatal("an FE's normal teardown was logged as a warning")
+			}
+		} else {
+			waitFor(t, func() bool { return logs.has("WARN forces: FE association ended") })
+		}
+		if n := c.Status(context.Background()).ProtocolErrors; n != 0 {
+			t.Fatalf("%d protocol errors after the FE's teardown (%s)", n, reason)
+		}
 	}
 }

@@ -369,11 +369,23 @@ func (s *session) read() error {
 				s.ce.log.Warn("forces: unexpected query response", "fe", s.fe, "correlator", m.Header.Correlator)
 			}
 		case forces.MsgAssociationTeardown:
-			return fmt.Errorf("FE tore down the association: %s", teardownReason(m))
+			return &feTeardown{teardownReason(m)}
 		default:
 			s.ce.log.Warn("forces: unexpected message from FE", "fe", s.fe, "type", m.Header.Type)
 		}
 	}
+}
+
+// feTeardown is how a session ends when the FE tears the association down.
+type feTeardown struct{ reason forces.TeardownReason }
+
+func (e *feTeardown) Error() string { return "FE tore down the association: " + e.reason.String() }
+
+// normalEnd reports whether err is an FE's own normal teardown (it is shutting
+// down), which is no cause for a warning.
+func normalEnd(err error) bool {
+	var t *feTeardown
+	return errors.As(err, &t) && t.reason == forces.TeardownNormal
 }
 
 // teardownReason reads the ASTreason of an Association Teardown.
