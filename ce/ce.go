@@ -46,6 +46,7 @@ type CE struct {
 	lookups   chan lookup
 	syncs     chan *session // sessions ready for their full sync
 	connected chan feConnected
+	unheld    chan *hold // an FE's fe_hold_time ran out
 	reloads   chan reload
 	api       chan any // API operations (api.go)
 
@@ -155,6 +156,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		lookups:   make(chan lookup),
 		syncs:     make(chan *session),
 		connected: make(chan feConnected),
+		unheld:    make(chan *hold),
 		reloads:   make(chan reload),
 		api:       make(chan any),
 		converged: make(chan struct{}),
@@ -382,11 +384,26 @@ func (c *CE) setConnected(ctx context.Context, fe forces.ID, ports []forces.Port
 	}
 }
 
+// hold keeps the connected prefixes of an FE whose association ended for
+// fe_hold_time: an FE that restarts (and keeps forwarding meanwhile) comes
+// back to the FIB it left, instead of the CE withdrawing every route
+// resolved through its ports and installing them all again.
+type hold struct {
+	fe    forces.ID
+	timer *time.Timer
+}
+
 // loop owns the RIB, the FIB and the set of associated FEs.
 func (c *CE) loop(ctx context.Context) error {
 	fib := fibs{v4: NewFIB(), v6: NewFIB()}
 	rib := NewRIB(fib, c.cfg.Distances)
 	fes := map[forces.ID]*session{}
+	holds := map[forces.ID]*hold{}
+	defer func() {
+		for _, h := range holds {
+			h.timer.Stop()
+		}
+	}()
 	var changes []Change
 	watches := watchers{}
 	defer watches.closeAll()
@@ -492,6 +509,10 @@ func (c *CE) loop(ctx context.Context) error {
 				continue
 			}
 			fes[s.fe] = s
+			if h := holds[s.fe]; h != nil {
+				h.timer.Stop() // back in time: its ports are reported again
+				delete(holds, s.fe)
+			}
 			s.decided <- nil
 		case s := <-c.syncs:
 			s.accept(fib.Snapshot())
@@ -500,13 +521,28 @@ func (c *CE) loop(ctx context.Context) error {
 			if fes[s.fe] == s {
 				delete(fes, s.fe)
 				if why := s.reason(); normalEnd(why) {
-					c.log.Info("forces: FE association ended", "fe", s.fe, "reason", why)
+					c.log.Info("forces: FE association ended", "fe", s.fe, "reason", why, "connected_prefixes_kept", c.cfg.FEHoldTime)
 				} else {
-					c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", why)
+					c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", why, "connected_prefixes_kept", c.cfg.FEHoldTime)
 				}
-				changes = rib.SetConnected(s.fe, nil, changes[:0])
-				send()
+				h := &hold{fe: s.fe}
+				h.timer = time.AfterFunc(c.cfg.FEHoldTime, func() {
+					select {
+					case c.unheld <- h:
+					case <-ctx.Done():
+					}
+				})
+				holds[s.fe] = h
 			}
+		case h := <-c.unheld:
+			if holds[h.fe] != h {
+				continue // the FE came back (and maybe went again) meanwhile
+			}
+			delete(holds, h.fe)
+			changes = rib.SetConnected(h.fe, nil, changes[:0])
+			c.log.Info("forces: FE did not come back within fe_hold_time; its connected prefixes are withdrawn", "fe", h.fe,
+				"fe_hold_time", c.cfg.FEHoldTime, "fib_changes", len(changes))
+			send()
 		case l := <-c.lookups:
 			l.reply <- fes[l.fe]
 		case q := <-c.queries:

@@ -27,9 +27,18 @@ func startCE(t *testing.T, hb time.Duration) *CE {
 // startCELog is startCE logging to log.
 func startCELog(t *testing.T, hb time.Duration, log *slog.Logger) *CE {
 	t.Helper()
-	c, err := New(Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb,
-		StaticRoutes: testConnected},
-		log)
+	return startCEWith(t, hb, log, nil)
+}
+
+// startCEWith is startCELog with the configuration changed by mod.
+func startCEWith(t *testing.T, hb time.Duration, log *slog.Logger, mod func(*Config)) *CE {
+	t.Helper()
+	cfg := Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", HeartbeatInterval: hb,
+		StaticRoutes: testConnected}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +69,12 @@ var testConnected = []StaticRoute{
 
 // fakeFE associates with the CE over a real TCP connection.
 type fakeFE struct {
-	t    *testing.T
-	nc   net.Conn
-	conn *forces.Conn
-	id   forces.ID
-	lfbs []forces.SupportedLFB // what it answers discovery with
+	t     *testing.T
+	nc    net.Conn
+	conn  *forces.Conn
+	id    forces.ID
+	lfbs  []forces.SupportedLFB // what it answers discovery with
+	ports []forces.PortInfo     // and its ports
 }
 
 var routingLFBs = []forces.SupportedLFB{
@@ -125,6 +135,13 @@ func (f *fakeFE) answer(q *forces.Message) {
 		}
 		if it.ClassID == forces.ClassFEObject && it.Path[0] == forces.FEObjectFEName {
 			return []byte("fake"), forces.ResultSuccess
+		}
+		if it.ClassID == forces.PortTableClass && len(f.ports) > 0 {
+			b, err := forces.MarshalPortInfos(f.ports)
+			if err != nil {
+				f.t.Error(err)
+			}
+			return b, forces.ResultSuccess
 		}
 		return nil, forces.ResultComponentDoesNotExist
 	})
@@ -554,5 +571,59 @@ func TestFETeardown(t *testing.T) {
 		if n := c.Status(context.Background()).ProtocolErrors; n != 0 {
 			t.Fatalf("%d protocol errors after the FE's teardown (%s)", n, reason)
 		}
+	}
+}
+
+// An FE whose association ends keeps its connected prefixes for
+// fe_hold_time: the routes through its ports stay in the FIB, and an FE
+// that comes back in time finds them there; one that does not has them
+// withdrawn when the hold runs out.
+func TestFEHoldTime(t *testing.T) {
+	const hold = 500 * time.Millisecond
+	c := startCEWith(t, time.Second, slog.New(slog.DiscardHandler), func(cfg *Config) { cfg.FEHoldTime = hold })
+	// 198.18.0.2 is reachable only through the FE's port.
+	c.updates <- routeUpdates(10, netip.MustParseAddr("198.18.0.2"))
+	port := []forces.PortInfo{{ID: 1, Name: "p1", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.1/24")}}}
+	routes := func() int { return c.Status(context.Background()).Routes }
+	associate := func() (*fakeFE, *forces.Message) {
+		f, resp := dialFE(t, c, 1)
+		f.ports = port
+		if items := f.fullSync(); len(items) != 2+1+10 {
+			t.Fatalf("full sync of %d rows, want the two table DELs, the nexthop and 10 routes", len(items))
+		}
+		return f, resp
+	}
+	leave := func(f *fakeFE, resp *forces.Message) time.Time {
+		if err := f.conn.WriteMessage(forces.NewAssociationTeardown(f.id, resp.Header.Src, uint32(forces.TeardownNormal))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
+		return time.Now()
+	}
+
+	f, resp := associate()
+	waitFor(t, func() bool { return routes() == 10 })
+	// The FE goes and comes back within the hold: the routes never leave.
+	left := leave(f, resp)
+	for time.Since(left) < hold/2 {
+		if n := routes(); n != 10 {
+			t.Fatalf("%d routes %s after the FE left, within fe_hold_time", n, time.Since(left))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.conn.Close()
+	f, resp = associate()
+	for time.Since(left) < 2*hold {
+		if n := routes(); n != 10 {
+			t.Fatalf("%d routes %s after the FE left and came back", n, time.Since(left))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The FE goes for good: its prefixes and the routes through them go
+	// once the hold runs out, not before.
+	left = leave(f, resp)
+	waitFor(t, func() bool { return routes() == 0 })
+	if took := time.Since(left); took < hold-50*time.Millisecond {
+		t.Fatalf("routes withdrawn %s after the FE left, before fe_hold_time %s", took, hold)
 	}
 }

@@ -65,6 +65,14 @@ type Config struct {
 	// nothing. The wait ends earlier once every neighbour is established and
 	// the routes have been quiet for a second.
 	SyncHold time.Duration `yaml:"sync_hold"`
+	// FEHoldTime is how long the CE keeps the connected prefixes of an FE
+	// whose association ended (30s by default). Routes whose next hops
+	// resolve through that FE's ports stay in the FIB meanwhile, so an FE
+	// that restarts comes back to the table it left: no withdrawal and
+	// reinstallation of every route, in the CE and to API watchers.
+	// An FE that does not come back in time has its prefixes withdrawn and
+	// the routes that depended on them with them.
+	FEHoldTime time.Duration `yaml:"fe_hold_time"`
 	// TLS, if set, requires mutual TLS on both ForCES channels: this CE's
 	// certificate and key, and the CA that FE certificates must chain to.
 	TLS *forces.TLSConfig `yaml:"tls"`
@@ -306,6 +314,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SyncHold < 0 {
 		return fmt.Errorf("%w: sync_hold %s: must not be negative", ErrConfig, c.SyncHold)
+	}
+	if c.FEHoldTime == 0 {
+		c.FEHoldTime = 30 * time.Second
+	}
+	if c.FEHoldTime < 0 {
+		return fmt.Errorf("%w: fe_hold_time %s: must not be negative", ErrConfig, c.FEHoldTime)
 	}
 	if c.HeartbeatMissLimit == 0 {
 		c.HeartbeatMissLimit = 3

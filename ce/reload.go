@@ -55,7 +55,7 @@ type reload struct {
 var restartOnly = []string{
 	"id", "asn", "router_id", "bgp_listen_port", "bgp_listen_addresses", "bgp_multipath",
 	"forces_listen", "forces_listen_low", "heartbeat_interval", "heartbeat_miss_limit",
-	"sync_hold", "tls", "forces_pcap", "status_socket", "distances",
+	"sync_hold", "fe_hold_time", "tls", "forces_pcap", "status_socket", "distances",
 	"api_listen", "api_tls", "api_token_file", "api_routes_file", "bgp_api_listen", "metrics_listen",
 }
 
