@@ -385,9 +385,9 @@ func (c *CE) setConnected(ctx context.Context, fe forces.ID, ports []forces.Port
 }
 
 // hold keeps the connected prefixes of an FE whose association ended for
-// fe_hold_time: an FE that restarts (and keeps forwarding meanwhile) comes
-// back to the FIB it left, instead of the CE withdrawing every route
-// resolved through its ports and installing them all again.
+// fe_hold_time: an FE that restarts comes back to the FIB it left, instead
+// of the CE withdrawing every route resolved through its ports and
+// installing them all again.
 type hold struct {
 	fe    forces.ID
 	timer *time.Timer
