@@ -9,12 +9,12 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/logtest"
 )
 
 // startCE runs a CE with BGP not listening and no neighbours, so routes come
@@ -525,33 +525,11 @@ func TestECMPRows(t *testing.T) {
 	}
 }
 
-// records keeps the level and message of every log record.
-type records struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *records) WithGroup(string) slog.Handler            { return r }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.list = append(r.list, rec.Level.String()+" "+rec.Message)
-	return nil
-}
-
-func (r *records) has(s string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.list, s)
-}
-
 // An FE that shuts down tears the association down with reason "normal",
 // addressed to this CE: the CE ends the association without counting a
 // protocol error or warning; any other reason is a warning.
 func TestFETeardown(t *testing.T) {
-	logs := &records{}
+	logs := &logtest.Recorder{}
 	c := startCELog(t, time.Second, slog.New(logs))
 	for i, reason := range []forces.TeardownReason{forces.TeardownNormal, forces.TeardownLossOfHeartbeats} {
 		f, resp := dialFE(t, c, uint32(i+1))
@@ -561,12 +539,12 @@ func TestFETeardown(t *testing.T) {
 		}
 		waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
 		if reason == forces.TeardownNormal {
-			waitFor(t, func() bool { return logs.has("INFO forces: FE association ended") })
-			if logs.has("WARN forces: FE association ended") {
+			waitFor(t, func() bool { return logs.Has("INFO forces: FE association ended") })
+			if logs.Has("WARN forces: FE association ended") {
 				t.Fatal("an FE's normal teardown was logged as a warning")
 			}
 		} else {
-			waitFor(t, func() bool { return logs.has("WARN forces: FE association ended") })
+			waitFor(t, func() bool { return logs.Has("WARN forces: FE association ended") })
 		}
 		if n := c.Status(context.Background()).ProtocolErrors; n != 0 {
 			t.Fatalf("%d protocol errors after the FE's teardown (%s)", n, reason)

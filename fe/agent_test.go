@@ -293,20 +293,42 @@ func readType(t *testing.T, c *forces.Conn, want forces.MessageType) *forces.Mes
 	}
 }
 
+// association is an agent associating with a fake CE: the CE's end of the
+// connection, the Association Setup the agent sent on it, and where
+// associate's result arrives. cancel stops the agent (as a shutdown does).
+type association struct {
+	a      *Agent
+	dp     *fakeDatapath
+	ce     *forces.Conn
+	setup  *forces.Message
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startAssociation runs an agent with cfg against a fake CE up to the
+// agent's Association Setup, which it reads.
+func startAssociation(t *testing.T, cfg Config) *association {
+	t.Helper()
+	addr, conns := fakeCE(t)
+	cfg.CEAddress = addr
+	as := &association{done: make(chan error, 1)}
+	as.a, as.dp = testAgent(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	as.cancel = cancel
+	t.Cleanup(cancel)
+	go func() { as.done <- as.a.associate(ctx) }()
+	as.ce = <-conns
+	t.Cleanup(func() { as.ce.Close() })
+	as.setup = readType(t, as.ce, forces.MsgAssociationSetup)
+	return as
+}
+
 // The FE associates, applies a Config and answers it, and when the CE falls
 // silent tears the association down with "loss of heartbeats" while keeping
 // its FIB (non-stop forwarding).
 func TestAssociationAndHeartbeatLoss(t *testing.T) {
-	addr, conns := fakeCE(t)
-	a, dp := testAgent(t, Config{CEAddress: addr, HeartbeatInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.associate(ctx) }()
-
-	c := <-conns
-	defer c.Close()
-	setup := readType(t, c, forces.MsgAssociationSetup)
+	as := startAssociation(t, Config{HeartbeatInterval: 50 * time.Millisecond})
+	a, dp, c, setup, done := as.a, as.dp, as.ce, as.setup, as.done
 	if setup.Header.Src != forces.FEID(1) || !setup.Header.Src.IsFE() {
 		t.Fatalf("setup from %s", setup.Header.Src)
 	}
@@ -353,16 +375,9 @@ func TestAssociationAndHeartbeatLoss(t *testing.T) {
 // addressed to the CE its Setup Response came from (not the generic CE ID its
 // Setup went to): a CE drops messages not addressed to it.
 func TestShutdownTeardownAddressedToCE(t *testing.T) {
-	addr, conns := fakeCE(t)
-	a, _ := testAgent(t, Config{CEAddress: addr})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.associate(ctx) }()
-	c := <-conns
-	defer c.Close()
-	setup := readType(t, c, forces.MsgAssociationSetup)
-	resp := forces.NewAssociationSetupResponse(setup, uint32(forces.SetupSuccess))
+	as := startAssociation(t, Config{})
+	a, c, cancel, done := as.a, as.ce, as.cancel, as.done
+	resp := forces.NewAssociationSetupResponse(as.setup, uint32(forces.SetupSuccess))
 	resp.Header.Src = forces.CEID(5)
 	if err := c.WriteMessage(resp); err != nil {
 		t.Fatal(err)
@@ -385,15 +400,9 @@ func TestShutdownTeardownAddressedToCE(t *testing.T) {
 
 // A CE that refuses the association gets no Config applied and a clear error.
 func TestAssociationRefused(t *testing.T) {
-	addr, conns := fakeCE(t)
-	a, _ := testAgent(t, Config{CEAddress: addr})
-	done := make(chan error, 1)
-	go func() { done <- a.associate(context.Background()) }()
-	c := <-conns
-	defer c.Close()
-	setup := readType(t, c, forces.MsgAssociationSetup)
-	c.WriteMessage(forces.NewAssociationSetupResponse(setup, uint32(forces.SetupPermissionDenied)))
-	err := <-done
+	as := startAssociation(t, Config{})
+	as.ce.WriteMessage(forces.NewAssociationSetupResponse(as.setup, uint32(forces.SetupPermissionDenied)))
+	err := <-as.done
 	if err == nil || errors.Is(err, io.EOF) {
 		t.Fatalf("associate: %v, want a refusal", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/splitplane/splitplane/integration/peer"
+	"github.com/splitplane/splitplane/internal/logtest"
 )
 
 // The CE's side in these tests: AS 65001 on 127.0.0.1.
@@ -394,48 +395,12 @@ func TestNeighborPolicy(t *testing.T) {
 	eventually(t, fmt.Sprintf("prefixes received %v", want), func() bool { return maps.Equal(counts(), want) })
 }
 
-// logRecorder keeps the messages of the records logged to it.
-type logRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	msg := rec.Message
-	rec.Attrs(func(a slog.Attr) bool {
-		msg += " " + a.String()
-		return true
-	})
-	r.msgs = append(r.msgs, msg)
-	return nil
-}
-
-func (r *logRecorder) has(substrs ...string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range r.msgs {
-		all := true
-		for _, s := range substrs {
-			all = all && strings.Contains(m, s)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
-}
-
 // max_prefixes: a neighbour announcing more than its limit with action stop
 // loses its session and its routes and stays down; one with action warn
 // keeps both, and a warning says so.
 func TestNeighborMaxPrefixes(t *testing.T) {
 	port := freePort(t, "127.0.0.1")
-	rec := &logRecorder{}
+	rec := &logtest.Recorder{}
 	sp, col := startCE(t, port, slog.New(rec),
 		Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Stop}},
 		Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Warn}},
@@ -454,7 +419,7 @@ func TestNeighborMaxPrefixes(t *testing.T) {
 	startPeer(t, "127.0.0.4", 65004, port, 10, 4, "192.0.2.40") // at the limit, not above
 	eventually(t, "warn neighbour's 20 routes learned", func() bool { return via("192.0.2.30") == 20 })
 	eventually(t, "warning logged", func() bool {
-		return rec.has("above max_prefixes", "neighbor=127.0.0.3", "family=ipv4", "prefixes=20", "limit=10")
+		return rec.Has("above max_prefixes", "neighbor=127.0.0.3", "family=ipv4", "prefixes=20", "limit=10")
 	})
 	eventually(t, "neighbour at its limit learned", func() bool { return via("192.0.2.40") == 10 })
 

@@ -21,11 +21,12 @@ func benchCmd() *cobra.Command {
 		// The memory-heavy figures (ForCES, API, convergence) depend on it:
 		// said on stderr, so the figures on stdout stay as they are.
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-			if mode, err := host.TransparentHugePages(host.THPEnabled); err == nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "bench: transparent huge pages: %s (docs/operations.md)\n", mode)
+			m := host.MemoryNow()
+			if m.THP != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: transparent huge pages: %s (docs/operations.md)\n", m.THP)
 			}
-			if d, err := host.PageFaultCost(host.FaultProbeBytes); err == nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "bench: a first touch of a 4 KiB page costs %.2f µs (docs/performance.md)\n", float64(d)/float64(time.Microsecond))
+			if m.FirstTouch > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: a first touch of a 4 KiB page costs %.2f µs (docs/performance.md)\n", float64(m.FirstTouch)/float64(time.Microsecond))
 			}
 		},
 	}

@@ -474,10 +474,8 @@ func settings(o *AllOptions) Settings {
 // machine describes this machine; what cannot be read stays empty.
 func machine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadAvg()}
-	m.TransparentHugePages, _ = host.TransparentHugePages(host.THPEnabled)
-	if d, err := host.PageFaultCost(host.FaultProbeBytes); err == nil {
-		m.PageFaultUs = float64(d) / float64(time.Microsecond)
-	}
+	mem := host.MemoryNow()
+	m.TransparentHugePages, m.PageFaultUs = mem.THP, float64(mem.FirstTouch)/float64(time.Microsecond)
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		m.Kernel = unix.ByteSliceToString(u.Release[:])

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,3 +39,21 @@ func PageFaultCost(size int) (time.Duration, error) {
 	}
 	return time.Since(start) / time.Duration(pages), nil
 }
+
+// Memory is what this machine makes of the daemons' memory, for benchmarks
+// to state beside their figures: the THP mode ("" if unreadable) and what a
+// first touch of a 4 KiB page costs (0 if the probe failed).
+type Memory struct {
+	THP        string
+	FirstTouch time.Duration
+}
+
+// MemoryNow reads the THP mode and runs the first-touch probe on
+// FaultProbeBytes, once per process: a benchmark command and the report it
+// writes state the same figures without probing twice.
+var MemoryNow = sync.OnceValue(func() Memory {
+	var m Memory
+	m.THP, _ = TransparentHugePages(THPEnabled)
+	m.FirstTouch, _ = PageFaultCost(FaultProbeBytes)
+	return m
+})

@@ -41,3 +41,14 @@ func TestPageFaultCostTooSmall(t *testing.T) {
 		t.Error("a probe smaller than a page: no error")
 	}
 }
+
+// MemoryNow probes once: a second call returns the first's figures.
+func TestMemoryNowOnce(t *testing.T) {
+	a, b := MemoryNow(), MemoryNow()
+	if a != b {
+		t.Fatalf("MemoryNow %+v, then %+v", a, b)
+	}
+	if a.FirstTouch <= 0 {
+		t.Errorf("first touch %v", a.FirstTouch)
+	}
+}
