@@ -912,6 +912,7 @@ esac
 			t.Errorf("lab down: %v", err)
 		}
 	})
+	logsOnFailure(t, o)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := lab.Up(ctx, o); err != nil {

@@ -19,6 +19,7 @@ func TestFEKilledAndRestarted(t *testing.T) {
 	o := lab.Options{Name: "spk", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	logsOnFailure(t, o)
 	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "500")...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}

@@ -42,6 +42,7 @@ func ecmpLab(t *testing.T, o lab.Options) {
 			t.Errorf("cleanup lab down: %v", err)
 		}
 	})
+	logsOnFailure(t, o)
 	if out, err := splitplane(t, o.Binary, labUpArgs(o)...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}

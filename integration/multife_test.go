@@ -34,6 +34,7 @@ func TestMultiFE(t *testing.T) {
 			t.Errorf("cleanup lab down: %v", err)
 		}
 	})
+	logsOnFailure(t, o)
 	if out, err := splitplane(t, bin, args("lab", "up", "--fes", "2", "--routes", "500")...); err != nil {
 		t.Fatalf("lab up --fes 2: %v\n%s", err, out)
 	}

@@ -120,6 +120,7 @@ func TestSkeletonEndToEnd(t *testing.T) {
 			t.Errorf("cleanup lab down: %v\n%s", err, out)
 		}
 	})
+	logsOnFailure(t, o)
 	if out, err := splitplane(t, bin, args("lab", "up", "--routes", fmt.Sprint(routes))...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
@@ -273,6 +274,7 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	o := lab.Options{Name: "spr", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	logsOnFailure(t, o)
 	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "2000")...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
@@ -431,6 +433,7 @@ func TestBIRDPeer(t *testing.T) {
 	o := lab.Options{Name: "spbird", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Peer: "bird", Routes: 1000}
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	logsOnFailure(t, o)
 	if out, err := splitplane(t, bin, args("lab", "up", "--peer", "bird", "--routes", "1000")...); err != nil {
 		t.Fatalf("lab up with BIRD: %v\n%s", err, out)
 	}
