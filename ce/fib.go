@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/kamstrup/intmap"
+	"github.com/splitplane/splitplane/internal/flatmap"
 
 	"github.com/splitplane/splitplane/forces"
 )
@@ -102,10 +102,10 @@ func (k fibKey) prefix(is4 bool) netip.Prefix {
 }
 
 // routeMap is a FIB's routes by (masked) prefix: IPv4 prefixes under one
-// integer in an intmap (a full table looks a route up several times per
+// integer in a flatmap (a full table looks a route up several times per
 // change; see pfx4), IPv6 under a fibKey in a Go map.
 type routeMap struct {
-	v4 *intmap.Map[pfx4, route]
+	v4 *flatmap.Map[pfx4, route]
 	v6 map[fibKey]route
 }
 
@@ -179,7 +179,7 @@ const rowPage = 4096
 
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
-	return &FIB{routes: routeMap{v4: intmap.New[pfx4, route](0), v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
+	return &FIB{routes: routeMap{v4: flatmap.New[pfx4, route](0), v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
 		groups: map[string]*group{}, groupByID: map[uint32]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
 }
 

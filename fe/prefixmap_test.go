@@ -10,7 +10,7 @@ import (
 )
 
 // The IPv4 prefixMap behaves as a Go map through random puts, overwrites
-// and deletes, including 0.0.0.0/0 (the integer 0, which intmap keeps
+// and deletes, including 0.0.0.0/0 (the integer 0, which flatmap keeps
 // apart) and prefixes sharing an address; a clone is independent.
 func TestPrefixMap4MatchesGoMap(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))

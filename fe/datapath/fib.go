@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 
-	"github.com/kamstrup/intmap"
+	"github.com/splitplane/splitplane/internal/flatmap"
 )
 
 // The DIR-24-8 FIB of xdp.c (fib_tbl24, fib_tbl8); the values repeat the
@@ -73,9 +73,9 @@ type fib struct {
 	// since the last grace period.
 	free, quarantine []uint32
 	// routes holds the prefixes by length: masked address (host order)
-	// to nexthop id, in open-addressed integer maps (intmap: a million
-	// /24s insert ~2.5x faster than into a Go map).
-	routes [33]*intmap.Map[uint32, uint32]
+	// to nexthop id, in open-addressed integer maps (internal/flatmap: a
+	// million /24s insert ~2.5x faster than into a Go map).
+	routes [33]*flatmap.Map[uint32, uint32]
 	count  int
 	// grace returns when no reader can still use a tbl24 entry that was
 	// overwritten before it was called.
@@ -181,7 +181,7 @@ func (f *fib) apply(routes []prefix, nexthops []uint32) {
 	}
 	for bits, n := range perLen {
 		if n > 0 && f.routes[bits].Len() == 0 {
-			f.routes[bits] = intmap.New[uint32, uint32](n)
+			f.routes[bits] = flatmap.New[uint32, uint32](n)
 		}
 	}
 	for _, i := range order {
@@ -230,7 +230,7 @@ func (f *fib) reserve(n int) error {
 func (f *fib) insert(p prefix, nh uint32) {
 	m := f.routes[p.bits]
 	if m == nil {
-		m = intmap.New[uint32, uint32](0)
+		m = flatmap.New[uint32, uint32](0)
 		f.routes[p.bits] = m
 	}
 	old, existed := m.Get(p.addr)

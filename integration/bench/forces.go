@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kamstrup/intmap"
+	"github.com/splitplane/splitplane/internal/flatmap"
 
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
@@ -610,7 +610,7 @@ func median(v []float64) float64 {
 // the benchmark measures the protocol and the agent, not the kernel.
 type memDatapath struct {
 	mu       sync.Mutex
-	routes   *intmap.Map[uint64, uint32] // packed prefix: one flat array, like the real FIB's
+	routes   *flatmap.Map[uint64, uint32] // packed prefix: one flat array, like the real FIB's
 	nexthops map[uint32]datapath.Nexthop
 	rwrites  int // route sets and deletes
 
@@ -618,7 +618,7 @@ type memDatapath struct {
 }
 
 // key packs a prefix: the address (16 bytes' worth for IPv6 is not needed
-// here) in the low bits, which intmap hashes, and the length above it.
+// here) in the low bits and the length above it.
 func key(p netip.Prefix) uint64 {
 	a := p.Addr().As4()
 	return uint64(p.Bits())<<32 | uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
@@ -627,7 +627,7 @@ func key(p netip.Prefix) uint64 {
 // newMemDatapath returns a datapath sized for n routes, as the real FIB's
 // arrays are allocated whole.
 func newMemDatapath(n int) *memDatapath {
-	return &memDatapath{routes: intmap.New[uint64, uint32](n), nexthops: map[uint32]datapath.Nexthop{}}
+	return &memDatapath{routes: flatmap.New[uint64, uint32](n), nexthops: map[uint32]datapath.Nexthop{}}
 }
 
 func (d *memDatapath) Attach(int, datapath.Mode) error { return nil }
