@@ -24,6 +24,9 @@ type prefixMap[K comparable, V any] interface {
 	len() int
 	all() iter.Seq2[K, V]
 	clone() prefixMap[K, V]
+	// prefetch starts loading where a get, put or del of the prefix will
+	// look, for a loop that knows its next prefixes (aheadOf).
+	prefetch(K)
 }
 
 // newPrefixMap returns an empty map for about n prefixes.
@@ -43,6 +46,7 @@ func (m map4[V]) put(p prefix4, v V)         { m.m.Put(p, v) }
 func (m map4[V]) del(p prefix4)              { m.m.Del(p) }
 func (m map4[V]) len() int                   { return m.m.Len() }
 func (m map4[V]) all() iter.Seq2[prefix4, V] { return m.m.All() }
+func (m map4[V]) prefetch(p prefix4)         { m.m.Prefetch(p) }
 
 func (m map4[V]) clone() prefixMap[prefix4, V] {
 	c := flatmap.New[prefix4, V](m.m.Len())
@@ -59,6 +63,7 @@ func (m goMap[K, V]) get(p K) (V, bool) { v, ok := m[p]; return v, ok }
 func (m goMap[K, V]) put(p K, v V)      { m[p] = v }
 func (m goMap[K, V]) del(p K)           { delete(m, p) }
 func (m goMap[K, V]) len() int          { return len(m) }
+func (m goMap[K, V]) prefetch(K)        {}
 
 func (m goMap[K, V]) all() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {

@@ -189,7 +189,7 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 	targets := map[uint64]*known{}
 	var last *known
 	var lastKey uint64 = 1 << 63 // no row has this key
-	for _, r := range rows {
+	for _, r := range aheadOf(rows, fp.routes.prefetch) {
 		if fp.shadowed(r.prefix) {
 			continue
 		}

@@ -4,9 +4,11 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // The paged row table must behave like a map of rows.
@@ -72,5 +74,43 @@ func TestRowTablePageLimit(t *testing.T) {
 	err := ft.setRoute(uint32(maxRowPages)<<rowPageBits, netip.MustParsePrefix("198.51.100.0/24"), 1, false, nil, nil)
 	if resultOf(err) != forces.ResultMemoryError {
 		t.Fatalf("err = %v (result %v), want a memory error", err, resultOf(err))
+	}
+}
+
+// aheadOf yields every row of its source in order, whatever the count
+// against the look-ahead, prefetches each prefix before its row is
+// yielded, and stops when the loop does.
+func TestAheadOfKeepsOrder(t *testing.T) {
+	for _, n := range []int{0, 1, prefetch.Ahead - 1, prefetch.Ahead, prefetch.Ahead + 1, 100} {
+		src := func(yield func(uint32, rowSlot[prefix4]) bool) {
+			for i := range n {
+				if !yield(uint32(i), rowSlot[prefix4]{prefix: prefix4(i)<<8 | 32, used: true}) {
+					return
+				}
+			}
+		}
+		fetched := map[prefix4]bool{}
+		var got []uint32
+		for row, r := range aheadOf(src, func(p prefix4) { fetched[p] = true }) {
+			if !fetched[r.prefix] {
+				t.Fatalf("n=%d: row %d yielded before its prefix was prefetched", n, row)
+			}
+			if r.prefix != prefix4(row)<<8|32 {
+				t.Fatalf("n=%d: row %d came with the prefix of another", n, row)
+			}
+			got = append(got, row)
+		}
+		if len(got) != n || !slices.IsSorted(got) || n > 0 && got[n-1] != uint32(n-1) {
+			t.Fatalf("n=%d: yielded %v", n, got)
+		}
+		stopped := 0
+		for range aheadOf(src, func(prefix4) {}) {
+			if stopped++; stopped == 3 {
+				break
+			}
+		}
+		if want := min(n, 3); stopped != want {
+			t.Fatalf("n=%d: %d rows after a break at 3", n, stopped)
+		}
 	}
 }

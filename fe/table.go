@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // table is the FE's copy of the rows the CE programmed, in RFC 6956 terms:
@@ -106,20 +107,15 @@ func (t *famTable[K]) index() prefixMap[K, uint32] {
 // prefix left for a later row.
 func (t *famTable[K]) buildIndex() (m prefixMap[K, uint32], stale []uint32) {
 	m = newPrefixMap[K, uint32](len(t.unindexed))
-	rows := t.rows.reader()
-	for _, row := range t.unindexed {
-		if r, ok := rows.get(row); ok {
-			m.put(r.prefix, row) // a later row of the same prefix replaces an earlier
-		}
+	for row, r := range aheadOf(t.unindexedRows(), m.prefetch) {
+		m.put(r.prefix, row) // a later row of the same prefix replaces an earlier
 	}
 	if m.len() != len(t.unindexed) {
 		// A prefix came in more than one row: the rows it left go, as
 		// setRoute would have deleted them.
-		for _, row := range t.unindexed {
-			if r, ok := rows.get(row); ok {
-				if in, _ := m.get(r.prefix); in != row {
-					stale = append(stale, row)
-				}
+		for row, r := range t.unindexedRows() {
+			if in, _ := m.get(r.prefix); in != row {
+				stale = append(stale, row)
 			}
 		}
 	}
@@ -614,6 +610,36 @@ func addr4(v uint32) netip.Addr {
 
 // unindexedRows yields the rows of a full sync not yet indexed, in the
 // order they were set, through a reader of their own (see rowReader).
+// aheadOf yields what rows yields, in the same order, calling prefetch on
+// fetch on each row's prefix prefetch.Ahead rows before yielding it: a loop
+// that looks every prefix up in a million-entry map then finds each slot in
+// the cache, its misses overlapped.
+func aheadOf[K comparable](rows iter.Seq2[uint32, rowSlot[K]], fetch func(K)) iter.Seq2[uint32, rowSlot[K]] {
+	return func(yield func(uint32, rowSlot[K]) bool) {
+		type entry struct {
+			row uint32
+			r   rowSlot[K]
+		}
+		var ring [prefetch.Ahead]entry
+		n := 0
+		for row, r := range rows {
+			fetch(r.prefix)
+			if n >= len(ring) {
+				if e := ring[n%len(ring)]; !yield(e.row, e.r) {
+					return
+				}
+			}
+			ring[n%len(ring)] = entry{row, r}
+			n++
+		}
+		for i := max(0, n-len(ring)); i < n; i++ {
+			if e := ring[i%len(ring)]; !yield(e.row, e.r) {
+				return
+			}
+		}
+	}
+}
+
 func (t *famTable[K]) unindexedRows() iter.Seq2[uint32, rowSlot[K]] {
 	return func(yield func(uint32, rowSlot[K]) bool) {
 		rows := t.rows.reader()

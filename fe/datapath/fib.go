@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/splitplane/splitplane/internal/flatmap"
+	"github.com/splitplane/splitplane/internal/host"
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // The DIR-24-8 FIB of xdp.c (fib_tbl24, fib_tbl8); the values repeat the
@@ -96,6 +98,9 @@ func newFIB(tbl24, tbl8 []uint32, grace func() error) *fib {
 	for g := groups - 1; g >= 0; g-- {
 		f.free = append(f.free, uint32(g))
 	}
+	// The depth arrays are read before they are written.
+	host.Prefault(f.depth24)
+	host.Prefault(f.depth8)
 	return f
 }
 
@@ -184,9 +189,21 @@ func (f *fib) apply(routes []prefix, nexthops []uint32) {
 			f.routes[bits] = flatmap.New[uint32, uint32](n)
 		}
 	}
-	for _, i := range order {
+	for j, i := range order {
+		if j+prefetch.Ahead < len(order) {
+			f.prefetch(routes[order[j+prefetch.Ahead]])
+		}
 		f.insert(routes[i], nexthops[i])
 	}
+}
+
+// prefetch starts loading what inserting p reads first: its slot in the
+// map of its length, and its /24's tbl24 entry and depth.
+func (f *fib) prefetch(p prefix) {
+	f.routes[p.bits].Prefetch(p.addr)
+	i := int(p.addr >> 8)
+	prefetch.Index(f.tbl24, i)
+	prefetch.Index(f.depth24, i)
 }
 
 // groupsNeeded returns how many groups inserting routes would allocate.

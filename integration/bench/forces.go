@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/internal/flatmap"
+	"github.com/splitplane/splitplane/internal/prefetch"
 
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
@@ -655,7 +656,10 @@ func (d *memDatapath) SetRoutes(rs []datapath.Route) error {
 		}
 	}
 	d.mu.Lock()
-	for _, r := range rs {
+	for i, r := range rs {
+		if i+prefetch.Ahead < len(rs) {
+			d.routes.Prefetch(key(rs[i+prefetch.Ahead].Prefix)) // as the real FIB does
+		}
 		d.routes.Put(key(r.Prefix), r.Nexthop)
 	}
 	d.rwrites += len(rs)

@@ -23,7 +23,9 @@ package flatmap
 
 import (
 	"iter"
-	"unsafe"
+
+	"github.com/splitplane/splitplane/internal/host"
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // Key is the integer types a Map takes as keys.
@@ -67,26 +69,10 @@ func New[K Key, V any](capacity int) *Map[K, V] {
 // alloc gives m an empty table of size slots, written once per page.
 func (m *Map[K, V]) alloc(size int) {
 	m.slots = make([]slot[K, V], size)
-	touch(m.slots)
+	host.Prefault(m.slots)
 	m.mask = uint64(size - 1)
 	m.n = 0
 	m.grow = size * 3 / 4
-}
-
-// pageSize is the smallest page a table can be backed by.
-const pageSize = 4096
-
-// touch writes s's memory once per page, so that each page's first access is
-// a write (see the package comment).
-func touch[T any](s []T) {
-	stride := pageSize / int(unsafe.Sizeof(*new(T)))
-	if stride < 1 {
-		stride = 1
-	}
-	var zero T
-	for i := 0; i < len(s); i += stride {
-		s[i] = zero
-	}
 }
 
 // hash mixes every bit of k into every bit of the result (the finalizer of
@@ -228,4 +214,14 @@ func (m *Map[K, V]) All() iter.Seq2[K, V] {
 			}
 		}
 	}
+}
+
+// Prefetch starts loading the slot where a lookup of k begins, so that a
+// Get, Put or Del of k a few operations later (prefetch.Ahead) finds it in
+// the cache.
+func (m *Map[K, V]) Prefetch(k K) {
+	if m == nil {
+		return
+	}
+	prefetch.Index(m.slots, int(hash(k)&m.mask))
 }

@@ -1,12 +1,15 @@
 package flatmap
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // TestAgainstGoMap runs random puts, gets and deletes against a Go map, with
@@ -154,5 +157,40 @@ func TestNilMapReadsEmpty(t *testing.T) {
 	}
 	for k := range m.All() {
 		t.Fatalf("a nil map yields %d", k)
+	}
+	m.Prefetch(1)
+}
+
+// BenchmarkFill measures lookups and inserts, then deletes, of a million
+// random keys in a table sized for them, without and with prefetching
+// prefetch.Ahead keys ahead.
+func BenchmarkFill(b *testing.B) {
+	const n = 1 << 20
+	keys := make([]uint64, n)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range keys {
+		keys[i] = r.Uint64()>>24<<8 | 24
+	}
+	for _, ahead := range []int{0, prefetch.Ahead} {
+		b.Run(fmt.Sprintf("ahead=%d", ahead), func(b *testing.B) {
+			m := New[uint64, uint32](n)
+			for b.Loop() {
+				for i, k := range keys {
+					if ahead > 0 && i+ahead < n {
+						m.Prefetch(keys[i+ahead])
+					}
+					if _, ok := m.Get(k); !ok {
+						m.Put(k, uint32(i))
+					}
+				}
+				for i, k := range keys {
+					if ahead > 0 && i+ahead < n {
+						m.Prefetch(keys[i+ahead])
+					}
+					m.Del(k)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*n), "ns/op")
+		})
 	}
 }
