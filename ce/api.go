@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // The CE's side of the route-programming API: operations on the API's own
@@ -150,7 +151,10 @@ func (c *CE) applyAPI(rib *RIB, ops []RouteOp, out []Change) ([]Change, error) {
 	if free := maxSets - len(rib.sets) + len(rib.freeSets); free < len(ops) {
 		return out, &RouteError{Index: 0, Err: fmt.Errorf("%w: %d next-hop sets free for %d operations", ErrTableFull, free, len(ops))}
 	}
-	for _, op := range ops {
+	for i, op := range ops {
+		if i+prefetch.Ahead < len(ops) {
+			rib.prefetch(srcAPI, ops[i+prefetch.Ahead].Prefix)
+		}
 		if op.Kind == OpDelete {
 			out = rib.del(srcAPI, op.Prefix, out)
 			continue

@@ -25,6 +25,7 @@ import (
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/host"
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // CE is a running control element. Its FIB and FE table are owned by the Run
@@ -572,7 +573,10 @@ func sameFamily(p netip.Prefix, nh netip.Addr) bool {
 // apply feeds BGP's updates to the RIB.
 func (c *CE) apply(rib *RIB, us []bgp.Update, out []Change) []Change {
 	var one [1]netip.Addr
-	for _, u := range us {
+	for i, u := range us {
+		if i+prefetch.Ahead < len(us) {
+			rib.prefetch(srcBGP, us[i+prefetch.Ahead].Prefix)
+		}
 		if u.Withdraw {
 			out = rib.DeleteBGP(u.Prefix, out)
 			continue

@@ -185,6 +185,19 @@ func (r *RIB) SetBGP(p netip.Prefix, hops []netip.Addr, ibgp bool, out []Change)
 	return r.set(srcBGP, p, hops, d, out)
 }
 
+// prefetch starts loading the slots a set or delete of src's route for p
+// will look at first, in src's table and the FIB, for a loop over a batch
+// of routes to call prefetch.Ahead routes early (a million-entry table
+// misses the cache on nearly every route; prefetched, the misses overlap).
+func (r *RIB) prefetch(src source, p netip.Prefix) {
+	if !p.Addr().Is4() {
+		return
+	}
+	k := packPfx4(p.Masked())
+	r.tables[src].v4.Prefetch(k)
+	r.fibs.v4.routes.v4.Prefetch(k)
+}
+
 // DeleteBGP withdraws BGP's route for p.
 func (r *RIB) DeleteBGP(p netip.Prefix, out []Change) []Change { return r.del(srcBGP, p, out) }
 

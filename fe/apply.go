@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // errResult carries a ForCES result code for a rejected row operation.
@@ -125,6 +126,9 @@ func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forc
 		undoTo = nil
 	}
 	for i, it := range items {
+		if i+prefetch.Ahead < len(items) {
+			a.table.prefetch(items[i+prefetch.Ahead])
+		}
 		var err error
 		if it.ClassID == forces.ClassFEProtocol {
 			err = a.setProtocol(it)

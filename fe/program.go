@@ -117,7 +117,7 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 		}
 		return
 	}
-	for p, at := range d.prefixes {
+	for p, at := range aheadOf(maps.All(d.prefixes), dirtyPrefix, fp.routes.prefetch) {
 		programTo(a, fp, p, t.dirtyTarget(p, at), b)
 	}
 	if len(d.nexthops) > 0 || len(d.groups) > 0 {
@@ -189,7 +189,7 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 	targets := map[uint64]*known{}
 	var last *known
 	var lastKey uint64 = 1 << 63 // no row has this key
-	for _, r := range aheadOf(rows, fp.routes.prefetch) {
+	for _, r := range aheadOf(rows, rowPrefix, fp.routes.prefetch) {
 		if fp.shadowed(r.prefix) {
 			continue
 		}

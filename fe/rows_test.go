@@ -91,7 +91,7 @@ func TestAheadOfKeepsOrder(t *testing.T) {
 		}
 		fetched := map[prefix4]bool{}
 		var got []uint32
-		for row, r := range aheadOf(src, func(p prefix4) { fetched[p] = true }) {
+		for row, r := range aheadOf(src, rowPrefix, func(p prefix4) { fetched[p] = true }) {
 			if !fetched[r.prefix] {
 				t.Fatalf("n=%d: row %d yielded before its prefix was prefetched", n, row)
 			}
@@ -104,7 +104,7 @@ func TestAheadOfKeepsOrder(t *testing.T) {
 			t.Fatalf("n=%d: yielded %v", n, got)
 		}
 		stopped := 0
-		for range aheadOf(src, func(prefix4) {}) {
+		for range aheadOf(src, rowPrefix, func(prefix4) {}) {
 			if stopped++; stopped == 3 {
 				break
 			}

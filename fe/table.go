@@ -107,7 +107,7 @@ func (t *famTable[K]) index() prefixMap[K, uint32] {
 // prefix left for a later row.
 func (t *famTable[K]) buildIndex() (m prefixMap[K, uint32], stale []uint32) {
 	m = newPrefixMap[K, uint32](len(t.unindexed))
-	for row, r := range aheadOf(t.unindexedRows(), m.prefetch) {
+	for row, r := range aheadOf(t.unindexedRows(), rowPrefix, m.prefetch) {
 		m.put(r.prefix, row) // a later row of the same prefix replaces an earlier
 	}
 	if m.len() != len(t.unindexed) {
@@ -311,6 +311,17 @@ func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
 		return t.v6.apply(it, d6, undo)
 	}
 	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
+}
+
+// prefetch starts loading the index slot an IPv4 route row will look up,
+// for a loop over a Config's items to call prefetch.Ahead items early.
+func (t *table) prefetch(it forces.Item) {
+	if it.ClassID != forces.ClassIPv4UcastLPM || it.Op != forces.OpSet || t.v4.indexing {
+		return
+	}
+	if i, err := forces.ParseIPv4PrefixInfo(it.FullData); err == nil {
+		t.v4.routes.prefetch(toPrefix4(i.Prefix))
+	}
 }
 
 func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) error {
@@ -610,35 +621,40 @@ func addr4(v uint32) netip.Addr {
 
 // unindexedRows yields the rows of a full sync not yet indexed, in the
 // order they were set, through a reader of their own (see rowReader).
-// aheadOf yields what rows yields, in the same order, calling prefetch on
-// fetch on each row's prefix prefetch.Ahead rows before yielding it: a loop
-// that looks every prefix up in a million-entry map then finds each slot in
-// the cache, its misses overlapped.
-func aheadOf[K comparable](rows iter.Seq2[uint32, rowSlot[K]], fetch func(K)) iter.Seq2[uint32, rowSlot[K]] {
-	return func(yield func(uint32, rowSlot[K]) bool) {
-		type entry struct {
-			row uint32
-			r   rowSlot[K]
+// aheadOf yields what seq yields, in the same order, calling fetch on each
+// pair's key prefetch.Ahead pairs before yielding it: a loop that looks
+// every key up in a million-entry map then finds each slot in the cache,
+// its misses overlapped.
+func aheadOf[A, B, K any](seq iter.Seq2[A, B], key func(A, B) K, fetch func(K)) iter.Seq2[A, B] {
+	return func(yield func(A, B) bool) {
+		type pair struct {
+			a A
+			b B
 		}
-		var ring [prefetch.Ahead]entry
+		var ring [prefetch.Ahead]pair
 		n := 0
-		for row, r := range rows {
-			fetch(r.prefix)
+		for a, b := range seq {
+			fetch(key(a, b))
 			if n >= len(ring) {
-				if e := ring[n%len(ring)]; !yield(e.row, e.r) {
+				if e := ring[n%len(ring)]; !yield(e.a, e.b) {
 					return
 				}
 			}
-			ring[n%len(ring)] = entry{row, r}
+			ring[n%len(ring)] = pair{a, b}
 			n++
 		}
 		for i := max(0, n-len(ring)); i < n; i++ {
-			if e := ring[i%len(ring)]; !yield(e.row, e.r) {
+			if e := ring[i%len(ring)]; !yield(e.a, e.b) {
 				return
 			}
 		}
 	}
 }
+
+// rowPrefix and dirtyPrefix are the keys aheadOf prefetches for rows and
+// for a batch's dirty prefixes.
+func rowPrefix[K comparable](_ uint32, r rowSlot[K]) K { return r.prefix }
+func dirtyPrefix[K comparable](p K, _ uint64) K        { return p }
 
 func (t *famTable[K]) unindexedRows() iter.Seq2[uint32, rowSlot[K]] {
 	return func(yield func(uint32, rowSlot[K]) bool) {
