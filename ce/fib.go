@@ -6,9 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/splitplane/splitplane/internal/flatmap"
-
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/flatmap"
 )
 
 // ChangeKind says what a FIB change does to an FE table.

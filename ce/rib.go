@@ -4,9 +4,8 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/splitplane/splitplane/internal/flatmap"
-
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/flatmap"
 )
 
 // The RIB: every route source's routes, the choice between them by

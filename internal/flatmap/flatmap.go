@@ -2,20 +2,15 @@
 // pointer-free array (open addressing, linear probing): the million-entry
 // IPv4 route tables of the CE and the FE.
 //
-// It replaces github.com/kamstrup/intmap, which has the same layout, for one
-// reason: how a table's memory is first touched. Every insert reads a slot
-// before it writes one, and a large table is fresh memory from the operating
-// system, never touched. Linux answers a first read of an anonymous page by
-// mapping its shared zero page, and the write that follows by copying it into
-// a new page and flushing the old mapping from every CPU the process runs on:
-// an inter-processor interrupt, which a virtual machine pays in exits. On the
-// development VM that made a 4 KiB page of a growing table cost 17 - 19 µs
-// against 2 µs for a first write (docs/performance.md, "Page faults on the
-// development VM"); a full sync of a million routes grows some 200 MB of
-// tables. Here a table is written, one store per page, as it is allocated,
-// so each page takes one fault and no flush. The hash also mixes every bit
-// of the key (intmap multiplies by a 32-bit constant and needs the varying
-// bits of a key low).
+// It replaces github.com/kamstrup/intmap, which has the same layout, for
+// how a table's memory is first touched: every insert reads a slot before it
+// writes one, and a large table is fresh memory, so each page was faulted
+// twice, the second time with a TLB flush on every CPU (17 - 19 µs per 4 KiB
+// page on the development VM, against 2 µs for a first write; see
+// host.Prefault). Here a table is written once per page as it is allocated.
+// The hash also mixes every bit of the key (intmap multiplies by a 32-bit
+// constant and needs the varying bits of a key low), and Prefetch lets a
+// loop over many keys overlap their cache misses.
 //
 // Like intmap, and unlike a Go map, a Map must not be changed while it is
 // iterated.
