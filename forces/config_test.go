@@ -163,6 +163,43 @@ func BenchmarkBuildConfig(b *testing.B) {
 	b.ReportMetric(float64(len(ops))*float64(b.N)/b.Elapsed().Seconds(), "routes/s")
 }
 
+// BenchmarkDecodeRoutes decodes a Config of route rows as the FE does: into
+// a reused MessageBuffer, flattened with AppendItems, each row's FULLDATA
+// parsed.
+func BenchmarkDecodeRoutes(b *testing.B) {
+	msgs, err := BuildConfig(Header{}, nil, routeOps(10_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	wire, err := msgs[0].MarshalBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var (
+		mb    MessageBuffer
+		items []Item
+		rows  int
+	)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := mb.Parse(wire)
+		if err != nil {
+			b.Fatal(err)
+		}
+		items = AppendItems(items[:0], m)
+		rows = 0
+		for _, it := range items {
+			if it.ClassID == ClassIPv4UcastLPM && it.Op == OpSet {
+				if _, err := ParseIPv4PrefixInfo(it.FullData); err != nil {
+					b.Fatal(err)
+				}
+				rows++
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/route")
+}
+
 func BenchmarkParse(b *testing.B) {
 	msgs, err := BuildConfig(Header{}, nil, routeOps(10_000))
 	if err != nil {

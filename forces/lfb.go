@@ -156,29 +156,42 @@ func ParseIPv4PrefixInfo(b []byte) (IPv4PrefixInfo, error) {
 	if len(b) != IPv4PrefixInfoLen {
 		return IPv4PrefixInfo{}, fmt.Errorf("%w: IPv4PrefixInfo is %d bytes, want %d", ErrMalformed, len(b), IPv4PrefixInfoLen)
 	}
+	// The length and the two booleans are each a byte and three of
+	// padding: checked a word at a time, as this runs for every route of
+	// a full sync (the error says which).
+	bits, ecmp, def := binary.BigEndian.Uint32(b[4:]), binary.BigEndian.Uint32(b[12:]), binary.BigEndian.Uint32(b[16:])
+	if bits&0xFFFFFF != 0 || bits>>24 > 32 || ecmp&^(1<<24) != 0 || def&^(1<<24) != 0 {
+		return IPv4PrefixInfo{}, ipv4PrefixInfoError(b)
+	}
+	// Masked as an integer: netip's Masked costs more than the rest of the
+	// parse.
+	a := binary.BigEndian.Uint32(b) &^ (1<<(32-b[4]) - 1)
+	return IPv4PrefixInfo{
+		Prefix:       netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), int(b[4])),
+		HopSelector:  binary.BigEndian.Uint32(b[8:]),
+		ECMP:         ecmp != 0,
+		DefaultRoute: def != 0,
+	}, nil
+}
+
+// ipv4PrefixInfoError says what is wrong with b, an IPv4PrefixInfo of the
+// right size that ParseIPv4PrefixInfo refused.
+func ipv4PrefixInfoError(b []byte) error {
 	if b[4] > 32 {
-		return IPv4PrefixInfo{}, fmt.Errorf("%w: IPv4PrefixInfo prefix length %d", ErrMalformed, b[4])
+		return fmt.Errorf("%w: IPv4PrefixInfo prefix length %d", ErrMalformed, b[4])
 	}
 	ecmp, err1 := padded(b[12:16])
 	def, err2 := padded(b[16:20])
 	_, err3 := padded(b[4:8])
 	for _, err := range []error{err1, err2, err3} {
 		if err != nil {
-			return IPv4PrefixInfo{}, fmt.Errorf("IPv4PrefixInfo: %w", err)
+			return fmt.Errorf("IPv4PrefixInfo: %w", err)
 		}
 	}
 	if ecmp > 1 || def > 1 {
-		return IPv4PrefixInfo{}, fmt.Errorf("%w: IPv4PrefixInfo boolean not 0 or 1", ErrMalformed)
+		return fmt.Errorf("%w: IPv4PrefixInfo boolean not 0 or 1", ErrMalformed)
 	}
-	// Masked as an integer: netip's Masked costs more than the rest of the
-	// parse, and this runs for every route of a full sync.
-	a := binary.BigEndian.Uint32(b) &^ (1<<(32-b[4]) - 1)
-	return IPv4PrefixInfo{
-		Prefix:       netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), int(b[4])),
-		HopSelector:  binary.BigEndian.Uint32(b[8:]),
-		ECMP:         ecmp == 1,
-		DefaultRoute: def == 1,
-	}, nil
+	return fmt.Errorf("%w: IPv4PrefixInfo", ErrMalformed) // not reached
 }
 
 // IPv4NextHopInfo is a row of the IPv4NextHop LFB's IPv4NextHopTable.

@@ -208,6 +208,9 @@ func TestPrefixInfoVector(t *testing.T) {
 		"c6336400 21000000 00000007 00000000 00000000", // prefixlen 33
 		"c6336400 18000100 00000007 00000000 00000000", // padding
 		"c6336400 18000000 00000007 02000000 00000000", // boolean 2
+		"c6336400 18000000 00000007 01000100 00000000", // ECMP padding
+		"c6336400 18000000 00000007 00000000 00000001", // default-route padding
+		"c6336400 18000000 00000007 00000000 ff000000", // default-route boolean 255
 	} {
 		if _, err := ParseIPv4PrefixInfo(unhex(t, h)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("ParseIPv4PrefixInfo(%s) err = %v, want ErrMalformed", h, err)

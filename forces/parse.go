@@ -264,11 +264,10 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 			if ptyp != TLVPathData {
 				return LFBSelect{}, fmt.Errorf("%w: TLV %#04x inside operation %v, want PATH-DATA", ErrMalformed, ptyp, op.Type)
 			}
-			pd, err := p.pathData(pval, 1)
-			if err != nil {
+			op.Paths = append(op.Paths, PathData{})
+			if err := p.pathData(&op.Paths[len(op.Paths)-1], pval, 1); err != nil {
 				return LFBSelect{}, err
 			}
-			op.Paths = append(op.Paths, pd)
 		}
 		if err := checkOpShape(op.Type, len(op.Paths), op.Result != nil); err != nil {
 			return LFBSelect{}, fmt.Errorf("%w: %w", ErrMalformed, err)
@@ -289,25 +288,29 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 	return s, nil
 }
 
-func (p *parser) pathData(val []byte, depth int) (PathData, error) {
+// pathData parses a PATH-DATA value into pd, which must be zero: in place,
+// as a full sync's Configs hold thousands each.
+func (p *parser) pathData(pd *PathData, val []byte, depth int) error {
 	if depth > MaxPathDepth {
-		return PathData{}, fmt.Errorf("%w: depth %d", ErrTooDeep, depth)
+		return fmt.Errorf("%w: depth %d", ErrTooDeep, depth)
 	}
 	if len(val) < 4 {
-		return PathData{}, fmt.Errorf("%w: PATH-DATA value is %d bytes, want at least 4", ErrMalformed, len(val))
+		return fmt.Errorf("%w: PATH-DATA value is %d bytes, want at least 4", ErrMalformed, len(val))
 	}
-	pd := PathData{Flags: binary.BigEndian.Uint16(val)}
+	pd.Flags = binary.BigEndian.Uint16(val)
 	n := int(binary.BigEndian.Uint16(val[2:]))
 	rest := val[4:]
 	if n*4 > len(rest) {
-		return PathData{}, fmt.Errorf("%w: PATH-DATA IDcount %d runs past the %d bytes left", ErrMalformed, n, len(rest))
+		return fmt.Errorf("%w: PATH-DATA IDcount %d runs past the %d bytes left", ErrMalformed, n, len(rest))
 	}
 	if n > 0 {
 		start := len(p.ids)
-		for i := 0; i < n; i++ {
-			p.ids = append(p.ids, binary.BigEndian.Uint32(rest[4*i:]))
+		ids := slices.Grow(p.ids, n)[start : start+n]
+		for i := range ids {
+			ids[i] = binary.BigEndian.Uint32(rest[4*i:])
 		}
-		pd.IDs = p.ids[start : start+n : start+n]
+		p.ids = p.ids[:start+n]
+		pd.IDs = ids[:n:n]
 	}
 	rest = rest[4*n:]
 
@@ -315,20 +318,20 @@ func (p *parser) pathData(val []byte, depth int) (PathData, error) {
 	for len(rest) > 0 {
 		typ, v, next, err := nextTLV(rest)
 		if err != nil {
-			return PathData{}, err
+			return err
 		}
 		rest = next
 		if sawData && !(typ == TLVPathData && len(pd.Children) > 0) {
-			return PathData{}, fmt.Errorf("%w: TLV %#04x after the DATA of a PATH-DATA", ErrMalformed, typ)
+			return fmt.Errorf("%w: TLV %#04x after the DATA of a PATH-DATA", ErrMalformed, typ)
 		}
 		switch typ {
 		case TLVKeyInfo:
 			if pd.Key != nil {
-				return PathData{}, fmt.Errorf("%w: duplicate KEYINFO", ErrMalformed)
+				return fmt.Errorf("%w: duplicate KEYINFO", ErrMalformed)
 			}
 			k, err := keyInfo(v)
 			if err != nil {
-				return PathData{}, err
+				return err
 			}
 			pd.Key = k
 			continue
@@ -338,22 +341,21 @@ func (p *parser) pathData(val []byte, depth int) (PathData, error) {
 			pd.SparseData, pd.HasSparseData = bytesOrNil(v), true
 		case TLVResult:
 			if len(v) != 4 {
-				return PathData{}, fmt.Errorf("%w: RESULT value is %d bytes, want 4", ErrMalformed, len(v))
+				return fmt.Errorf("%w: RESULT value is %d bytes, want 4", ErrMalformed, len(v))
 			}
 			r := v[0]
 			pd.Result = &r
 		case TLVPathData:
-			child, err := p.pathData(v, depth+1)
-			if err != nil {
-				return PathData{}, err
+			pd.Children = append(pd.Children, PathData{})
+			if err := p.pathData(&pd.Children[len(pd.Children)-1], v, depth+1); err != nil {
+				return err
 			}
-			pd.Children = append(pd.Children, child)
 		default:
-			return PathData{}, fmt.Errorf("%w: TLV %#04x inside PATH-DATA", ErrMalformed, typ)
+			return fmt.Errorf("%w: TLV %#04x inside PATH-DATA", ErrMalformed, typ)
 		}
 		sawData = true
 	}
-	return pd, nil
+	return nil
 }
 
 func keyInfo(v []byte) (*KeyInfo, error) {
