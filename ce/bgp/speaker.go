@@ -380,16 +380,24 @@ func (s *Speaker) neighborStatus(counts bool) []NeighborStatus {
 // routes; those with graceful restart see the connection close without
 // one, so they keep the routes, marked stale, for the restart time
 // (RFC 4724), until this speaker comes back.
+//
+// Every session is closed first, all at once. GoBGP's own shutdown then
+// withdraws each neighbour's routes from its tables, one neighbour after
+// the other, which takes seconds per million routes and tells nobody
+// anything: Stop waits for it at most stopWait, so that a CE holding a full
+// table stops in a few seconds instead of being killed for taking too long.
 func (s *Speaker) Stop() {
 	s.cancel()
 	if s.done != nil {
 		<-s.done
 	}
 	s.mu.Lock()
-	var restart []Neighbor
+	var restart, plain []Neighbor
 	for _, n := range s.configured {
 		if n.GracefulRestart != nil {
 			restart = append(restart, n)
+		} else {
+			plain = append(plain, n)
 		}
 	}
 	s.mu.Unlock()
@@ -397,6 +405,23 @@ func (s *Speaker) Stop() {
 		n := abortSessions(restart, s.listenPort)
 		s.log.Info("bgp: graceful-restart sessions reset for restart", "sessions", n)
 	}
-	_ = s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true})
-	s.srv.Stop()
+	for _, n := range plain {
+		// A Cease (administrative shutdown), and no reconnection.
+		_ = s.srv.DisablePeer(context.Background(), &api.DisablePeerRequest{Address: n.Address.String(), Communication: "splitplane stopping"})
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true})
+		s.srv.Stop()
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(stopWait):
+		s.log.Info("bgp: sessions closed; not waiting for GoBGP to release its routes", "waited", stopWait)
+	}
 }
+
+// stopWait is how long Stop waits for GoBGP to release its tables once
+// every session is closed.
+const stopWait = 2 * time.Second

@@ -434,3 +434,41 @@ func TestSpeakerSinglePath(t *testing.T) {
 	l.col.mu.Unlock()
 	l.stop(t)
 }
+
+// Stop closes a session without graceful restart itself, with a Cease
+// (administrative shutdown) sent before GoBGP's own teardown withdraws the
+// neighbour's routes from its tables (seconds for a full table), and
+// returns within stopWait whatever that teardown takes.
+func TestStopClosesSessionsFirst(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	col := &collector{fib: map[netip.Prefix]netip.Addr{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sp, err := Start(ctx, Config{
+		ASN: 65001, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
+		Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true}},
+		Logger:    slog.New(slog.DiscardHandler),
+	}, col.apply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := peer.Start(ctx, peer.Config{
+		ASN: 65002, RouterID: netip.MustParseAddr("127.0.0.2"), ListenPort: -1, LocalAddress: netip.MustParseAddr("127.0.0.2"),
+		Neighbor: netip.MustParseAddr("127.0.0.1"), NeighborASN: 65001, NeighborPort: uint32(port),
+		Routes: 2000, Seed: 7, NextHop: netip.MustParseAddr("192.0.2.10"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	eventually(t, "2000 routes learned", func() bool { return len(col.snapshot()) == 2000 })
+
+	start := time.Now()
+	sp.Stop()
+	if took := time.Since(start); took > stopWait+time.Second {
+		t.Errorf("Stop took %s, want at most stopWait (%s) and a little", took, stopWait)
+	}
+	eventually(t, "the peer told of the shutdown", func() bool {
+		return strings.Contains(p.Status().LastDown, "administrative shutdown")
+	})
+}

@@ -358,7 +358,7 @@ func peerCmd() *cobra.Command {
 		seed                        int64
 		listenPort                  int32
 		control                     string
-		gracefulRestart             time.Duration
+		gracefulRestart, holdTime   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "peer",
@@ -366,7 +366,7 @@ func peerCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := peer.Config{ASN: asn, NeighborASN: neighborASN, Routes: routes, Seed: seed, ListenPort: listenPort, Logger: newLogger(),
-				GracefulRestart: gracefulRestart}
+				GracefulRestart: gracefulRestart, HoldTime: holdTime}
 			var err error
 			if cfg.RouterID, err = netip.ParseAddr(routerID); err != nil {
 				return fmt.Errorf("%w: --router-id %q: %v", errUsage, routerID, err)
@@ -412,6 +412,7 @@ func peerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.Uint32Var(&asn, "asn", 65002, "local AS number")
 	f.DurationVar(&gracefulRestart, "graceful-restart", 0, "graceful restart (RFC 4724) with this restart time; 0: off")
+	f.DurationVar(&holdTime, "hold-time", peer.DefaultHoldTime, "hold time (whole seconds, at least 3s); keepalives every third of it")
 	f.StringVar(&routerID, "router-id", "", "BGP identifier (IPv4)")
 	f.StringVar(&neighbor, "neighbor", "", "neighbour address")
 	f.Uint32Var(&neighborASN, "neighbor-asn", 65001, "neighbour AS number")

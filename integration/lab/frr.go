@@ -57,7 +57,8 @@ func (o *Options) writeFRR(p bgpPeer) error {
 	} else {
 		fmt.Fprintf(&b, " bgp graceful-restart\n bgp graceful-restart restart-time %d\n", int(o.PeerRestartTime.Seconds()))
 	}
-	fmt.Fprintf(&b, " neighbor %s remote-as %d\n neighbor %s timers 3 9\n neighbor %s timers connect 1\n", n, RouterASN, n, n)
+	hold, keepalive := o.timers()
+	fmt.Fprintf(&b, " neighbor %s remote-as %d\n neighbor %s timers %d %d\n neighbor %s timers connect 1\n", n, RouterASN, n, keepalive, hold, n)
 	if o.Password != "" && p.role == "peer" {
 		fmt.Fprintf(&b, " neighbor %s password %s\n", n, o.Password)
 	}

@@ -489,9 +489,15 @@ func stopPid(pid int, wantCmd string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
-	time.Sleep(100 * time.Millisecond)
-	if alive(pid, wantCmd) {
-		return fmt.Errorf("pid %d (%s) survived SIGKILL", pid, wantCmd)
+	// A killed process with a big heap takes a while to give its memory
+	// back, and holds its sockets until then: the daemon started next
+	// would find them in use.
+	deadline = time.Now().Add(10 * time.Second)
+	for alive(pid, wantCmd) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d (%s) survived SIGKILL", pid, wantCmd)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	return nil
 }
@@ -499,14 +505,17 @@ func stopPid(pid int, wantCmd string) error {
 // alive reports whether pid runs a command line containing want (and is not a zombie).
 // A process in the middle of exec (nsenter becoming splitplane) briefly shows
 // an empty command line, so only a process that is gone, a zombie, or
-// running something else counts as not alive.
+// running something else counts as not alive. A multi-threaded process
+// that is exiting shows its main thread a zombie while the others still
+// close its files and free its memory: it is alive until they are gone.
 func alive(pid int, want string) bool {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false
 	}
 	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-		return false
+		threads, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		return len(threads) > 1
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
