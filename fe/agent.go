@@ -264,6 +264,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer func() {
 			a.mu.Lock()
 			a.kernel.removeAll()
+			a.kernel.close()
 			a.mu.Unlock()
 		}()
 		ifindexes := make([]int, len(links))

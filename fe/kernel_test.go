@@ -42,6 +42,7 @@ func TestKernelFIB(t *testing.T) {
 		def := toPrefix4(netip.MustParsePrefix("0.0.0.0/0"))
 
 		k := newKernelFIB(KernelRoutesDefault)
+		defer k.close()
 		k.sync(p, gw1)
 		k.sync(def, gw1)
 		if got := kernelRoutes(t, h); len(got) != 1 || got["0.0.0.0/0"] != "10.9.0.2" {
@@ -49,6 +50,7 @@ func TestKernelFIB(t *testing.T) {
 		}
 
 		k = newKernelFIB(KernelRoutesAll)
+		defer k.close()
 		k.sync(p, gw1)
 		k.sync(p, gw2)
 		if got := kernelRoutes(t, h); got["198.51.100.0/24"] != "10.9.0.3" {
@@ -67,6 +69,7 @@ func TestKernelFIB(t *testing.T) {
 			t.Fatalf("mode all: kernel has %v (len %d), want 2001:db8:100::/48 via fd00:9::3", got, k.len())
 		}
 		k6 := newKernelFIB(KernelRoutesDefault)
+		defer k6.close()
 		k6.sync6(netip.MustParsePrefix("2001:db8:200::/48"), netip.MustParseAddr("fd00:9::2"))
 		k6.sync6(netip.MustParsePrefix("::/0"), netip.MustParseAddr("fd00:9::2"))
 		if got := kernelRoutes(t, h); got["::/0"] != "fd00:9::2" || got["2001:db8:200::/48"] != "" {
@@ -78,7 +81,9 @@ func TestKernelFIB(t *testing.T) {
 			t.Fatalf("IPv6 routes not removed: %v (errors %d, %s)", got, k.errors, k.lastErr)
 		}
 		k.sync6(p6, netip.MustParseAddr("fd00:9::2"))
-		if err := newKernelFIB(KernelRoutesAll).sweep(); err != nil {
+		sweeper := newKernelFIB(KernelRoutesAll)
+		defer sweeper.close()
+		if err := sweeper.sweep(); err != nil {
 			t.Fatal(err)
 		}
 		if got := kernelRoutes(t, h); len(got) != 0 {
