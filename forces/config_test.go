@@ -163,10 +163,10 @@ func BenchmarkBuildConfig(b *testing.B) {
 	b.ReportMetric(float64(len(ops))*float64(b.N)/b.Elapsed().Seconds(), "routes/s")
 }
 
-// BenchmarkDecodeRoutes decodes a Config of route rows as the FE does: into
-// a reused MessageBuffer, flattened with AppendItems, each row's FULLDATA
-// parsed.
-func BenchmarkDecodeRoutes(b *testing.B) {
+// routeConfig returns the first Config message of 10,000 route rows, and its
+// encoding.
+func routeConfig(b *testing.B) (*Message, []byte) {
+	b.Helper()
 	msgs, err := BuildConfig(Header{}, nil, routeOps(10_000))
 	if err != nil {
 		b.Fatal(err)
@@ -175,6 +175,14 @@ func BenchmarkDecodeRoutes(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return msgs[0], wire
+}
+
+// BenchmarkDecodeRoutes decodes a Config of route rows as the FE does: into
+// a reused MessageBuffer, flattened with AppendItems, each row's FULLDATA
+// parsed.
+func BenchmarkDecodeRoutes(b *testing.B) {
+	_, wire := routeConfig(b)
 	var (
 		mb    MessageBuffer
 		items []Item
@@ -201,15 +209,8 @@ func BenchmarkDecodeRoutes(b *testing.B) {
 }
 
 func BenchmarkParse(b *testing.B) {
-	msgs, err := BuildConfig(Header{}, nil, routeOps(10_000))
-	if err != nil {
-		b.Fatal(err)
-	}
-	wire, err := msgs[0].MarshalBinary()
-	if err != nil {
-		b.Fatal(err)
-	}
-	routes := len(Items(msgs[0]))
+	m, wire := routeConfig(b)
+	routes := len(Items(m))
 	b.SetBytes(int64(len(wire)))
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -70,13 +70,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// The speaker peers with a real BGP speaker over loopback TCP and turns its
-// announcements and withdrawals into updates with the announced next hop.
-func TestSpeakerLearnsAndForgets(t *testing.T) {
+// startPassive starts a speaker on 127.0.0.1 (AS 65001) waiting for one
+// neighbour, 127.0.0.2 in AS 65002, and returns it, its port and the FIB its
+// updates build.
+func startPassive(ctx context.Context, t *testing.T) (*Speaker, int32, *collector) {
+	t.Helper()
 	port := freePort(t, "127.0.0.1")
 	col := &collector{fib: map[netip.Prefix]netip.Addr{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	sp, err := Start(ctx, Config{
 		ASN: 65001, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
 		Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true}},
@@ -85,6 +85,15 @@ func TestSpeakerLearnsAndForgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sp, port, col
+}
+
+// The speaker peers with a real BGP speaker over loopback TCP and turns its
+// announcements and withdrawals into updates with the announced next hop.
+func TestSpeakerLearnsAndForgets(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sp, port, col := startPassive(ctx, t)
 	defer sp.Stop()
 
 	nh := netip.MustParseAddr("192.0.2.10")
@@ -440,18 +449,9 @@ func TestSpeakerSinglePath(t *testing.T) {
 // neighbour's routes from its tables (seconds for a full table), and
 // returns within stopWait whatever that teardown takes.
 func TestStopClosesSessionsFirst(t *testing.T) {
-	port := freePort(t, "127.0.0.1")
-	col := &collector{fib: map[netip.Prefix]netip.Addr{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sp, err := Start(ctx, Config{
-		ASN: 65001, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
-		Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true}},
-		Logger:    slog.New(slog.DiscardHandler),
-	}, col.apply)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp, port, col := startPassive(ctx, t)
 	p, err := peer.Start(ctx, peer.Config{
 		ASN: 65002, RouterID: netip.MustParseAddr("127.0.0.2"), ListenPort: -1, LocalAddress: netip.MustParseAddr("127.0.0.2"),
 		Neighbor: netip.MustParseAddr("127.0.0.1"), NeighborASN: 65001, NeighborPort: uint32(port),
