@@ -344,7 +344,8 @@ func (a *Agent) Status() Status {
 	}
 	st.ProtocolErrors = a.protocolErrors.Load()
 	if a.kernel != nil {
-		st.KernelRoutes, st.KernelErrors = a.kernel.len(), a.kernel.errors
+		ks := a.kernel.stats()
+		st.KernelRoutes, st.KernelErrors = ks.routes, ks.errors
 	}
 	st.Low = LowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
 		Injected: a.low.injected.Load(), Events: a.low.events.Load()}

@@ -142,7 +142,8 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 	var kernelRoutes int
 	var kernelErrors uint64
 	if kernel {
-		kernelRoutes, kernelErrors = a.kernel.len(), a.kernel.errors
+		ks := a.kernel.stats()
+		kernelRoutes, kernelErrors = ks.routes, ks.errors
 	}
 	ports := make([]metricsPort, 0, len(a.ports))
 	for _, p := range a.ports {
