@@ -657,6 +657,9 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 		add(bird, "")
 		add(ceRSS, birdRSS)
 		add(birdRSS, "")
+		gConv, gRSS := GoBGPMetrics(opts.ProgrammingRoutes)
+		add(gConv, bird)
+		add(gRSS, birdRSS)
 	}
 	return req, nil
 }

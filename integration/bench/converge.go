@@ -29,6 +29,7 @@ import (
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/nsthread"
+	"github.com/splitplane/splitplane/integration/peer"
 	"github.com/splitplane/splitplane/integration/routegen"
 )
 
@@ -114,6 +115,14 @@ const (
 	MetricBIRDRSS1M    = "bird_rss_mb_1m"
 )
 
+// GoBGPMetrics returns the names of Converge's figures for GoBGP receiving
+// the table of routes entries alone: its time (against BIRD's) and its
+// memory (against the receiving BIRD's).
+func GoBGPMetrics(routes int) (converge, rss string) {
+	l := datapath.SizeLabel(routes)
+	return "gobgp_alone_" + l + "_s", "gobgp_alone_rss_mb_" + l
+}
+
 // ConvergeMetrics returns the metric names Converge uses for a table of
 // routes entries (datapath.SizeLabel writes the size: converge_20k_s for
 // 20,000): splitplane's convergence time, BIRD's, the CE's memory and the
@@ -139,6 +148,11 @@ func ConvergeMetrics(routes int) (converge, birdKernel, ceRSS, birdRSS string) {
 //     kernel holds them all, counted from the kernel's own route
 //     notifications (an RTM_NEWROUTE listener in BIRD's namespace, exact to
 //     the route) and checked by a full netlink dump at the end;
+//   - gobgp_alone_SIZE_s and gobgp_alone_rss_mb_SIZE: the same table into
+//     GoBGP with nothing else to do (`splitplane peer --routes 0` in the
+//     CE's place: GoBGP v4 as the CE embeds it, its best-path watcher only
+//     counting), timed to its last route, and its VmRSS after Settle: the
+//     floor under any CE built on GoBGP;
 //   - ce_rss_mb_SIZE: VmRSS of the CE process, in MB of 10^6 bytes, after it
 //     has held the complete table for Settle; against bird_rss_mb_SIZE, the
 //     receiving BIRD's VmRSS when its table was complete.
@@ -198,7 +212,7 @@ func Converge(ctx context.Context, opts ConvergeOptions) (_ []Result, err error)
 		return nil, fmt.Errorf("bench converge: sender: %w", err)
 	}
 
-	var sp, bk, rss, brss []float64
+	var sp, bk, rss, brss, gb, grss []float64
 	for r := range opts.Rounds {
 		f, err := c.splitplaneRound(ctx)
 		if err != nil {
@@ -212,13 +226,22 @@ func Converge(ctx context.Context, opts ConvergeOptions) (_ []Result, err error)
 		}
 		c.progress("round %d/%d: BIRD into the kernel %d routes in %.2fs (first after %.2fs, 99%% after %.2fs); BIRD VmRSS %.0f MB",
 			r+1, opts.Rounds, opts.Routes, b.all.Seconds(), b.first.Seconds(), b.p99.Seconds(), b.rss)
-		sp, bk = append(sp, f.all.Seconds()), append(bk, b.all.Seconds())
-		rss, brss = append(rss, f.rss), append(brss, b.rss)
+		g, err := c.gobgpRound(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench converge: GoBGP alone, round %d: %w", r+1, err)
+		}
+		c.progress("round %d/%d: GoBGP alone %d routes in %.2fs (first after %.2fs, 99%% after %.2fs); VmRSS %.0f MB",
+			r+1, opts.Rounds, opts.Routes, g.all.Seconds(), g.first.Seconds(), g.p99.Seconds(), g.rss)
+		sp, bk, gb = append(sp, f.all.Seconds()), append(bk, b.all.Seconds()), append(gb, g.all.Seconds())
+		rss, brss, grss = append(rss, f.rss), append(brss, b.rss), append(grss, g.rss)
 	}
 	conv, bird, ceRSS, birdRSS := ConvergeMetrics(opts.Routes)
+	gConv, gRSS := GoBGPMetrics(opts.Routes)
 	return []Result{
 		{Metric: conv, Value: median(sp), Unit: "s", Baseline: bird, BaselineValue: median(bk)},
 		{Metric: ceRSS, Value: median(rss), Unit: "MB", Baseline: birdRSS, BaselineValue: median(brss)},
+		{Metric: gConv, Value: median(gb), Unit: "s", Baseline: bird, BaselineValue: median(bk)},
+		{Metric: gRSS, Value: median(grss), Unit: "MB", Baseline: birdRSS, BaselineValue: median(brss)},
 	}, nil
 }
 
@@ -652,6 +675,59 @@ protocol bgp from_sender {
 	return b, nil
 }
 
+// gobgpRound starts `splitplane peer` in the CE's place, announcing nothing,
+// and times the table into its GoBGP (its status's received count).
+func (c *convergeRun) gobgpRound(ctx context.Context) (g birdFigures, err error) {
+	var proc *cvgProc
+	enabled := false
+	defer func() {
+		if proc != nil {
+			c.stopProc(proc, &err)
+		}
+		if enabled {
+			c.disableSession("to_ce", &err)
+		}
+	}()
+	sock := c.path("gobgp.sock")
+	proc, err = c.start("gobgp", c.ns.rtr, c.opts.Binary, "peer", "--routes", "0",
+		"--asn", strconv.Itoa(cvgRouterASN), "--router-id", cvgRouter.String(), "--next-hop", cvgRouter.String(),
+		"--neighbor", cvgSenderRtr.String(), "--neighbor-asn", strconv.Itoa(cvgSenderASN), "--control", sock)
+	if err != nil {
+		return g, err
+	}
+	daemons := []*cvgProc{c.sender, proc}
+	status := newStatusClient(sock)
+	status.path = "/status"
+	defer status.close()
+	err = c.poll(ctx, time.Minute, 50*time.Millisecond, "GoBGP to serve its status", daemons, func() (bool, error) {
+		var st peer.Status
+		return status.get(&st) == nil, nil
+	})
+	if err != nil {
+		return g, err
+	}
+	enabled = true
+	est, err := c.enableSession(ctx, "to_ce", daemons)
+	if err != nil {
+		return g, err
+	}
+	g.tableTimes, err = c.waitTable(ctx, est, "routes received by GoBGP", daemons, func() (int, time.Time, error) {
+		var st peer.Status
+		if err := status.get(&st); err != nil {
+			return 0, time.Time{}, err
+		}
+		return int(st.Received), time.Now(), nil
+	})
+	if err != nil {
+		return g, err
+	}
+	if err := sleepCtx(ctx, c.opts.Settle); err != nil {
+		return g, err
+	}
+	g.rss, _, err = procMemory(proc.pid())
+	return g, err
+}
+
 // enableSession enables one of the sender's sessions and returns when it
 // reached Established, as the sender records it.
 func (c *convergeRun) enableSession(ctx context.Context, name string, daemons []*cvgProc) (time.Time, error) {
@@ -947,8 +1023,9 @@ func kBToMB(v string) (float64, error) {
 // connection, so that polling it many times a second costs the daemon no
 // new connections.
 type statusClient struct {
-	c *http.Client
-	t *http.Transport
+	c    *http.Client
+	t    *http.Transport
+	path string // of the status resource: "/" (CE, FE), "/status" (peer)
 }
 
 func newStatusClient(socket string) *statusClient {
@@ -956,11 +1033,11 @@ func newStatusClient(socket string) *statusClient {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
 	}}
-	return &statusClient{c: &http.Client{Timeout: 5 * time.Second, Transport: t}, t: t}
+	return &statusClient{c: &http.Client{Timeout: 5 * time.Second, Transport: t}, t: t, path: "/"}
 }
 
 func (s *statusClient) get(v any) error {
-	resp, err := s.c.Get("http://unix/")
+	resp, err := s.c.Get("http://unix" + s.path)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,8 @@ func TestConverge(t *testing.T) {
 	if conv != "converge_20k_s" {
 		t.Errorf("metric name %q for 20k routes", conv)
 	}
-	want := map[string][2]string{conv: {"s", bird}, ceRSS: {"MB", birdRSS}}
+	gConv, gRSS := GoBGPMetrics(20_000)
+	want := map[string][2]string{conv: {"s", bird}, ceRSS: {"MB", birdRSS}, gConv: {"s", bird}, gRSS: {"MB", birdRSS}}
 	for _, r := range results {
 		w, ok := want[r.Metric]
 		if !ok {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
@@ -50,6 +51,12 @@ type Status struct {
 	State string `json:"state"`
 	// Announced is the number of prefixes currently announced.
 	Announced int `json:"announced"`
+	// Received counts the neighbour's routes as GoBGP's best-path watcher
+	// reports them: announcements less withdrawals. A prefix announced again
+	// with new attributes counts again, so it is exact only while the
+	// neighbour announces each prefix once (as `splitplane bench converge`'s
+	// sender does, timing GoBGP with nothing else to do).
+	Received int64 `json:"received"`
 	// Uptime is how long the session has been established (0 otherwise).
 	Uptime        Seconds   `json:"uptime_seconds"`
 	EstablishedAt time.Time `json:"established_at,omitzero"`
@@ -87,6 +94,8 @@ type Peer struct {
 	cancel context.CancelFunc           // stops the peer-state watcher
 
 	opMu sync.Mutex // serialises Announce, Withdraw and Stop
+
+	received atomic.Int64 // see Status.Received
 
 	mu          sync.Mutex // guards the fields below
 	announced   map[netip.Prefix]struct{}
@@ -145,9 +154,10 @@ func (p *Peer) start(ctx context.Context) error {
 	// Watch before adding the neighbour so that no transition is missed.
 	wctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	err = p.srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{OnPeerUpdate: p.onPeerUpdate}, server.WatchPeer())
+	err = p.srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{OnPeerUpdate: p.onPeerUpdate, OnBestPath: p.onBestPath},
+		server.WatchPeer(), server.WatchBestPath(false))
 	if err != nil {
-		return fmt.Errorf("%w: watch peer state: %w", ErrGoBGP, err)
+		return fmt.Errorf("%w: watch peer state and best paths: %w", ErrGoBGP, err)
 	}
 
 	// Announce before the neighbour exists: GoBGP then sends the whole table
@@ -220,6 +230,22 @@ func (p *Peer) onPeerUpdate(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 }
 
+// onBestPath counts the neighbour's routes (Status.Received).
+func (p *Peer) onBestPath(paths []*apiutil.Path, _ time.Time) {
+	var n int64
+	for _, path := range paths {
+		if path.PeerAddress.Unmap() != p.cfg.Neighbor.Unmap() {
+			continue // ours
+		}
+		if path.Withdrawal {
+			n--
+		} else {
+			n++
+		}
+	}
+	p.received.Add(n)
+}
+
 // stateName turns GoBGP's BGP_FSM_ESTABLISHED into established.
 func stateName(s bgp.FSMState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "BGP_FSM_"))
@@ -233,6 +259,7 @@ func (p *Peer) Status() Status {
 		Neighbor:      p.cfg.Neighbor.String(),
 		State:         stateName(p.state),
 		Announced:     len(p.announced),
+		Received:      p.received.Load(),
 		EstablishedAt: p.since,
 		Established:   p.established,
 		LastDown:      p.lastDown,

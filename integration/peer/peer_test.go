@@ -528,3 +528,37 @@ func BenchmarkStart(b *testing.B) {
 		})
 	}
 }
+
+// Status.Received follows the routes the neighbour announces and withdraws;
+// the Peer's own routes do not count.
+func TestReceivedCountsTheNeighboursRoutes(t *testing.T) {
+	port := freePort(t, recvAddr)
+	b, err := Start(context.Background(), Config{
+		ASN: recvASN, RouterID: netip.MustParseAddr("10.255.0.2"), ListenPort: port, ListenAddrs: []string{recvAddr},
+		Neighbor: netip.MustParseAddr(peerAddr), NeighborASN: peerASN, Routes: 0, NextHop: nextHop,
+		Extra: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}, Logger: testLogger(t).With("side", "b"),
+	})
+	if err != nil {
+		t.Fatalf("Start b: %v", err)
+	}
+	defer b.Stop()
+	a, err := Start(context.Background(), Config{
+		ASN: peerASN, RouterID: netip.MustParseAddr("10.255.0.1"), ListenPort: -1, LocalAddress: netip.MustParseAddr(peerAddr),
+		Neighbor: netip.MustParseAddr(recvAddr), NeighborASN: recvASN, NeighborPort: uint32(port),
+		Routes: 50, Seed: 1, NextHop: nextHop, Logger: testLogger(t).With("side", "a"),
+	})
+	if err != nil {
+		t.Fatalf("Start a: %v", err)
+	}
+	defer a.Stop()
+	eventually(t, "b to receive a's 50 routes", func() bool { return b.Status().Received == 50 })
+	eventually(t, "a to receive b's one route", func() bool { return a.Status().Received == 1 })
+	if err := a.Withdraw(routegen.Generate(50, 1)[:10]...); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b to see 10 withdrawn", func() bool { return b.Status().Received == 40 })
+	time.Sleep(200 * time.Millisecond)
+	if got := b.Status().Received; got != 40 {
+		t.Fatalf("b received %d, want 40", got)
+	}
+}
