@@ -31,11 +31,13 @@ type BenchFigure struct {
 
 // Metric names of BenchFIB. Lookup figures are named by table size with
 // SizeLabel (fib_lookup_ns_1k, fib_lookup_ns_100k, fib_lookup_ns_1m,
-// lpm_trie_lookup_ns_1m).
+// lpm_trie_lookup_ns_1m; fib_lookup_inside_ns_1k, ...).
 const (
-	MetricFIBLookupPrefix     = "fib_lookup_ns_"
-	MetricTrieLookupPrefix    = "lpm_trie_lookup_ns_"
-	MetricFIBInstallPerSecond = "fib_install_routes_per_s"
+	MetricFIBLookupPrefix        = "fib_lookup_ns_"
+	MetricTrieLookupPrefix       = "lpm_trie_lookup_ns_"
+	MetricFIBLookupInsidePrefix  = "fib_lookup_inside_ns_"
+	MetricTrieLookupInsidePrefix = "lpm_trie_lookup_inside_ns_"
+	MetricFIBInstallPerSecond    = "fib_install_routes_per_s"
 )
 
 // Metric names of BenchFIB6, named by table size like BenchFIB's
@@ -63,14 +65,20 @@ func SizeLabel(n int) string {
 }
 
 // BenchFIB measures the IPv4 FIB of the XDP program (needs root) and returns
-// its figures, each the median of rounds:
+// its figures, each the median of rounds. Every lookup table is SIZE
+// routegen routes plus a default route, so that every packet forwards.
 //   - fib_lookup_ns_SIZE for every size: ns per packet of xdp_router
-//     (BPF_PROG_TEST_RUN, kernel-timed) with a table of SIZE routegen
-//     routes, every run to another of 65,536 random destinations inside
-//     them, so caches do not hide the table's cost;
-//   - lpm_trie_lookup_ns_MAX: the same with the kernel LPM trie
-//     (xdp_router_trie) at the largest size, also given as the baseline of
-//     fib_lookup_ns_MAX;
+//     (BPF_PROG_TEST_RUN, kernel-timed), every run to another of the same
+//     65,536 destinations at every size, uniformly random over public
+//     unicast space (BenchDestinations): only the table changes from one
+//     size to the next, so the figures show how the lookup's cost grows
+//     with the number of routes;
+//   - lpm_trie_lookup_ns_SIZE: the same with the kernel LPM trie
+//     (xdp_router_trie), the baseline of fib_lookup_ns_MAX;
+//   - fib_lookup_inside_ns_SIZE, lpm_trie_lookup_inside_ns_SIZE: the same
+//     with 65,536 random destinations inside the table's own routegen
+//     prefixes instead, so that a small table's traffic touches only a
+//     small part of the FIB (what the caches then hide);
 //   - fib_install_routes_per_s: routes per second of one SetRoutes call
 //     installing the largest table into an empty FIB.
 func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, error) {
@@ -80,16 +88,35 @@ func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, erro
 	sizes = slices.Clone(sizes)
 	slices.Sort(sizes)
 	largest := sizes[len(sizes)-1]
-	var figs []BenchFigure
-	var trie float64
+	public := be32s(BenchDestinations(len(benchDsts{}), 1))
+	var lookups, tries, inside []BenchFigure
 	for _, n := range sizes {
 		lb, err := newLookupBench(n, 1)
 		if err != nil {
 			return nil, err
 		}
-		fibNs, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.Program()) })
-		if err == nil && n == largest {
-			trie, err = medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.trie.XdpRouterTrie) })
+		label := SizeLabel(n)
+		measure := func(dsts []uint32, metric string, prog *ebpf.Program) (BenchFigure, error) {
+			if err := lb.setDsts(dsts); err != nil {
+				return BenchFigure{}, err
+			}
+			ns, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(prog) })
+			return BenchFigure{Metric: metric + label, Value: ns, Unit: "ns"}, err
+		}
+		var figs [4]BenchFigure
+		for i, m := range []struct {
+			dsts   []uint32
+			metric string
+			prog   *ebpf.Program
+		}{
+			{public, MetricFIBLookupPrefix, lb.d.Program()},
+			{public, MetricTrieLookupPrefix, lb.d.trie.XdpRouterTrie},
+			{lb.inside, MetricFIBLookupInsidePrefix, lb.d.Program()},
+			{lb.inside, MetricTrieLookupInsidePrefix, lb.d.trie.XdpRouterTrie},
+		} {
+			if figs[i], err = measure(m.dsts, m.metric, m.prog); err != nil {
+				break
+			}
 		}
 		if cerr := lb.d.Close(); err == nil {
 			err = cerr
@@ -97,13 +124,14 @@ func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, erro
 		if err != nil {
 			return nil, fmt.Errorf("bench fib lookup, %d routes: %w", n, err)
 		}
-		fig := BenchFigure{Metric: MetricFIBLookupPrefix + SizeLabel(n), Value: fibNs, Unit: "ns"}
 		if n == largest {
-			fig.Baseline, fig.BaselineValue = "lpm_trie", trie
+			figs[0].Baseline, figs[0].BaselineValue = "lpm_trie", figs[1].Value
 		}
-		figs = append(figs, fig)
+		lookups = append(lookups, figs[0])
+		tries = append(tries, figs[1])
+		inside = append(inside, figs[2], figs[3])
 	}
-	figs = append(figs, BenchFigure{Metric: MetricTrieLookupPrefix + SizeLabel(largest), Value: trie, Unit: "ns"})
+	figs := slices.Concat(lookups, tries, inside)
 
 	routes := BenchRoutes(largest, 1)
 	rate, err := medianOf(ctx, rounds, func() (float64, error) {
@@ -120,6 +148,33 @@ func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, erro
 	}
 	figs = append(figs, BenchFigure{Metric: MetricFIBInstallPerSecond, Value: rate, Unit: "routes/s"})
 	return figs, nil
+}
+
+// BenchDestinations returns n IPv4 addresses (seeded), uniformly random
+// over public unicast space: never in routegen.Excluded, the ranges the
+// generated tables leave out.
+func BenchDestinations(n int, seed int64) []netip.Addr {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x64737473)) // "dsts"
+	excluded := routegen.Excluded()
+	out := make([]netip.Addr, 0, n)
+	for len(out) < n {
+		a := addrFromUint(rng.Uint32())
+		if !slices.ContainsFunc(excluded, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// benchDsts is the bench_dsts array of xdp.c.
+type benchDsts = [65536]uint32
+
+func be32s(as []netip.Addr) []uint32 {
+	out := make([]uint32, len(as))
+	for i, a := range as {
+		out[i] = be32(a)
+	}
+	return out
 }
 
 // BenchFIB6 measures the IPv6 FIB of the XDP program (needs root) and
@@ -208,11 +263,17 @@ func timeInstall(d *Datapath, routes []Route) (time.Duration, error) {
 type lookupBench struct {
 	d     *Datapath
 	frame []byte
+	// inside are random destinations inside the table's routegen
+	// prefixes, as bench_dsts holds them.
+	inside []uint32
 }
 
+// newLookupBench loads a lookup benchmark of n BenchRoutes and a default
+// route (nexthop 1), with bench_dsts set to lb.inside.
 func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 	routes := BenchRoutes(n, seed)
-	d, err := loadLookupBench(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true}, netip.MustParseAddr("10.0.0.1"), routes)
+	all := append(slices.Clip(routes), Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Nexthop: 1})
+	d, err := loadLookupBench(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true}, netip.MustParseAddr("10.0.0.1"), all)
 	if err != nil {
 		return nil, err
 	}
@@ -222,16 +283,24 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(uint64(seed), 99))
-	dsts := make([]uint32, 65536)
-	for i := range dsts {
+	lb = &lookupBench{d: d, frame: benchFrame(), inside: make([]uint32, len(benchDsts{}))}
+	for i := range lb.inside {
 		p, _ := toPrefix(routes[rng.IntN(len(routes))].Prefix)
 		a := p.addr | rng.Uint32()&^mask(p.bits)
-		dsts[i] = be32(addrFromUint(a))
+		lb.inside[i] = be32(addrFromUint(a))
 	}
-	if err := d.objs.BenchDsts.Set(dsts); err != nil {
-		return nil, fmt.Errorf("set bench_dsts: %w", err)
+	if err := lb.setDsts(lb.inside); err != nil {
+		return nil, err
 	}
-	return &lookupBench{d: d, frame: benchFrame()}, nil
+	return lb, nil
+}
+
+// setDsts sets the destinations the benchmark runs rotate over.
+func (lb *lookupBench) setDsts(dsts []uint32) error {
+	if err := lb.d.objs.BenchDsts.Set(dsts); err != nil {
+		return fmt.Errorf("set bench_dsts: %w", err)
+	}
+	return nil
 }
 
 // loadLookupBench loads the datapath for a lookup benchmark: nexthops 1..16

@@ -169,15 +169,18 @@ func (o *routerObjects) Close() error {
 		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer)
 }
 
-// trieObjects are the extra objects of the baseline xdp_router_trie.
+// trieObjects are the extra objects of the benchmarks' baselines:
+// xdp_router_trie and its LPM tries, and xdp_redirect_lookup.
 type trieObjects struct {
-	XdpRouterTrie *ebpf.Program `ebpf:"xdp_router_trie"`
-	Routes        *ebpf.Map     `ebpf:"routes"`
-	Routes6       *ebpf.Map     `ebpf:"routes6"`
+	XdpRouterTrie     *ebpf.Program  `ebpf:"xdp_router_trie"`
+	Routes            *ebpf.Map      `ebpf:"routes"`
+	Routes6           *ebpf.Map      `ebpf:"routes6"`
+	XdpRedirectLookup *ebpf.Program  `ebpf:"xdp_redirect_lookup"`
+	BenchRedirectPort *ebpf.Variable `ebpf:"bench_redirect_port"`
 }
 
 func (o *trieObjects) Close() error {
-	return closeAll(o.XdpRouterTrie, o.Routes, o.Routes6)
+	return closeAll(o.XdpRouterTrie, o.Routes, o.Routes6, o.XdpRedirectLookup)
 }
 
 func closeAll(cs ...interface{ Close() error }) error {
@@ -197,6 +200,34 @@ func closeAll(cs ...interface{ Close() error }) error {
 // memlock rlimit, which kernels before 5.11 charge BPF maps against.
 func Load() (*Datapath, error) {
 	return load(loadOptions{})
+}
+
+// LoadWithBaselines is Load with the benchmarks' baseline programs loaded as
+// well (AttachRedirectLookup). The FE does not use it.
+func LoadWithBaselines() (*Datapath, error) {
+	return load(loadOptions{trie: true})
+}
+
+// AttachRedirectLookup attaches xdp_redirect_lookup (xdp.c), a benchmark
+// baseline, to port in, natively: it sends every IPv4 frame whose
+// destination has a route out of port out unchanged, after one FIB lookup
+// and nothing else. It needs LoadWithBaselines; closing the link detaches
+// it (out stays a tx port).
+func (d *Datapath) AttachRedirectLookup(in, out int) (link.Link, error) {
+	if d.trie == nil {
+		return nil, fmt.Errorf("redirect lookup: baselines not loaded (LoadWithBaselines): %w", ErrInvalid)
+	}
+	if err := d.trie.BenchRedirectPort.Set(uint32(out)); err != nil {
+		return nil, fmt.Errorf("redirect lookup to ifindex %d: %w", out, err)
+	}
+	if err := d.objs.TxPorts.Put(uint32(out), uint32(out)); err != nil {
+		return nil, fmt.Errorf("redirect lookup: tx port %d: %w", out, err)
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.trie.XdpRedirectLookup, Interface: in, Flags: link.XDPDriverMode})
+	if err != nil {
+		return nil, fmt.Errorf("attach redirect lookup to ifindex %d: %w", in, err)
+	}
+	return l, nil
 }
 
 // Sizes are the FIB's group pools (1 KiB of kernel memory per group); zero

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/splitplane/splitplane/integration/netnstest"
+	"github.com/splitplane/splitplane/integration/routegen"
 )
 
 // XDP action codes (enum xdp_action).
@@ -858,7 +860,8 @@ func BenchmarkInstall(b *testing.B) {
 }
 
 // TestBenchFIB runs the bench command's function at small sizes and checks
-// the shape of its figures.
+// the shape of its figures, and that its uniform destinations are what it
+// says.
 func TestBenchFIB(t *testing.T) {
 	needRoot(t)
 	if testing.Short() {
@@ -868,7 +871,9 @@ func TestBenchFIB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"fib_lookup_ns_1k", "fib_lookup_ns_100k", "lpm_trie_lookup_ns_100k", "fib_install_routes_per_s"}
+	want := []string{"fib_lookup_ns_1k", "fib_lookup_ns_100k", "lpm_trie_lookup_ns_1k", "lpm_trie_lookup_ns_100k",
+		"fib_lookup_inside_ns_1k", "lpm_trie_lookup_inside_ns_1k", "fib_lookup_inside_ns_100k", "lpm_trie_lookup_inside_ns_100k",
+		"fib_install_routes_per_s"}
 	if len(figs) != len(want) {
 		t.Fatalf("figures %+v, want %v", figs, want)
 	}
@@ -880,5 +885,79 @@ func TestBenchFIB(t *testing.T) {
 		if (f.Baseline != "") != (f.Metric == "fib_lookup_ns_100k") {
 			t.Errorf("figure %+v: baseline only on the largest FIB lookup", f)
 		}
+	}
+}
+
+// The lookup benchmark's common destinations are distinct enough to spread
+// over the table, public, and the same for a seed.
+func TestBenchDestinations(t *testing.T) {
+	dsts := BenchDestinations(65536, 1)
+	if !slices.Equal(dsts, BenchDestinations(65536, 1)) || slices.Equal(dsts, BenchDestinations(65536, 2)) {
+		t.Fatal("destinations do not follow the seed")
+	}
+	slash24 := map[uint32]bool{}
+	for _, a := range dsts {
+		for _, p := range routegen.Excluded() {
+			if p.Contains(a) {
+				t.Fatalf("%s is in excluded %s", a, p)
+			}
+		}
+		slash24[be32(a)&0xffffff] = true // network order: the first three bytes
+	}
+	if len(slash24) < 60000 {
+		t.Fatalf("65,536 destinations in only %d /24s", len(slash24))
+	}
+}
+
+// xdp_redirect_lookup, the forwarding benchmark's lookup-only baseline,
+// redirects a frame only when its destination has a route, and leaves the
+// frame as it was.
+func TestRedirectLookup(t *testing.T) {
+	needRoot(t)
+	d, err := LoadWithBaselines()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.trie.BenchRedirectPort.Set(uint32(lo.Index)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.objs.TxPorts.Put(uint32(lo.Index), uint32(lo.Index)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetRoutes([]Route{{Prefix: netip.MustParsePrefix("198.51.100.0/24"), Nexthop: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(dst netip.Addr, frame []byte) (uint32, []byte) {
+		t.Helper()
+		f := slices.Clone(frame)
+		if len(f) >= 34 {
+			copy(f[30:34], dst.AsSlice())
+		}
+		out := make([]byte, len(f))
+		ret, err := d.trie.XdpRedirectLookup.Run(&ebpf.RunOptions{Data: f, DataOut: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ret, out
+	}
+	frame := benchFrame()
+	if ret, out := run(netip.MustParseAddr("198.51.100.7"), frame); ret != 4 { // XDP_REDIRECT
+		t.Errorf("routed destination: returned %d, want XDP_REDIRECT", ret)
+	} else if !bytes.Equal(out[:30], frame[:30]) {
+		t.Errorf("frame changed: % x, was % x", out[:30], frame[:30])
+	}
+	if ret, _ := run(netip.MustParseAddr("203.0.113.7"), frame); ret != 2 { // XDP_PASS
+		t.Errorf("destination without a route: returned %d, want XDP_PASS", ret)
+	}
+	if ret, _ := run(netip.Addr{}, frame[:30]); ret != 2 {
+		t.Errorf("truncated frame: returned %d, want XDP_PASS", ret)
+	}
+	if _, err := (&Datapath{}).AttachRedirectLookup(lo.Index, lo.Index); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AttachRedirectLookup without baselines: %v, want ErrInvalid", err)
 	}
 }

@@ -1257,3 +1257,29 @@ int xdp_router_trie(struct xdp_md *ctx)
 {
 	return router(ctx, 1, 0);
 }
+
+// bench_redirect_port is the ifindex xdp_redirect_lookup sends to (a tx_ports
+// entry).
+__u32 bench_redirect_port;
+
+// xdp_redirect_lookup is a baseline of `splitplane bench forward`, not part of
+// the router (the FE never loads it): the bare redirect with one IPv4 FIB
+// lookup of the destination before it, and none of the router's other work.
+// Every packet pays what a lookup costs in memory (with a full table and
+// spread destinations, a cache and TLB miss on tbl24), so its rate bounds
+// what any forwarder doing one such lookup per packet reaches on the same
+// ports.
+SEC("xdp")
+int xdp_redirect_lookup(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	__u32 nh;
+
+	if ((void *)(ip + 1) > data_end)
+		return XDP_PASS;
+	if (!fib_lookup(ip->daddr, &nh))
+		return XDP_PASS;
+	return bpf_redirect_map(&tx_ports, bench_redirect_port, XDP_PASS);
+}

@@ -76,6 +76,14 @@ const (
 	metricKernelForwardPrefix = "kernel_forward_pps_"
 )
 
+// LookupRedirectMetrics returns the names of Forward's lookup-only baseline
+// for a table of routes entries: its rate and its share of the
+// bare-redirect limit.
+func LookupRedirectMetrics(routes int) (pps, vsLimit string) {
+	l := datapath.SizeLabel(routes)
+	return "lookup_redirect_pps_" + l, "lookup_redirect_pps_" + l + "_vs_limit"
+}
+
 // ForwardMetrics returns the metric names Forward uses for a table of routes
 // entries: the XDP router's rate, the kernel's rate and the router's share
 // of the bare-redirect limit (the limit itself is MetricRedirectLimitPPS).
@@ -94,7 +102,12 @@ func ForwardMetrics(routes int) (forward, kernel, vsLimit string) {
 //   - redirect_limit_pps: a bare XDP redirect from port to port, no lookup
 //     and no rewrite, the most any forwarder reaches on these ports;
 //   - forward_pps_SIZE_vs_limit: forward_pps_SIZE divided by
-//     redirect_limit_pps (a ratio), with the limit as the baseline value.
+//     redirect_limit_pps (a ratio), with the limit as the baseline value;
+//   - lookup_redirect_pps_SIZE and lookup_redirect_pps_SIZE_vs_limit: the
+//     bare redirect with one lookup of the destination in the same FIB
+//     before it and no other work (datapath.AttachRedirectLookup): what the
+//     lookup's memory access alone costs, so the most a forwarder doing
+//     one such lookup per packet can reach.
 //
 // The topology is three namespaces, gen -- router -- sink, joined by veth
 // pairs, created for the run and deleted at its end (also on error or
@@ -159,7 +172,7 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 	}
 	progress("%d routes into the kernel FIB in %.1fs", len(prefixes), time.Since(start).Seconds())
 
-	d, err := t.loadDatapath(prefixes)
+	d, err := t.loadDatapath(prefixes, true)
 	if err != nil {
 		return nil, fmt.Errorf("bench forward: datapath: %w", err)
 	}
@@ -169,6 +182,7 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		{name: "xdp router", run: func() (float64, error) { return t.measureDatapath(ctx, g, d, opts.Duration) }},
 		{name: "kernel", run: func() (float64, error) { return t.measureKernel(ctx, g, opts.Duration) }},
 		{name: "bare redirect", run: func() (float64, error) { return t.measureBare(ctx, g, opts.Duration) }},
+		{name: "lookup + redirect", run: func() (float64, error) { return t.measureLookupRedirect(ctx, g, d, opts.Duration) }},
 	}
 	rates := make([][]float64, len(modes))
 	for r := range opts.Rounds {
@@ -186,13 +200,16 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		}
 		progress("round %d/%d: %s", r+1, opts.Rounds, strings.Join(line, ", "))
 	}
-	fwd, kern, limit := median(rates[0]), median(rates[1]), median(rates[2])
+	fwd, kern, limit, lookup := median(rates[0]), median(rates[1]), median(rates[2]), median(rates[3])
 	fwdName, kernName, vsName := ForwardMetrics(opts.Routes)
+	lookupName, lookupVs := LookupRedirectMetrics(opts.Routes)
 	return []Result{
 		{Metric: fwdName, Value: fwd, Unit: "pps", Baseline: kernName, BaselineValue: kern},
 		{Metric: kernName, Value: kern, Unit: "pps"},
 		{Metric: MetricRedirectLimitPPS, Value: limit, Unit: "pps"},
 		{Metric: vsName, Value: fwd / limit, Unit: "ratio", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
+		{Metric: lookupName, Value: lookup, Unit: "pps", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
+		{Metric: lookupVs, Value: lookup / limit, Unit: "ratio", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
 	}, nil
 }
 
@@ -418,9 +435,14 @@ func (t *fwdTopo) installKernelRoutes(ctx context.Context, prefixes []netip.Pref
 
 // loadDatapath loads the FE datapath with the routes towards the sink, the
 // sink as the resolved neighbour and the router's own addresses; it is
-// attached only while its mode is measured.
-func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix) (_ *datapath.Datapath, err error) {
-	d, err := datapath.Load()
+// attached only while its mode is measured. With baselines it also has the
+// benchmarks' baseline programs (datapath.LoadWithBaselines).
+func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *datapath.Datapath, err error) {
+	load := datapath.Load
+	if baselines {
+		load = datapath.LoadWithBaselines
+	}
+	d, err := load()
 	if err != nil {
 		return nil, err
 	}
@@ -515,6 +537,31 @@ func (t *fwdTopo) measureKernel(ctx context.Context, g *gen.Gen, dur time.Durati
 		err = ferr
 	}
 	return pps, err
+}
+
+// measureLookupRedirect measures d's xdp_redirect_lookup on the router's
+// ingress port.
+func (t *fwdTopo) measureLookupRedirect(ctx context.Context, g *gen.Gen, d *datapath.Datapath, dur time.Duration) (pps float64, err error) {
+	if err := t.setIPForward(ctx, false); err != nil {
+		return 0, err
+	}
+	var closeLink func() error
+	err = t.in(roleRtr, func() error {
+		l, err := d.AttachRedirectLookup(t.ifindex[roleRtrIn], t.ifindex[roleRtrOut])
+		if err == nil {
+			closeLink = l.Close
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := closeLink(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	return t.measure(ctx, g, dur)
 }
 
 // measureBare measures xdp_redirect_bare on the router's ingress port.

@@ -41,10 +41,12 @@ func TestForward(t *testing.T) {
 		}
 	}
 	want := map[string]Result{
-		fwdName:                {Unit: "pps", Baseline: kernName},
-		kernName:               {Unit: "pps"},
-		MetricRedirectLimitPPS: {Unit: "pps"},
-		vsName:                 {Unit: "ratio", Baseline: MetricRedirectLimitPPS},
+		fwdName:                            {Unit: "pps", Baseline: kernName},
+		kernName:                           {Unit: "pps"},
+		MetricRedirectLimitPPS:             {Unit: "pps"},
+		vsName:                             {Unit: "ratio", Baseline: MetricRedirectLimitPPS},
+		"lookup_redirect_pps_10k":          {Unit: "pps", Baseline: MetricRedirectLimitPPS},
+		"lookup_redirect_pps_10k_vs_limit": {Unit: "ratio", Baseline: MetricRedirectLimitPPS},
 	}
 	for name, w := range want {
 		r, ok := got[name]

@@ -21,42 +21,56 @@ const kernelTableBase = 1001
 const rtTableMain = 254
 
 // lookup measures the per-packet cost of a forwarding program at every
-// lookup size, random destinations inside the table, BPF_PROG_TEST_RUN with
-// many repeats (the kernel's time for all of them, divided by their number):
+// lookup size, BPF_PROG_TEST_RUN with many repeats (the kernel's time for
+// all of them, divided by their number), every table holding a default route
+// as well and the same destinations at every size, uniformly random over
+// public space (datapath.BenchDestinations), so that only the table changes:
 //   - splitplane's xdp_router with its DIR-24-8 FIB, and the same program
 //     with the kernel's LPM trie map (datapath.BenchFIB, in this process's
-//     namespace, its own datapath);
+//     namespace, its own datapath; it also gives both with destinations
+//     inside the table, passed on as they are);
 //   - the kernel FIB: probe's xdp_kernel_fib, the same work with the lookup
 //     done by bpf_fib_lookup in the router namespace's FIB, in a table that
 //     holds the same routes, the frame arriving on the router's ingress
 //     port.
 //
 // The three take turns at every size within each round.
-func (s *fwdSuite) lookup(ctx context.Context) error {
+func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 	o := s.opts
 	t := s.t
 	tables := make([]int, len(o.LookupSizes))
-	dsts := make([][]netip.Addr, len(o.LookupSizes))
 	for i, n := range o.LookupSizes {
 		if n == o.BigRoutes {
-			tables[i], dsts[i] = rtTableMain, s.bigDsts
-			continue
+			tables[i] = rtTableMain
+		} else {
+			prefixes := routegen.Generate(n, o.Seed)
+			start := time.Now()
+			tables[i] = kernelTableBase + i
+			if err := t.installKernelTable(ctx, prefixes, tables[i]); err != nil {
+				return fmt.Errorf("kernel table of %d routes: %w", n, err)
+			}
+			s.progress("lookup: %d routes into kernel table %d in %.1fs", n, tables[i], time.Since(start).Seconds())
 		}
-		prefixes := routegen.Generate(n, o.Seed)
-		start := time.Now()
-		tables[i] = kernelTableBase + i
-		if err := t.installKernelTable(ctx, prefixes, tables[i]); err != nil {
-			return fmt.Errorf("kernel table of %d routes: %w", n, err)
+		if err := t.defaultRoute(ctx, tables[i], true); err != nil {
+			return err
 		}
-		s.progress("lookup: %d routes into kernel table %d in %.1fs", n, tables[i], time.Since(start).Seconds())
-		dsts[i] = destinations(prefixes, o.Seed)
+		if tables[i] == rtTableMain { // the forwarding sections run without it
+			defer func() {
+				if derr := t.defaultRoute(context.Background(), rtTableMain, false); err == nil {
+					err = derr
+				}
+			}()
+		}
 	}
+	dsts := datapath.BenchDestinations(gen.MaxDsts, o.Seed)
 	repeat := uint32(1 << 20)
 	if o.Quick {
 		repeat = 1 << 16
 	}
 	var fib, trie, kern [][]float64 = make([][]float64, len(tables)), make([][]float64, len(tables)), make([][]float64, len(tables))
 	var install []float64
+	inside := map[string][]float64{} // by metric, in the order first seen
+	var insideNames []string
 	for r := range o.Rounds {
 		var line []string
 		for i, n := range o.LookupSizes {
@@ -78,12 +92,19 @@ func (s *fwdSuite) lookup(ctx context.Context) error {
 					if n == o.LookupSizes[len(o.LookupSizes)-1] {
 						install = append(install, f.Value)
 					}
+				default:
+					if strings.HasPrefix(f.Metric, datapath.MetricFIBLookupInsidePrefix) || strings.HasPrefix(f.Metric, datapath.MetricTrieLookupInsidePrefix) {
+						if inside[f.Metric] == nil {
+							insideNames = append(insideNames, f.Metric)
+						}
+						inside[f.Metric] = append(inside[f.Metric], f.Value)
+					}
 				}
 			}
 			if len(fib[i]) != r+1 || len(trie[i]) != r+1 {
 				return fmt.Errorf("%d routes: bench fib gave %v, want %s and %s", n, figs, fibName, trieName)
 			}
-			ns, err := s.kernelLookup(ctx, tables[i], dsts[i], repeat)
+			ns, err := s.kernelLookup(ctx, tables[i], dsts, repeat)
 			if err != nil {
 				return fmt.Errorf("kernel FIB, %d routes, round %d: %w", n, r+1, err)
 			}
@@ -100,6 +121,9 @@ func (s *fwdSuite) lookup(ctx context.Context) error {
 			Result{Metric: fibName, Value: row.FIB, Unit: "ns", Baseline: trieName, BaselineValue: row.Trie},
 			Result{Metric: trieName, Value: row.Trie, Unit: "ns"},
 			Result{Metric: kernName, Value: row.Kernel, Unit: "ns"})
+	}
+	for _, m := range insideNames {
+		s.rep.Metrics = append(s.rep.Metrics, Result{Metric: m, Value: median(inside[m]), Unit: "ns"})
 	}
 	s.rep.Metrics = append(s.rep.Metrics, Result{Metric: datapath.MetricFIBInstallPerSecond, Value: median(install), Unit: "routes/s"})
 	return nil

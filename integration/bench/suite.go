@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,7 +193,7 @@ func (s *fwdSuite) loadTable(ctx context.Context, n int) error {
 		return fmt.Errorf("kernel FIB: %w", err)
 	}
 	s.progress("%d routes into the kernel FIB in %.1fs", n, time.Since(start).Seconds())
-	d, err := s.t.loadDatapath(prefixes)
+	d, err := s.t.loadDatapath(prefixes, false)
 	if err != nil {
 		return fmt.Errorf("datapath: %w", err)
 	}
@@ -558,6 +559,21 @@ func (t *fwdTopo) installKernelTable(ctx context.Context, prefixes []netip.Prefi
 			return ctx.Err()
 		}
 		return fmt.Errorf("ip -batch: %w: %s", err, firstLines(out, 5))
+	}
+	return nil
+}
+
+// defaultRoute adds (or, with add false, removes) a default route via the
+// sink to routing table table of the router namespace.
+func (t *fwdTopo) defaultRoute(ctx context.Context, table int, add bool) error {
+	verb := "replace"
+	if !add {
+		verb = "del"
+	}
+	args := []string{"-n", t.ns[roleRtr], "route", verb, "default", "via", fwdAddr[roleSink].String(),
+		"dev", fwdPort[roleRtrOut], "table", strconv.Itoa(table)}
+	if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, firstLines(out, 5))
 	}
 	return nil
 }
