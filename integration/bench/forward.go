@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -541,37 +542,25 @@ func (t *fwdTopo) measureKernel(ctx context.Context, g *gen.Gen, dur time.Durati
 
 // measureLookupRedirect measures d's xdp_redirect_lookup on the router's
 // ingress port.
-func (t *fwdTopo) measureLookupRedirect(ctx context.Context, g *gen.Gen, d *datapath.Datapath, dur time.Duration) (pps float64, err error) {
-	if err := t.setIPForward(ctx, false); err != nil {
-		return 0, err
-	}
-	var closeLink func() error
-	err = t.in(roleRtr, func() error {
-		l, err := d.AttachRedirectLookup(t.ifindex[roleRtrIn], t.ifindex[roleRtrOut])
-		if err == nil {
-			closeLink = l.Close
-		}
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if cerr := closeLink(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	return t.measure(ctx, g, dur)
+func (t *fwdTopo) measureLookupRedirect(ctx context.Context, g *gen.Gen, d *datapath.Datapath, dur time.Duration) (float64, error) {
+	return t.measureProgram(ctx, g, dur, d.AttachRedirectLookup)
 }
 
 // measureBare measures xdp_redirect_bare on the router's ingress port.
-func (t *fwdTopo) measureBare(ctx context.Context, g *gen.Gen, dur time.Duration) (pps float64, err error) {
+func (t *fwdTopo) measureBare(ctx context.Context, g *gen.Gen, dur time.Duration) (float64, error) {
+	return t.measureProgram(ctx, g, dur, g.AttachRedirectBare)
+}
+
+// measureProgram attaches a program that redirects from the router's
+// ingress port to its egress port (attach(in, out)), the kernel not
+// forwarding, measures, and detaches it.
+func (t *fwdTopo) measureProgram(ctx context.Context, g *gen.Gen, dur time.Duration, attach func(in, out int) (link.Link, error)) (pps float64, err error) {
 	if err := t.setIPForward(ctx, false); err != nil {
 		return 0, err
 	}
 	var closeLink func() error
 	err = t.in(roleRtr, func() error {
-		l, err := g.AttachRedirectBare(t.ifindex[roleRtrIn], t.ifindex[roleRtrOut])
+		l, err := attach(t.ifindex[roleRtrIn], t.ifindex[roleRtrOut])
 		if err == nil {
 			closeLink = l.Close
 		}
