@@ -83,6 +83,9 @@ func sampleReport(t *testing.T) *Report {
 	conv, bird, ceRSS, birdRSS := ConvergeMetrics(o.ProgrammingRoutes)
 	add(conv, 17, "s", bird, 6.3)
 	add(ceRSS, 1400, "MB", birdRSS, 99)
+	gConv, gRSS := GoBGPMetrics(o.ProgrammingRoutes)
+	add(gConv, 12, "s", bird, 6.3)
+	add(gRSS, 1100, "MB", birdRSS, 99)
 	promoteBaselines(rep)
 	return rep
 }
