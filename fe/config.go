@@ -37,9 +37,9 @@ type Config struct {
 	// KernelRoutes is which CE routes the FE copies into the kernel's FIB,
 	// the slow path: "connected" (none), "default" (the CE's default route;
 	// the default) or "all" (every route: then the kernel can answer ICMP
-	// Time Exceeded for any destination; a goroutine of the FE writes the
-	// copy at some 13 µs a route, behind the datapath, so a full table
-	// reaches the kernel a few seconds after the XDP fast path).
+	// Time Exceeded for any destination; a thread of the FE at the lowest
+	// CPU priority writes the copy, some 13 µs a route, behind the
+	// datapath, so a full table reaches the kernel after the XDP fast path).
 	KernelRoutes string `yaml:"kernel_routes"`
 	// XDPMode is "native" (the default; a port whose driver lacks native XDP
 	// falls back to generic mode with a warning) or "generic".

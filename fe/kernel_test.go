@@ -1,8 +1,10 @@
 package fe
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -216,4 +218,39 @@ func TestKernelFIBCoalesce(t *testing.T) {
 			t.Fatalf("kernel changed after close: %v", got)
 		}
 	})
+}
+
+// The writer runs on a thread of its own at the lowest priority, and that
+// thread ends with close.
+func TestKernelFIBWriterThread(t *testing.T) {
+	k := newKernelFIB(KernelRoutesAll)
+	<-k.started
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, k.tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nice := 20 - prio; nice != writerNice { // the raw call returns 20 - nice
+		t.Errorf("writer thread %d at nice %d, want %d", k.tid, nice, writerNice)
+	}
+	if k.tid == unix.Gettid() {
+		t.Fatal("writer on the test's thread")
+	}
+	task := fmt.Sprintf("/proc/self/task/%d", k.tid)
+	if _, err := os.Stat(task); err != nil {
+		t.Fatalf("writer thread: %v", err)
+	}
+	k.close()
+	if k.tid == unix.Getpid() {
+		return // the main thread: Go parks it for good instead of ending it
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if _, err := os.Stat(task); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writer thread %d (process %d) still there after close", k.tid, unix.Getpid())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
