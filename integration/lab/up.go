@@ -452,9 +452,9 @@ const bigTable = 100_000
 // kernelRoutes is the FE's kernel_routes setting, with its comment: every
 // route for a table of up to bigTable prefixes, so that the kernel, the
 // slow path, can answer ICMP Time Exceeded for any destination; only the
-// connected ones and a default above that, as docs/configuration.md
-// advises (the kernel takes a million routes at some 50k a second, one
-// netlink call each).
+// connected ones and a default above that: the FE's copy of a million routes
+// would cost the two cores ~13 s of CPU (one netlink call a route, at low
+// priority) and the kernel its memory for them, which a lab can spare.
 func (o *Options) kernelRoutes() string {
 	if o.Routes > bigTable {
 		return "default          # a big table: the kernel, the slow path, knows the connected routes and a default"
