@@ -454,7 +454,7 @@ const bigTable = 100_000
 // slow path, can answer ICMP Time Exceeded for any destination; only the
 // connected ones and a default above that: the FE's copy of a million routes
 // would cost the two cores ~13 s of CPU (one netlink call a route, at low
-// priority) and the kernel its memory for them, which a lab can spare.
+// priority) and the kernel its memory for them, which a lab can do without.
 func (o *Options) kernelRoutes() string {
 	if o.Routes > bigTable {
 		return "default          # a big table: the kernel, the slow path, knows the connected routes and a default"
