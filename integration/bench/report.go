@@ -198,7 +198,7 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		p("")
 		p("## Lookup cost against table size")
 		p("")
-		p("ns per packet of a whole forwarding program (parse, lookup, next hop, rewrite, redirect), BPF_PROG_TEST_RUN with many repeats (the kernel's time for all, divided by their number), every run to the next of 65,536 random destinations inside the routegen table. Splitplane's xdp_router with its DIR-24-8 FIB; the same program with the BPF LPM_TRIE map; and the kernel's own FIB, through bpf_fib_lookup from an XDP program doing the same work, with the same routes in a routing table of the router's namespace.")
+		p("ns per packet of a whole forwarding program (parse, lookup, next hop, rewrite, redirect), BPF_PROG_TEST_RUN with many repeats (the kernel's time for all, divided by their number), every run to the next of the same 65,536 destinations at every size, uniformly random over public space, every table holding a default route as well as its routegen routes, so that only the table changes from one size to the next (the figures with each table's own traffic are in results.json, fib_lookup_inside_ns_SIZE and lpm_trie_lookup_inside_ns_SIZE). Splitplane's xdp_router with its DIR-24-8 FIB; the same program with the BPF LPM_TRIE map; and the kernel's own FIB, through bpf_fib_lookup from an XDP program doing the same work, with the same routes in a routing table of the router's namespace.")
 		p("")
 		p("| routes | splitplane FIB (ns) | LPM_TRIE (ns) | kernel FIB (ns) | trie / FIB | kernel / FIB |")
 		p("|---|---|---|---|---|---|")
