@@ -27,6 +27,13 @@ func kernelRoutes(t *testing.T, h *netlink.Handle) map[string]string {
 	return out
 }
 
+// Gateways on kernelTestLink's subnets, and a prefix to route via them.
+var (
+	kgw1, kgw2   = ip4(netip.MustParseAddr("10.9.0.2")), ip4(netip.MustParseAddr("10.9.0.3"))
+	kgw6a, kgw6b = netip.MustParseAddr("fd00:9::2"), netip.MustParseAddr("fd00:9::3")
+	kp           = toPrefix4(netip.MustParsePrefix("198.51.100.0/24"))
+)
+
 // kernelTestLink adds a veth on 10.9.0.0/24 and fd00:9::/64, for gateways.
 func kernelTestLink(t *testing.T, h *netlink.Handle) {
 	t.Helper()
@@ -46,8 +53,7 @@ func TestKernelFIB(t *testing.T) {
 	netnstest.Run(t, func(h *netlink.Handle) {
 		kernelTestLink(t, h)
 
-		gw1, gw2 := ip4(netip.MustParseAddr("10.9.0.2")), ip4(netip.MustParseAddr("10.9.0.3"))
-		p := toPrefix4(netip.MustParsePrefix("198.51.100.0/24"))
+		gw1, gw2, p := kgw1, kgw2, kp
 		def := toPrefix4(netip.MustParsePrefix("0.0.0.0/0"))
 
 		k := newKernelFIB(KernelRoutesDefault)
@@ -75,16 +81,16 @@ func TestKernelFIB(t *testing.T) {
 
 		// IPv6 the same way: the slow path answers ICMPv6 too.
 		p6 := netip.MustParsePrefix("2001:db8:100::/48")
-		k.sync6(p6, netip.MustParseAddr("fd00:9::2"))
-		k.sync6(p6, netip.MustParseAddr("fd00:9::3"))
+		k.sync6(p6, kgw6a)
+		k.sync6(p6, kgw6b)
 		k.flush()
 		if got := kernelRoutes(t, h); got["2001:db8:100::/48"] != "fd00:9::3" || k.stats().routes != 1 {
 			t.Fatalf("mode all: kernel has %v (%+v), want 2001:db8:100::/48 via fd00:9::3", got, k.stats())
 		}
 		k6 := newKernelFIB(KernelRoutesDefault)
 		defer k6.close()
-		k6.sync6(netip.MustParsePrefix("2001:db8:200::/48"), netip.MustParseAddr("fd00:9::2"))
-		k6.sync6(netip.MustParsePrefix("::/0"), netip.MustParseAddr("fd00:9::2"))
+		k6.sync6(netip.MustParsePrefix("2001:db8:200::/48"), kgw6a)
+		k6.sync6(netip.MustParsePrefix("::/0"), kgw6a)
 		k6.flush()
 		if got := kernelRoutes(t, h); got["::/0"] != "fd00:9::2" || got["2001:db8:200::/48"] != "" {
 			t.Fatalf("mode default: kernel has %v, want the IPv6 default and not 2001:db8:200::/48", got)
@@ -95,7 +101,7 @@ func TestKernelFIB(t *testing.T) {
 		if got, st := kernelRoutes(t, h), k.stats(); got["::/0"] != "" || got["2001:db8:100::/48"] != "" || st.errors != 0 || st.routes != 0 {
 			t.Fatalf("IPv6 routes not removed: %v (%+v)", got, st)
 		}
-		k.sync6(p6, netip.MustParseAddr("fd00:9::2"))
+		k.sync6(p6, kgw6a)
 		k.flush()
 		sweeper := newKernelFIB(KernelRoutesAll)
 		defer sweeper.close()
@@ -119,7 +125,7 @@ func TestKernelFIB(t *testing.T) {
 func TestKernelFIBAsync(t *testing.T) {
 	netnstest.Run(t, func(h *netlink.Handle) {
 		kernelTestLink(t, h)
-		gw1, gw2 := ip4(netip.MustParseAddr("10.9.0.2")), ip4(netip.MustParseAddr("10.9.0.3"))
+		gw1, gw2 := kgw1, kgw2
 		const n = 20000
 		ps := make([]prefix4, n)
 		for i := range ps {
@@ -175,11 +181,10 @@ func TestKernelFIBAsync(t *testing.T) {
 func TestKernelFIBCoalesce(t *testing.T) {
 	netnstest.Run(t, func(h *netlink.Handle) {
 		kernelTestLink(t, h)
-		gw1, gw2 := ip4(netip.MustParseAddr("10.9.0.2")), ip4(netip.MustParseAddr("10.9.0.3"))
-		p := toPrefix4(netip.MustParsePrefix("198.51.100.0/24"))
+		gw1, gw2, p := kgw1, kgw2, kp
 		q := toPrefix4(netip.MustParsePrefix("203.0.113.0/24"))
 		p6 := netip.MustParsePrefix("2001:db8:100::/48")
-		gw6a, gw6b := netip.MustParseAddr("fd00:9::2"), netip.MustParseAddr("fd00:9::3")
+		gw6a, gw6b := kgw6a, kgw6b
 
 		k := newKernelFIB(KernelRoutesAll)
 		k.sync(p, gw1)

@@ -500,16 +500,7 @@ status_socket: %s
 	// that none of them spends the stop on a million withdrawals.
 	var ceProc, feProc *cvgProc
 	enabled := false
-	defer func() {
-		for _, p := range []*cvgProc{feProc, ceProc} {
-			if p != nil {
-				c.stopProc(p, &err)
-			}
-		}
-		if enabled {
-			c.disableSession("to_ce", &err)
-		}
-	}()
+	defer c.endRound("to_ce", &enabled, &err, &ceProc, &feProc)
 	if ceProc, err = c.start("ce", c.ns.rtr, c.opts.Binary, "ce", "--config", c.path("ce.yaml")); err != nil {
 		return f, err
 	}
@@ -633,14 +624,7 @@ protocol bgp from_sender {
 	// sender's session goes down, and the namespace goes last.
 	var birdProc *cvgProc
 	enabled := false
-	defer func() {
-		if birdProc != nil {
-			c.stopProc(birdProc, &err)
-		}
-		if enabled {
-			c.disableSession("to_bird", &err)
-		}
-	}()
+	defer c.endRound("to_bird", &enabled, &err, &birdProc)
 	if birdProc, err = c.start("bird", c.ns.brd, "bird", "-f", "-c", c.path("bird.conf"), "-s", c.path("bird.ctl"), "-P", c.path("bird.pid")); err != nil {
 		return b, err
 	}
@@ -680,14 +664,7 @@ protocol bgp from_sender {
 func (c *convergeRun) gobgpRound(ctx context.Context) (g birdFigures, err error) {
 	var proc *cvgProc
 	enabled := false
-	defer func() {
-		if proc != nil {
-			c.stopProc(proc, &err)
-		}
-		if enabled {
-			c.disableSession("to_ce", &err)
-		}
-	}()
+	defer c.endRound("to_ce", &enabled, &err, &proc)
 	sock := c.path("gobgp.sock")
 	proc, err = c.start("gobgp", c.ns.rtr, c.opts.Binary, "peer", "--routes", "0",
 		"--asn", strconv.Itoa(cvgRouterASN), "--router-id", cvgRouter.String(), "--next-hop", cvgRouter.String(),
@@ -918,6 +895,21 @@ func (p *cvgProc) stop() error {
 		return nil
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("%s (pid %d) survived SIGKILL", p.name, p.pid())
+	}
+}
+
+// endRound ends a round: it stops the round's receivers, the last started
+// first, and then, if *enabled, disables the sender's session to them, so
+// that no receiver spends its stop on the table's withdrawal. Deferred, it
+// reads the pointers when the round returns; it sets *err as stopProc.
+func (c *convergeRun) endRound(session string, enabled *bool, err *error, procs ...**cvgProc) {
+	for i := len(procs) - 1; i >= 0; i-- {
+		if p := *procs[i]; p != nil {
+			c.stopProc(p, err)
+		}
+	}
+	if *enabled {
+		c.disableSession(session, err)
 	}
 }
 
