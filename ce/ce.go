@@ -20,12 +20,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/splitplane/splitplane/api/metrics"
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/host"
+	"github.com/splitplane/splitplane/internal/metrics"
 	"github.com/splitplane/splitplane/internal/prefetch"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // CE is a running control element. Its FIB and FE table are owned by the Run

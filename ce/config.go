@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitplane/splitplane/api/metrics"
+	"github.com/splitplane/splitplane/internal/metrics"
 
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"

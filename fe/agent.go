@@ -19,11 +19,11 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/splitplane/splitplane/api/metrics"
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/classifier"
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/metrics"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // missedHeartbeats is how many heartbeat intervals of silence make the FE

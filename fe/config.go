@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/splitplane/splitplane/api/metrics"
+	"github.com/splitplane/splitplane/internal/metrics"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"

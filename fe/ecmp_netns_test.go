@@ -23,7 +23,7 @@ import (
 
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe/datapath"
-	"github.com/splitplane/splitplane/integration/netnstest"
+	"github.com/splitplane/splitplane/internal/netnstest"
 )
 
 // ecmpNetnsEnv marks the copy of the test binary that runs inside the test's

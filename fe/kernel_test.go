@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/splitplane/splitplane/integration/netnstest"
+	"github.com/splitplane/splitplane/internal/netnstest"
 )
 
 func kernelRoutes(t *testing.T, h *netlink.Handle) map[string]string {

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // The IPv4 prefixMap behaves as a Go map through random puts, overwrites

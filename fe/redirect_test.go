@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/splitplane/splitplane/integration/netnstest"
+	"github.com/splitplane/splitplane/internal/netnstest"
 )
 
 // --- unprivileged -------------------------------------------------------

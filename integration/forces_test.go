@@ -15,8 +15,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/integration/lab"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // sendFrame sends a raw Ethernet frame out of an interface of a lab namespace.

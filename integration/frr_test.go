@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/integration/lab"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // requireFRR skips unless Debian's frr package (bgpd and vtysh) is installed.

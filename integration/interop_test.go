@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/integration/lab"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // requireBIRD skips unless BIRD 2 (bird and birdc) is installed.

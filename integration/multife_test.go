@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/integration/lab"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // TestMultiFE: one CE controlling two FEs on two "servers" (namespaces

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce"
-	"github.com/splitplane/splitplane/integration/peer"
+	"github.com/splitplane/splitplane/internal/peer"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // SIGHUP makes `splitplane ce` read its configuration again and apply only

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/integration/lab"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // requireLab skips unless the test can build namespaces and attach XDP.

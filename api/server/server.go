@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitplane/splitplane/api/status"
+	"github.com/splitplane/splitplane/internal/status"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"

@@ -20,8 +20,8 @@ import (
 	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
-	"github.com/splitplane/splitplane/integration/peer"
 	"github.com/splitplane/splitplane/internal/logtest"
+	"github.com/splitplane/splitplane/internal/peer"
 )
 
 // The CE's side in these tests: AS 65001 on 127.0.0.1.

@@ -18,7 +18,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
-	"github.com/splitplane/splitplane/integration/peer"
+	"github.com/splitplane/splitplane/internal/peer"
 )
 
 func freePort(t *testing.T, addr string) int32 {

@@ -20,7 +20,7 @@ import (
 	"github.com/splitplane/splitplane/api/server"
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
-	"github.com/splitplane/splitplane/integration/peer"
+	"github.com/splitplane/splitplane/internal/peer"
 )
 
 // daemon is a configured CE or FE, ready to run.

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/integration/lab"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 func labCmd() *cobra.Command {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // BenchFigure is one figure of BenchFIB, in the shape of the project's

@@ -19,8 +19,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/splitplane/splitplane/integration/netnstest"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/netnstest"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // XDP action codes (enum xdp_action).

@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/splitplane/splitplane/integration/netnstest"
+	"github.com/splitplane/splitplane/internal/netnstest"
 )
 
 // TestForwardCPUsRealTraffic sends frames from CPU 0 into a port in native

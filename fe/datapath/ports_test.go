@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/splitplane/splitplane/integration/netnstest"
+	"github.com/splitplane/splitplane/internal/netnstest"
 )
 
 // xdpMd is struct xdp_md, the context BPF_PROG_TEST_RUN takes for XDP.

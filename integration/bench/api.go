@@ -27,7 +27,7 @@ import (
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // APIOptions configures API. Zero values take the defaults.

@@ -28,9 +28,9 @@ import (
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
-	"github.com/splitplane/splitplane/integration/nsthread"
-	"github.com/splitplane/splitplane/integration/peer"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/nsthread"
+	"github.com/splitplane/splitplane/internal/peer"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // ConvergeOptions configures Converge. Zero values take the defaults.

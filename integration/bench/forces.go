@@ -21,9 +21,9 @@ import (
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
-	"github.com/splitplane/splitplane/integration/routegen"
 	"github.com/splitplane/splitplane/internal/flatmap"
 	"github.com/splitplane/splitplane/internal/prefetch"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // Result is one figure of a benchmark. Baseline names a reference measured in

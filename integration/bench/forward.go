@@ -22,7 +22,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // ForwardOptions configures Forward. Zero values take the defaults.

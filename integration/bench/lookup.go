@@ -9,7 +9,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // kernelTableBase numbers the kernel routing tables of the lookup figures'

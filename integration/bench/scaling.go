@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/splitplane/splitplane/integration/bench/gen"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // ScalingMetrics returns the names of the scaling figures with cores

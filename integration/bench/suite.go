@@ -21,7 +21,7 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/integration/bench/probe"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // fwdSuite runs the sections of All that need the gen -- router -- sink

@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/splitplane/splitplane/integration/nsthread"
+	"github.com/splitplane/splitplane/internal/nsthread"
 )
 
 // pinThreadTo restricts the calling OS thread to one CPU.

@@ -14,9 +14,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/splitplane/splitplane/api/status"
-	"github.com/splitplane/splitplane/integration/nsthread"
-	"github.com/splitplane/splitplane/integration/peer"
+	"github.com/splitplane/splitplane/internal/nsthread"
+	"github.com/splitplane/splitplane/internal/peer"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // ProbePrefix is the prefix the DoS test has the peer announce and withdraw

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/fe"
-	"github.com/splitplane/splitplane/integration/nsthread"
+	"github.com/splitplane/splitplane/internal/nsthread"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // snapshot is every counter the DoS test reads, at one moment; the figures

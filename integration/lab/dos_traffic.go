@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/integration/bench/gen"
-	"github.com/splitplane/splitplane/integration/nsthread"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/nsthread"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // The floods of the DoS test, each sent by a generator of its own.

@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/splitplane/splitplane/api/status"
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
-	"github.com/splitplane/splitplane/integration/peer"
+	"github.com/splitplane/splitplane/internal/peer"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // Status is the lab at a glance: the BGP session, the routes in the CE and in

@@ -14,7 +14,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/forces"
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 // link is one veth pair of the lab.

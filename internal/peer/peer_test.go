@@ -23,7 +23,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
-	"github.com/splitplane/splitplane/integration/routegen"
+	"github.com/splitplane/splitplane/internal/routegen"
 )
 
 const (
