@@ -25,7 +25,7 @@ func TestAPIRoutes(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Fatalf("apply: %d changes, %v", n, err)
 	}
-	if st := c.Status(ctx); st.Routes != 2 {
+	if st := statusOf(t, c); st.Routes != 2 {
 		t.Fatalf("FIB holds %d routes", st.Routes)
 	}
 	// Add of an existing prefix, delete of a missing one, bad ops: refused
@@ -48,7 +48,7 @@ func TestAPIRoutes(t *testing.T) {
 			t.Errorf("%v: err %v, want %v mentioning %q", tc.ops, err, tc.want, tc.text)
 		}
 	}
-	if st := c.Status(ctx); st.Routes != 2 {
+	if st := statusOf(t, c); st.Routes != 2 {
 		t.Fatalf("a refused batch changed the FIB: %d routes", st.Routes)
 	}
 	// Within a batch, an operation sees the ones before it.
@@ -60,7 +60,7 @@ func TestAPIRoutes(t *testing.T) {
 	// Listings: every origin, with what is installed.
 	c.updates <- routeUpdates(3, netip.MustParseAddr("10.0.0.7")) // BGP: 100.0.0.0/24, 100.0.1.0/24, 100.0.2.0/24
 	c.updates <- []RouteUpdate{{Prefix: netip.MustParsePrefix("198.51.100.0/24"), NextHop: netip.MustParseAddr("10.0.0.8")}}
-	waitFor(t, func() bool { return c.Status(ctx).Routes == 5 })
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 5 })
 	all, err := c.ListRoutes(ctx, RouteFilter{})
 	if err != nil || len(all) != 6 {
 		t.Fatalf("list all: %d routes, %v", len(all), err)
@@ -124,7 +124,7 @@ func TestAPITransaction(t *testing.T) {
 	fe, _ := dialFE(t, c, 1)
 	fe.fullSync()
 	waitFor(t, func() bool {
-		st := c.Status(ctx)
+		st := statusOf(t, c)
 		return len(st.FEs) == 1 && st.FEs[0].Synced
 	})
 

@@ -223,7 +223,16 @@ func (c *CE) Run(ctx context.Context) error {
 	c.log.Info("bgp: started", "asn", c.cfg.ASN, "router_id", c.cfg.RouterID, "neighbors", len(c.cfg.Neighbors))
 
 	if c.cfg.StatusSocket != "" {
-		stop, err := status.Serve(c.cfg.StatusSocket, func() any { return c.Status(ctx) },
+		stop, err := status.Serve(c.cfg.StatusSocket, func() any {
+			// Bounded, so a stopped or stuck loop answers 503, not a hang.
+			wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			st, err := c.Status(wait)
+			if err != nil {
+				return err
+			}
+			return st
+		},
 			status.Handlers{"POST /inject": c.serveInject(ctx)})
 		if err != nil {
 			return err
@@ -305,19 +314,26 @@ func (c *CE) Update(ctx context.Context, us []RouteUpdate) error {
 // start (see Config.SyncHold).
 func (c *CE) Converged() <-chan struct{} { return c.converged }
 
-// Status returns a snapshot of the CE, or an empty one when the CE has stopped.
-func (c *CE) Status(ctx context.Context) Status {
+// ErrNoAnswer is what Status returns when the CE's loop did not answer before
+// the caller's context ended: the CE has stopped, or is busy past the caller's
+// deadline.
+var ErrNoAnswer = errors.New("no answer from the CE (stopped, or busy past the deadline)")
+
+// Status returns a snapshot of the CE. When ctx ends before the CE's loop
+// answers it returns ErrNoAnswer wrapping ctx's error, never a zero Status
+// that a caller could take for an empty CE.
+func (c *CE) Status(ctx context.Context) (Status, error) {
 	ch := make(chan Status, 1)
 	select {
 	case c.queries <- ch:
 		select {
 		case s := <-ch:
-			return s
+			return s, nil
 		case <-ctx.Done():
 		}
 	case <-ctx.Done():
 	}
-	return Status{}
+	return Status{}, fmt.Errorf("%w: %w", ErrNoAnswer, ctx.Err())
 }
 
 // LowAddr is the low-priority channel's listening address (valid once Run has

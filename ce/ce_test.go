@@ -225,7 +225,7 @@ func TestFullSyncAndDiffs(t *testing.T) {
 	c.updates <- routeUpdates(10000, nh)
 
 	// An FE that joins later gets the whole FIB: the nexthop, then every route.
-	waitFor(t, func() bool { return c.Status(context.Background()).Routes == 10000 })
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 10000 })
 	fe, resp := dialFE(t, c, 1)
 	if resp.ASResult == nil || forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
 		t.Fatalf("setup result %v", resp.ASResult)
@@ -263,7 +263,7 @@ func TestFullSyncAndDiffs(t *testing.T) {
 		t.Fatalf("withdrawal sent as %+v", del)
 	}
 	waitFor(t, func() bool {
-		st := c.Status(context.Background())
+		st := statusOf(t, c)
 		return len(st.FEs) == 1 && st.FEs[0].Acked == 10002
 	})
 
@@ -272,7 +272,7 @@ func TestFullSyncAndDiffs(t *testing.T) {
 	if resp2.ASResult == nil || forces.SetupResult(*resp2.ASResult) == forces.SetupSuccess {
 		t.Fatalf("duplicate FE ID accepted: %v", resp2.ASResult)
 	}
-	if st := c.Status(context.Background()); len(st.FEs) != 1 {
+	if st := statusOf(t, c); len(st.FEs) != 1 {
 		t.Fatalf("%d FEs after a refused duplicate", len(st.FEs))
 	}
 }
@@ -292,7 +292,7 @@ func TestDiscoveryRefusesFEWithoutRouting(t *testing.T) {
 	if td.ASTReason == nil {
 		t.Fatal("teardown without a reason")
 	}
-	waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
+	waitFor(t, func() bool { return len(statusOf(t, c).FEs) == 0 })
 }
 
 // An FE that stops talking is torn down with reason "loss of heartbeats".
@@ -312,7 +312,7 @@ func TestHeartbeatLoss(t *testing.T) {
 	if td.ASTReason == nil || forces.TeardownReason(*td.ASTReason) != forces.TeardownLossOfHeartbeats {
 		t.Fatalf("teardown reason %v", td.ASTReason)
 	}
-	waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
+	waitFor(t, func() bool { return len(statusOf(t, c).FEs) == 0 })
 }
 
 // A connection that does not start with an Association Setup is dropped.
@@ -337,7 +337,7 @@ func TestNoSetupDropped(t *testing.T) {
 	if _, err := forces.NewConn(nc2).ReadMessage(); err == nil {
 		t.Fatal("CE answered garbage")
 	}
-	if st := c.Status(context.Background()); len(st.FEs) != 0 {
+	if st := statusOf(t, c); len(st.FEs) != 0 {
 		t.Fatalf("FEs associated: %+v", st.FEs)
 	}
 }
@@ -372,6 +372,39 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// statusOf is c's status; the test fails if the CE does not answer within 10 s.
+func statusOf(t *testing.T, c *CE) Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A CE whose loop does not run answers Status with ErrNoAnswer wrapping the
+// context's error, not with a zero Status.
+func TestStatusNoAnswer(t *testing.T) {
+	c, err := New(Config{ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0"},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := c.Status(ctx); !errors.Is(err, ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Status of a CE not running: %v, want ErrNoAnswer and DeadlineExceeded", err)
+	}
+
+	c = startCE(t, time.Second)
+	st, err := c.Status(context.Background())
+	if err != nil || st.ID == "" {
+		t.Fatalf("Status of a running CE: %+v, %v", st, err)
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -388,11 +421,11 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestMalformedFromFE(t *testing.T) {
 	c := startCE(t, time.Second)
 	fe, _ := dialFE(t, c, 5)
-	waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 1 })
+	waitFor(t, func() bool { return len(statusOf(t, c).FEs) == 1 })
 
 	hb := forces.NewHeartbeat(forces.FEID(6), forces.CEID(0), 1, forces.NoACK) // someone else's ID
 	fe.conn.WriteMessage(hb)
-	waitFor(t, func() bool { return c.Status(context.Background()).ProtocolErrors == 1 })
+	waitFor(t, func() bool { return statusOf(t, c).ProtocolErrors == 1 })
 
 	// Config, 7 words, from FE 5 to CE 0, holding a TLV that claims 16 bytes of 4.
 	bad := []byte{0x10, 0x03, 0x00, 0x07, 0, 0, 0, 5, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -411,7 +444,7 @@ func TestMalformedFromFE(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool {
-		st := c.Status(context.Background())
+		st := statusOf(t, c)
 		return st.ProtocolErrors == 2 && len(st.FEs) == 0
 	})
 }
@@ -426,7 +459,7 @@ func TestIPv6Rows(t *testing.T) {
 		{Prefix: netip.MustParsePrefix("2001:db8:100::/48"), NextHop: nh6},
 		{Prefix: netip.MustParsePrefix("2001:db8:200::/48"), NextHop: nh4}, // wrong family: refused
 	}
-	waitFor(t, func() bool { return c.Status(context.Background()).Routes == 2 })
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 2 })
 
 	v6 := append(slices.Clone(routingLFBs),
 		forces.SupportedLFB{Name: "IPv6UcastLPM", ClassID: forces.ClassIPv6UcastLPM, Version: "1.0"},
@@ -473,7 +506,7 @@ func TestECMPRows(t *testing.T) {
 	c := startCE(t, time.Second)
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	c.updates <- []bgp.Update{{Prefix: netip.MustParsePrefix("198.51.100.0/24"), NextHop: b, NextHops: []netip.Addr{b, a}}}
-	waitFor(t, func() bool { return c.Status(context.Background()).Routes == 1 })
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 1 })
 
 	ecmp := append(slices.Clone(routingLFBs), forces.SupportedLFB{Name: "SplitplaneIPv4ECMP", ClassID: forces.ClassIPv4ECMP, Version: "1.0"})
 	for _, tc := range []struct {
@@ -533,11 +566,11 @@ func TestFETeardown(t *testing.T) {
 	c := startCELog(t, time.Second, slog.New(logs))
 	for i, reason := range []forces.TeardownReason{forces.TeardownNormal, forces.TeardownLossOfHeartbeats} {
 		f, resp := dialFE(t, c, uint32(i+1))
-		waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 1 })
+		waitFor(t, func() bool { return len(statusOf(t, c).FEs) == 1 })
 		if err := f.conn.WriteMessage(forces.NewAssociationTeardown(f.id, resp.Header.Src, uint32(reason))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
+		waitFor(t, func() bool { return len(statusOf(t, c).FEs) == 0 })
 		if reason == forces.TeardownNormal {
 			waitFor(t, func() bool { return logs.Has("INFO forces: FE association ended") })
 			if logs.Has("WARN forces: FE association ended") {
@@ -546,7 +579,7 @@ func TestFETeardown(t *testing.T) {
 		} else {
 			waitFor(t, func() bool { return logs.Has("WARN forces: FE association ended") })
 		}
-		if n := c.Status(context.Background()).ProtocolErrors; n != 0 {
+		if n := statusOf(t, c).ProtocolErrors; n != 0 {
 			t.Fatalf("%d protocol errors after the FE's teardown (%s)", n, reason)
 		}
 	}
@@ -562,7 +595,7 @@ func TestFEHoldTime(t *testing.T) {
 	// 198.18.0.2 is reachable only through the FE's port.
 	c.updates <- routeUpdates(10, netip.MustParseAddr("198.18.0.2"))
 	port := []forces.PortInfo{{ID: 1, Name: "p1", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.1/24")}}}
-	routes := func() int { return c.Status(context.Background()).Routes }
+	routes := func() int { return statusOf(t, c).Routes }
 	associate := func() (*fakeFE, *forces.Message) {
 		f, resp := dialFE(t, c, 1)
 		f.ports = port
@@ -575,7 +608,7 @@ func TestFEHoldTime(t *testing.T) {
 		if err := f.conn.WriteMessage(forces.NewAssociationTeardown(f.id, resp.Header.Src, uint32(forces.TeardownNormal))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return len(c.Status(context.Background()).FEs) == 0 })
+		waitFor(t, func() bool { return len(statusOf(t, c).FEs) == 0 })
 		return time.Now()
 	}
 

@@ -105,9 +105,9 @@ func (cc *ceCollector) Describe(ch chan<- *prometheus.Desc) {
 func (cc *ceCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), metricsStatusTimeout)
 	defer cancel()
-	st := cc.c.Status(ctx)
-	if st.ID == "" {
-		ch <- prometheus.NewInvalidMetric(ceStatusDesc, fmt.Errorf("ce status: no answer from the CE within %s (stopped or busy)", metricsStatusTimeout))
+	st, err := cc.c.Status(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(ceStatusDesc, fmt.Errorf("ce status within %s: %w", metricsStatusTimeout, err))
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {

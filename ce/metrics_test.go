@@ -145,7 +145,7 @@ func TestCEMetrics(t *testing.T) {
 	if err := c.Update(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return c.Status(ctx).Routes == 301 })
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 301 })
 	if v, _ := metricValue(scrape(t, addr), "splitplane_ce_fib_routes"); v != 301 {
 		t.Fatalf("splitplane_ce_fib_routes = %v, want 301", v)
 	}
@@ -153,7 +153,7 @@ func TestCEMetrics(t *testing.T) {
 	fe, _ := dialFE(t, c, 4)
 	fe.fullSync()
 	waitFor(t, func() bool {
-		st := c.Status(ctx)
+		st := statusOf(t, c)
 		return len(st.FEs) == 1 && st.FEs[0].Synced
 	})
 	// The fake FE answers heartbeats only while it reads.
@@ -168,9 +168,9 @@ func TestCEMetrics(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, func() bool { return c.Status(ctx).FEs[0].HeartbeatRTT.Samples >= 3 })
+	waitFor(t, func() bool { return statusOf(t, c).FEs[0].HeartbeatRTT.Samples >= 3 })
 	fe.conn.WriteMessage(forces.NewHeartbeat(forces.FEID(9), forces.CEID(0), 1, forces.NoACK)) // someone else's ID
-	waitFor(t, func() bool { return c.Status(ctx).ProtocolErrors == 1 })
+	waitFor(t, func() bool { return statusOf(t, c).ProtocolErrors == 1 })
 
 	mfs = scrape(t, addr)
 	id := forces.FEID(4).String()
@@ -208,7 +208,7 @@ func TestCEMetrics(t *testing.T) {
 
 	// Once the FE leaves, its series go.
 	fe.conn.Close()
-	waitFor(t, func() bool { return len(c.Status(ctx).FEs) == 0 })
+	waitFor(t, func() bool { return len(statusOf(t, c).FEs) == 0 })
 	mfs = scrape(t, addr)
 	if _, ok := metricValue(mfs, "splitplane_ce_fe_associated", "fe", id); ok {
 		t.Errorf("splitplane_ce_fe_associated still there after the FE left")

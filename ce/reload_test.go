@@ -21,7 +21,7 @@ func TestReload(t *testing.T) {
 		}}
 	c, _ := runCE(t, cfg)
 	ctx := context.Background()
-	waitFor(t, func() bool { return c.Status(ctx).Routes == 2 })
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 2 })
 
 	// One route changed, one removed, one added, a connected prefix added.
 	next := cfg
@@ -39,8 +39,8 @@ func TestReload(t *testing.T) {
 	if rep.Statics != 5 || len(rep.NeedRestart) != 0 || len(rep.Neighbors) != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	waitFor(t, func() bool { return c.Status(ctx).Routes == 3 })
-	st := c.Status(ctx)
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 3 })
+	st := statusOf(t, c)
 	if !slices.ContainsFunc(st.Connected, func(p netip.Prefix) bool { return p.String() == "10.9.0.0/16" }) {
 		t.Fatalf("connected %v", st.Connected)
 	}
@@ -59,7 +59,7 @@ func TestReload(t *testing.T) {
 	if err != nil || !slices.Equal(rep.NeedRestart, []string{"asn", "heartbeat_interval"}) || rep.Statics != 0 {
 		t.Fatalf("restart-only changes: %+v %v", rep, err)
 	}
-	if c.Status(ctx).Routes != 3 {
+	if statusOf(t, c).Routes != 3 {
 		t.Fatal("routes changed")
 	}
 
@@ -84,7 +84,7 @@ func TestReload(t *testing.T) {
 	if got := c.speaker.Networks(); !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("2001:db8:f::/48"), netip.MustParsePrefix("198.51.100.0/25")}) {
 		t.Fatalf("networks after the bad reload: %v", got)
 	}
-	if c.Status(ctx).Routes != 3 {
+	if statusOf(t, c).Routes != 3 {
 		t.Fatal("bgp_networks changed the FIB")
 	}
 }

@@ -56,6 +56,16 @@ func runFE(t *testing.T, c *ce.CE, cfg Config) (*Agent, *fakeDatapath) {
 	return a, dp
 }
 
+// ceStatus is c's status; the test fails if the CE does not answer.
+func ceStatus(t *testing.T, ctx context.Context, c *ce.CE) ce.Status {
+	t.Helper()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -91,21 +101,21 @@ func TestCEAndFEOverTLS(t *testing.T) {
 	}
 	a, dp := runFE(t, c, Config{TLS: &feTLS, Name: "fe-under-test"})
 	waitUntil(t, "full sync", func() bool {
-		st := c.Status(ctx)
+		st := ceStatus(t, ctx, c)
 		return len(st.FEs) == 1 && st.FEs[0].Synced && a.Status().Routes == 3000
 	})
 	if gw := dp.gateway(us[2999].Prefix.String()); gw != nh.String() {
 		t.Fatalf("datapath has %q for a synced route", gw)
 	}
-	st := c.Status(ctx).FEs[0]
+	st := ceStatus(t, ctx, c).FEs[0]
 	if st.Name != "fe-under-test" || !strings.Contains(strings.Join(st.LFBs, ","), "IPv4UcastLPM") {
 		t.Fatalf("discovery: name %q, LFBs %v", st.Name, st.LFBs)
 	}
 	if a.policy().FEHI != 50 || a.policy().CEHDI != 150 {
 		t.Fatalf("heartbeat policy in the FE Protocol LFB: %+v, want FEHI 50 ms and CEHDI 150 ms", a.policy())
 	}
-	waitUntil(t, "low-priority channel", func() bool { return c.Status(ctx).FEs[0].LowChannel && a.Status().Low.Up })
-	waitUntil(t, "heartbeat round trips", func() bool { return c.Status(ctx).FEs[0].HeartbeatRTT.Samples >= 3 })
+	waitUntil(t, "low-priority channel", func() bool { return ceStatus(t, ctx, c).FEs[0].LowChannel && a.Status().Low.Up })
+	waitUntil(t, "heartbeat round trips", func() bool { return ceStatus(t, ctx, c).FEs[0].HeartbeatRTT.Samples >= 3 })
 
 	// IPv6 goes the same way, through the IPv6UcastLPM and IPv6NextHop LFBs.
 	v6 := ce.RouteUpdate{Prefix: netip.MustParsePrefix("2001:db8:100::/48"), NextHop: netip.MustParseAddr("2001:db8::9")}
@@ -132,7 +142,7 @@ func TestCEAndFEOverTLS(t *testing.T) {
 	bad.CA = ceTLS.CA
 	b, _ := runFE(t, c, Config{ID: 2, TLS: &bad})
 	time.Sleep(500 * time.Millisecond)
-	if b.Status().Associated || len(c.Status(ctx).FEs) != 1 {
+	if b.Status().Associated || len(ceStatus(t, ctx, c).FEs) != 1 {
 		t.Fatal("an FE with a certificate from an unknown CA associated")
 	}
 

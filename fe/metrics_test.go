@@ -154,7 +154,7 @@ func TestMetricsCEAndFE(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "routes in the FE", func() bool {
-		st := c.Status(ctx)
+		st := ceStatus(t, ctx, c)
 		return len(st.FEs) == 1 && st.FEs[0].Synced && a.Status().Programmed == 4
 	})
 	dp.set([]datapath.Counters{

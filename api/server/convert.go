@@ -221,7 +221,9 @@ func code(err error) codes.Code {
 		return codes.ResourceExhausted
 	case errors.Is(err, ce.ErrTxnAborted):
 		return codes.Aborted
-	case errors.Is(err, ce.ErrNoFE):
+	case errors.Is(err, ce.ErrNoFE), errors.Is(err, ce.ErrNoAnswer):
+		// ErrNoAnswer wraps its context's error: matched before the
+		// context cases, since the CE not answering is what the caller sees.
 		return codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled

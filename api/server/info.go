@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
 	festatus "github.com/splitplane/splitplane/fe"
@@ -25,12 +22,12 @@ const statusTimeout = 5 * time.Second
 func ceStatus(ctx context.Context, b Backend) (ce.Status, error) {
 	wait, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	st := b.Status(wait)
-	if st.ID == "" { // what Status returns when the CE did not answer
-		if err := ctx.Err(); err != nil {
-			return st, toStatus(err)
+	st, err := b.Status(wait)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil { // the caller gave up: say so, not Unavailable
+			return st, toStatus(cerr)
 		}
-		return st, status.Error(codes.Unavailable, "the CE is not running")
+		return st, toStatus(err)
 	}
 	return st, nil
 }

@@ -33,7 +33,7 @@ type Backend interface {
 	ListRoutes(ctx context.Context, f ce.RouteFilter) ([]ce.RouteInfo, error)
 	WatchFIB(ctx context.Context, current bool) (*ce.Watcher, error)
 	Unwatch(w *ce.Watcher)
-	Status(ctx context.Context) ce.Status
+	Status(ctx context.Context) (ce.Status, error)
 	FEDetails(ctx context.Context, fe forces.ID) (json.RawMessage, error)
 }
 

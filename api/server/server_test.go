@@ -564,6 +564,7 @@ func TestInfoAndCodes(t *testing.T) {
 		{fmt.Errorf("%w: FE(1) refused", ce.ErrTxnAborted), codes.Aborted},
 		{fmt.Errorf("%w: FE(1)", ce.ErrTxnBusy), codes.ResourceExhausted},
 		{fmt.Errorf("%w: none", ce.ErrNoFE), codes.Unavailable},
+		{fmt.Errorf("%w: %w", ce.ErrNoAnswer, context.DeadlineExceeded), codes.Unavailable},
 		{context.Canceled, codes.Canceled},
 		{errors.New("surprise"), codes.Internal},
 	} {

@@ -545,7 +545,11 @@ func (h *harness) wait(ctx context.Context, timeout time.Duration, what string, 
 func (h *harness) waitCE(ctx context.Context, timeout time.Duration, what string, done func(ce.Status) bool) error {
 	var lost error
 	err := h.wait(ctx, timeout, what, func() bool {
-		st := h.ce.Status(ctx)
+		st, err := h.ce.Status(ctx)
+		if err != nil {
+			lost = err
+			return true
+		}
 		if h.fe != nil {
 			switch {
 			case len(st.FEs) == 1 && h.associatedAt.IsZero():
@@ -566,7 +570,10 @@ func (h *harness) waitCE(ctx context.Context, timeout time.Duration, what string
 
 // describe says where things stand, for a timeout's error.
 func (h *harness) describe(ctx context.Context) string {
-	st := h.ce.Status(ctx)
+	st, err := h.ce.Status(ctx)
+	if err != nil {
+		return "CE status: " + err.Error()
+	}
 	s := fmt.Sprintf("CE holds %d routes", st.Routes)
 	for _, f := range st.FEs {
 		s += fmt.Sprintf(", FE %s synced=%t acked=%d failed=%d pending=%d", f.ID, f.Synced, f.Acked, f.Failed, f.Pending)

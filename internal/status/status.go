@@ -56,7 +56,8 @@ func ListenUnix(what, path string, mode os.FileMode) (net.Listener, error) {
 }
 
 // Serve serves fn's value as JSON on GET / of a unix socket at path (see
-// ListenUnix), plus any extra handlers. stop closes the listener and
+// ListenUnix), plus any extra handlers; a value that is an error is served
+// as 503 Service Unavailable with its text, which Get returns as an error. stop closes the listener and
 // removes the socket.
 func Serve(path string, fn func() any, extra Handlers) (stop func(), err error) {
 	l, err := ListenUnix("status socket", path, 0o660)
@@ -69,7 +70,12 @@ func Serve(path string, fn func() any, extra Handlers) (stop func(), err error) 
 			http.NotFound(w, r)
 			return
 		}
-		WriteJSON(w, http.StatusOK, fn())
+		v := fn()
+		if err, ok := v.(error); ok {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		WriteJSON(w, http.StatusOK, v)
 	})
 	for p, h := range extra {
 		mux.HandleFunc(p, h)
