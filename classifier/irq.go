@@ -34,14 +34,16 @@ func deviceMSIIRQs(sys, ifname string) map[int]bool {
 	return nil
 }
 
-// queueIRQs finds the RX queue interrupts of ifname in the text of
-// /proc/interrupts. Drivers name them differently: "eth0-TxRx-3" (ixgbe,
+// QueueIRQs finds the RX queue interrupts of ifname in the text of
+// /proc/interrupts: the one parser of that file, for the classifier's
+// affinity pinning and the FE's lane report. Drivers name them differently: "eth0-TxRx-3" (ixgbe,
 // i40e, ice), "eth0-rx-3" (separate RX and TX vectors), "eth0-fp-3" (bnx2x),
 // "eth0-3" (sfc), "mlx5_comp3@pci:..." (mlx5), "virtio2-input.3"
 // (virtio_net). The queue is the number after the RX marker. With device
 // (its MSI vectors) only those are considered and the name need not hold
-// ifname; without, the name must.
-func queueIRQs(ifname, interrupts string, device map[int]bool) map[uint32][]int {
+// ifname; without, the name must. It returns nil when no interrupt of
+// ifname is found (veth and other virtual devices have none).
+func QueueIRQs(ifname, interrupts string, device map[int]bool) map[uint32][]int {
 	out := make(map[uint32][]int)
 	sc := bufio.NewScanner(strings.NewReader(interrupts))
 	for sc.Scan() {

@@ -35,8 +35,13 @@ func TestQueueIRQs(t *testing.T) {
 		{"interrupts-mlx5.txt", "enp3s0f0", nil, nil}, // names without the interface: unknown, not guessed
 		{"interrupts-split.txt", "enp1s0", nil, map[uint32][]int{0: {45}, 1: {46}}},
 		{"interrupts-virtio.txt", "eth0", set(37, 38, 39, 40, 41), map[uint32][]int{0: {38}, 1: {40}}},
+		{"interrupts-i40e.txt", "ens1f0", nil, map[uint32][]int{0: {81}, 1: {82}, 2: {83}, 3: {84}}},
+		{"interrupts-i40e.txt", "ens1f1", nil, map[uint32][]int{0: {86}}},
+		{"interrupts-i40e.txt", "ens1f0", set(80, 81, 82), map[uint32][]int{0: {81}, 1: {82}}}, // misc is no queue
+		{"interrupts-veth.txt", "veth0", nil, nil},                                             // virtual: no interrupts of its own
+		{"interrupts-veth.txt", "eth0", nil, nil},                                              // virtio names do not hold the interface
 	} {
-		got := queueIRQs(c.ifname, read(c.file), c.device)
+		got := QueueIRQs(c.ifname, read(c.file), c.device)
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s %s (device %v): %v, want %v", c.file, c.ifname, c.device != nil, got, c.want)
 		}

@@ -163,7 +163,7 @@ func OpenNIC(ifname string) (NIC, Capabilities, error) {
 		caps.Queues = q
 	}
 	if interrupts, err := os.ReadFile("/proc/interrupts"); err == nil {
-		caps.QueueIRQs = queueIRQs(ifname, string(interrupts), deviceMSIIRQs("/sys", ifname))
+		caps.QueueIRQs = QueueIRQs(ifname, string(interrupts), deviceMSIIRQs("/sys", ifname))
 	}
 	return n, caps, nil
 }

@@ -1,11 +1,12 @@
 package fe
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/splitplane/splitplane/classifier"
 )
 
 // Lane is one receive queue of a port and the CPUs that serve it: where its
@@ -30,14 +31,16 @@ type portQueues struct {
 // procInterrupts (/proc/interrupts) and, where sysfs shows the port (sysRoot
 // is /sys), whether its NAPI is threaded.
 func lanes(sysRoot, procInterrupts string, ports []portQueues) []Lane {
-	irqs := queueIRQs(procInterrupts)
+	interrupts, _ := os.ReadFile(procInterrupts) // none readable: no lane shows an irq
 	var out []Lane
 	for _, pq := range ports {
 		name := pq.name
+		irqs := classifier.QueueIRQs(name, string(interrupts), nil)
 		threaded := readTrim(filepath.Join(sysRoot, "class/net", name, "threaded")) == "1"
 		for q := range max(pq.rxQueues, 1) {
 			l := Lane{Port: name, Queue: q, CPUs: "sender", Via: "softirq"}
-			if irq, ok := irqs[irqKey{name, q}]; ok {
+			if qi := irqs[uint32(q)]; len(qi) > 0 {
+				irq := strconv.Itoa(qi[0])
 				l.Via = "irq " + irq
 				if cpus := readTrim(filepath.Join(filepath.Dir(procInterrupts), "irq", irq, "smp_affinity_list")); cpus != "" {
 					l.CPUs = cpus
@@ -46,46 +49,6 @@ func lanes(sysRoot, procInterrupts string, ports []portQueues) []Lane {
 				l.Via, l.CPUs = "threaded napi", "any (pin the napi/"+name+"-* kthreads)"
 			}
 			out = append(out, l)
-		}
-	}
-	return out
-}
-
-type irqKey struct {
-	port  string
-	queue int
-}
-
-// queueIRQs maps (port, queue) to IRQ numbers from /proc/interrupts, whose
-// last column names per-queue vectors like "eth0-TxRx-3" or "eth0-rx-3".
-func queueIRQs(path string) map[irqKey]string {
-	out := map[irqKey]string{}
-	f, err := os.Open(path)
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || !strings.HasSuffix(fields[0], ":") {
-			continue
-		}
-		irq := strings.TrimSuffix(fields[0], ":")
-		name := fields[len(fields)-1]
-		i := strings.LastIndexByte(name, '-')
-		if i < 0 {
-			continue
-		}
-		q, err := strconv.Atoi(name[i+1:])
-		if err != nil {
-			continue
-		}
-		rest := name[:i]
-		for _, kind := range []string{"-TxRx", "-rx", "-RxTx", "-rxtx"} {
-			if port, ok := strings.CutSuffix(rest, kind); ok {
-				out[irqKey{port, q}] = irq
-			}
 		}
 	}
 	return out
