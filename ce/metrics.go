@@ -36,7 +36,7 @@ func (c *CE) MetricsAddr() net.Addr { return c.prom.Addr() }
 // ceCollector turns one Status snapshot per scrape into metrics.
 type ceCollector struct{ c *CE }
 
-var bgpStates = []string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
+var bgpStates = [...]string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
 
 var (
 	ceStatusDesc = prometheus.NewDesc("splitplane_ce_status_errors", "Error reading the CE's status for this scrape.", nil, nil)

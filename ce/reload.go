@@ -52,7 +52,7 @@ type reload struct {
 }
 
 // restartOnly are the settings a reload cannot change, by YAML name.
-var restartOnly = []string{
+var restartOnly = [...]string{
 	"id", "asn", "router_id", "bgp_listen_port", "bgp_listen_addresses", "bgp_multipath",
 	"forces_listen", "forces_listen_low", "heartbeat_interval", "heartbeat_miss_limit",
 	"sync_hold", "fe_hold_time", "tls", "forces_pcap", "status_socket", "distances",
@@ -66,7 +66,7 @@ func restartFields(a, b Config) []string {
 	t := va.Type()
 	for i := range t.NumField() {
 		name := t.Field(i).Tag.Get("yaml")
-		if slices.Contains(restartOnly, name) && !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+		if slices.Contains(restartOnly[:], name) && !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
 			out = append(out, name)
 		}
 	}

@@ -47,14 +47,16 @@ type Config struct {
 	IncludeLoopback bool
 }
 
-// DefaultPorts: 179 bgp, 6700 and 6702 forces (the ForCES TML's two
-// channels), 22 ssh. It is read, never written, by this package; callers
-// should not modify it either.
-var DefaultPorts = map[uint16]string{
-	179:  "bgp",
-	6700: "forces",
-	6702: "forces",
-	22:   "ssh",
+// DefaultPorts returns the ports a Config without Ports watches: 179 bgp,
+// 6700 and 6702 forces (the ForCES TML's two channels), 22 ssh. Each call
+// returns a new map, which the caller may change.
+func DefaultPorts() map[uint16]string {
+	return map[uint16]string{
+		179:  "bgp",
+		6700: "forces",
+		6702: "forces",
+		22:   "ssh",
+	}
 }
 
 // DefaultInterval is how often Watch reads the sockets unless told otherwise.
@@ -192,7 +194,7 @@ type dumper struct {
 func newDumper(cfg Config) (*dumper, error) {
 	ports := cfg.Ports
 	if len(ports) == 0 {
-		ports = DefaultPorts
+		ports = DefaultPorts()
 	}
 	if cfg.Interval < 0 {
 		return nil, fmt.Errorf("%w: negative interval %v", ErrBadConfig, cfg.Interval)

@@ -678,3 +678,13 @@ func synRecv(t *testing.T, from netip.AddrPort) bool {
 	}
 	return false
 }
+
+// DefaultPorts hands out a new map each time: a caller's change stays its own.
+func TestDefaultPortsFresh(t *testing.T) {
+	a := DefaultPorts()
+	delete(a, 179)
+	a[80] = "http"
+	if b := DefaultPorts(); b[179] != "bgp" || b[80] != "" || len(b) != 4 {
+		t.Fatalf("after a caller changed its copy: %v", b)
+	}
+}

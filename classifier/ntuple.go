@@ -310,14 +310,38 @@ type ethtoolNIC struct {
 	locAny bool   // the driver picks locations itself (RX_CLS_LOC_SPECIAL)
 }
 
-var ethtoolCmdNames = map[uint32]string{
-	unix.ETHTOOL_GDRVINFO: "GDRVINFO", unix.ETHTOOL_GSTRINGS: "GSTRINGS",
-	unix.ETHTOOL_GRXRINGS: "GRXRINGS", unix.ETHTOOL_GRXCLSRLCNT: "GRXCLSRLCNT",
-	unix.ETHTOOL_GRXCLSRULE: "GRXCLSRULE", unix.ETHTOOL_GRXCLSRLALL: "GRXCLSRLALL",
-	unix.ETHTOOL_SRXCLSRLDEL: "SRXCLSRLDEL", unix.ETHTOOL_SRXCLSRLINS: "SRXCLSRLINS",
-	unix.ETHTOOL_GSSET_INFO: "GSSET_INFO", unix.ETHTOOL_GRXFHINDIR: "GRXFHINDIR",
-	unix.ETHTOOL_SRXFHINDIR: "SRXFHINDIR", unix.ETHTOOL_GFEATURES: "GFEATURES",
-	unix.ETHTOOL_GCHANNELS: "GCHANNELS",
+// ethtoolCmdName names an ethtool command for errors, in ethtool's words
+// less the ETHTOOL_ prefix; a command it does not know is shown in hex.
+func ethtoolCmdName(cmd uint32) string {
+	switch cmd {
+	case unix.ETHTOOL_GDRVINFO:
+		return "GDRVINFO"
+	case unix.ETHTOOL_GSTRINGS:
+		return "GSTRINGS"
+	case unix.ETHTOOL_GRXRINGS:
+		return "GRXRINGS"
+	case unix.ETHTOOL_GRXCLSRLCNT:
+		return "GRXCLSRLCNT"
+	case unix.ETHTOOL_GRXCLSRULE:
+		return "GRXCLSRULE"
+	case unix.ETHTOOL_GRXCLSRLALL:
+		return "GRXCLSRLALL"
+	case unix.ETHTOOL_SRXCLSRLDEL:
+		return "SRXCLSRLDEL"
+	case unix.ETHTOOL_SRXCLSRLINS:
+		return "SRXCLSRLINS"
+	case unix.ETHTOOL_GSSET_INFO:
+		return "GSSET_INFO"
+	case unix.ETHTOOL_GRXFHINDIR:
+		return "GRXFHINDIR"
+	case unix.ETHTOOL_SRXFHINDIR:
+		return "SRXFHINDIR"
+	case unix.ETHTOOL_GFEATURES:
+		return "GFEATURES"
+	case unix.ETHTOOL_GCHANNELS:
+		return "GCHANNELS"
+	}
+	return fmt.Sprintf("%#x", cmd)
 }
 
 // ioctl sends buf (a struct starting with its __u32 cmd) to the driver; the
@@ -330,11 +354,7 @@ func (n *ethtoolNIC) ioctl(buf []byte) error {
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(n.fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
 	runtime.KeepAlive(buf)
 	if errno != 0 {
-		cmd := binary.NativeEndian.Uint32(buf)
-		name, ok := ethtoolCmdNames[cmd]
-		if !ok {
-			name = fmt.Sprintf("%#x", cmd)
-		}
+		name := ethtoolCmdName(binary.NativeEndian.Uint32(buf))
 		return fmt.Errorf("ethtool %s on %s: %w", name, n.name, errno)
 	}
 	return nil

@@ -118,7 +118,7 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 
 	ports := cfg.Ports
 	if len(ports) == 0 {
-		ports = classifier.DefaultPorts
+		ports = classifier.DefaultPorts()
 	}
 	err := classifier.Watch(ctx, classifier.Config{Ports: ports, Interval: cfg.Interval}, func(added, removed []classifier.Flow) {
 		st.mu.Lock()

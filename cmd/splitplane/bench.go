@@ -15,13 +15,16 @@ import (
 )
 
 func benchCmd() *cobra.Command {
+	// Measured once for the command; bench all's report states the same.
+	var mem host.Memory
 	cmd := &cobra.Command{
 		Use:   "bench NAME",
 		Short: "Run a benchmark and print its figures (a table, or JSON lines with --json)",
 		// The memory-heavy figures (ForCES, API, convergence) depend on it:
 		// said on stderr, so the figures on stdout stay as they are.
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-			m := host.MemoryNow()
+			mem = host.MeasureMemory()
+			m := mem
 			if m.THP != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "bench: transparent huge pages: %s (docs/operations.md)\n", m.THP)
 			}
@@ -30,7 +33,7 @@ func benchCmd() *cobra.Command {
 			}
 		},
 	}
-	cmd.AddCommand(benchAllCmd(), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())
+	cmd.AddCommand(benchAllCmd(&mem), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())
 	return cmd
 }
 

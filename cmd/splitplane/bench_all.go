@@ -12,9 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/splitplane/splitplane/integration/bench"
+	"github.com/splitplane/splitplane/internal/host"
 )
 
-func benchAllCmd() *cobra.Command {
+func benchAllCmd(mem *host.Memory) *cobra.Command {
 	var (
 		o      bench.AllOptions
 		out    string
@@ -64,6 +65,7 @@ that the suite works, not figures to quote.`,
 			ctx, stop := signalContext()
 			defer stop()
 			o.Progress = os.Stderr
+			o.Memory = *mem
 			rep, err := bench.All(ctx, o)
 			if rep == nil {
 				return err

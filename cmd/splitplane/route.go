@@ -88,26 +88,44 @@ func routeDelCmd(f *apiFlags) *cobra.Command {
 	}
 }
 
-var (
-	tableNames  = map[string]splitplanev1.Table{"all": splitplanev1.Table_TABLE_ALL, "ipv4": splitplanev1.Table_TABLE_IPV4, "ipv6": splitplanev1.Table_TABLE_IPV6}
-	originNames = map[string]splitplanev1.Origin{"": splitplanev1.Origin_ORIGIN_UNSPECIFIED, "api": splitplanev1.Origin_ORIGIN_API, "static": splitplanev1.Origin_ORIGIN_STATIC, "bgp": splitplanev1.Origin_ORIGIN_BGP}
-)
-
+// originName is how the CLI names a route's origin (--origin, -o json).
 func originName(o splitplanev1.Origin) string {
-	for n, v := range originNames {
-		if v == o && n != "" {
-			return n
-		}
+	switch o {
+	case splitplanev1.Origin_ORIGIN_API:
+		return "api"
+	case splitplanev1.Origin_ORIGIN_STATIC:
+		return "static"
+	case splitplanev1.Origin_ORIGIN_BGP:
+		return "bgp"
 	}
 	return "unknown"
 }
 
-func parseTable(cmd *cobra.Command, s string) (splitplanev1.Table, error) {
-	t, ok := tableNames[s]
-	if !ok {
-		return 0, usageError(cmd, fmt.Errorf("--table %q: want ipv4, ipv6 or all", s))
+// parseOrigin reads --origin: a name originName gives, or "" for any.
+func parseOrigin(cmd *cobra.Command, s string) (splitplanev1.Origin, error) {
+	switch s {
+	case "":
+		return splitplanev1.Origin_ORIGIN_UNSPECIFIED, nil
+	case "api":
+		return splitplanev1.Origin_ORIGIN_API, nil
+	case "static":
+		return splitplanev1.Origin_ORIGIN_STATIC, nil
+	case "bgp":
+		return splitplanev1.Origin_ORIGIN_BGP, nil
 	}
-	return t, nil
+	return 0, usageError(cmd, fmt.Errorf("--origin %q: want api, static or bgp", s))
+}
+
+func parseTable(cmd *cobra.Command, s string) (splitplanev1.Table, error) {
+	switch s {
+	case "all":
+		return splitplanev1.Table_TABLE_ALL, nil
+	case "ipv4":
+		return splitplanev1.Table_TABLE_IPV4, nil
+	case "ipv6":
+		return splitplanev1.Table_TABLE_IPV6, nil
+	}
+	return 0, usageError(cmd, fmt.Errorf("--table %q: want ipv4, ipv6 or all", s))
 }
 
 // routeJSON is a route as -o json prints it.
@@ -164,11 +182,9 @@ func routeListCmd(f *apiFlags) *cobra.Command {
 			if req.Table, err = parseTable(cmd, table); err != nil {
 				return err
 			}
-			o, ok := originNames[origin]
-			if !ok {
-				return usageError(cmd, fmt.Errorf("--origin %q: want api, static or bgp", origin))
+			if req.Origin, err = parseOrigin(cmd, origin); err != nil {
+				return err
 			}
-			req.Origin = o
 			var routes []routeJSON
 			err = withAPI(cmd, f, func(c *apiConn) error {
 				return c.call(cmd.Context(), "route list", func(ctx context.Context) error {

@@ -261,7 +261,7 @@ func (r rates) four(key string) string {
 }
 
 // fourHeader heads the columns of four.
-var fourHeader = fmt.Sprintf("%7s\t%7s\t%7s\t%7s", "RX/s", "FWD/s", "PASS/s", "DROP/s")
+const fourHeader = "   RX/s\t  FWD/s\t PASS/s\t DROP/s"
 
 // si shows a rate with an SI suffix: 950, 12.3k, 1.25M, 2.00G.
 func si(v float64) string {

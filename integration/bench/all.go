@@ -40,6 +40,10 @@ var Percentiles = []int{10, 25, 50, 75, 90}
 // or with Quick those of a quick one (small tables, short measurements: a
 // check that the whole suite works, not figures to quote).
 type AllOptions struct {
+	// Memory is the machine's memory figures as the caller measured them
+	// (host.MeasureMemory), so that the report states what the caller
+	// said; zero: All measures them.
+	Memory host.Memory
 	// Quick takes small tables and short measurements.
 	Quick bool
 	// Only, if set, runs these sections (names from Sections) and no others.
@@ -350,7 +354,7 @@ func All(ctx context.Context, opts AllOptions) (*Report, error) {
 	}
 	rep := &Report{
 		Started:  time.Now(),
-		Machine:  machine(),
+		Machine:  machine(opts.Memory),
 		Settings: settings(&opts),
 		Skipped:  map[string]string{},
 		Errors:   map[string]string{},
@@ -472,9 +476,11 @@ func settings(o *AllOptions) Settings {
 }
 
 // machine describes this machine; what cannot be read stays empty.
-func machine() Machine {
+func machine(mem host.Memory) Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadAvg()}
-	mem := host.MemoryNow()
+	if mem == (host.Memory{}) {
+		mem = host.MeasureMemory()
+	}
 	m.TransparentHugePages, m.PageFaultUs = mem.THP, float64(mem.FirstTouch)/float64(time.Microsecond)
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {

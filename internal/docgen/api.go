@@ -13,7 +13,7 @@ import (
 )
 
 // protoFiles are the API's protobuf files, relative to the module root.
-var protoFiles = []string{"api/splitplane/v1/splitplane.proto"}
+var protoFiles = [...]string{"api/splitplane/v1/splitplane.proto"}
 
 // Field numbers of descriptor.proto, which SourceCodeInfo paths are made of.
 const (
@@ -31,7 +31,7 @@ const (
 // APIReference renders docs/api.md from the API's protobuf files, through
 // protoc (Debian's protobuf-compiler, which `make generate` installs).
 func APIReference(root string) ([]byte, error) {
-	set, err := describe(root, protoFiles)
+	set, err := describe(root, protoFiles[:])
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ type configRoot struct {
 	typ     string
 }
 
-var configRoots = []configRoot{
+var configRoots = [...]configRoot{
 	{"ce", "The control element", "splitplane ce --config FILE [--check]", "ce", "Config"},
 	{"fe", "The forwarding element", "splitplane fe --config FILE [--check]", "fe", "Config"},
 }

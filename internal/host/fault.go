@@ -2,7 +2,6 @@ package host
 
 import (
 	"fmt"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -49,15 +48,16 @@ type Memory struct {
 	FirstTouch time.Duration
 }
 
-// MemoryNow reads the THP mode and runs the first-touch probe on
-// FaultProbeBytes, once per process: a benchmark command and the report it
-// writes state the same figures without probing twice.
-var MemoryNow = sync.OnceValue(func() Memory {
+// MeasureMemory reads the THP mode and runs the first-touch probe on
+// FaultProbeBytes. Each call probes anew: a command that states the figures
+// and writes a report keeps the one Memory and hands it on, so both state
+// the same figures (bench.AllOptions.Memory).
+func MeasureMemory() Memory {
 	var m Memory
 	m.THP, _ = TransparentHugePages(THPEnabled)
 	m.FirstTouch, _ = PageFaultCost(FaultProbeBytes)
 	return m
-})
+}
 
 // Prefault writes zeros into s once per 4 KiB page, so that the first access
 // to each page is a write; s must be as make returned it, all zero. Linux answers a first read of fresh anonymous

@@ -28,7 +28,7 @@ var lengthShare = [33]float64{
 const nestShare = 0.07
 
 // excluded are the special-purpose ranges no generated prefix may overlap.
-var excluded = []netip.Prefix{
+var excluded = [...]netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("10.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
@@ -51,7 +51,7 @@ var excluded = []netip.Prefix{
 // benchmarking, multicast and reserved space). The lab uses these ranges for
 // its own addressing.
 func Excluded() []netip.Prefix {
-	return slices.Clone(excluded)
+	return slices.Clone(excluded[:])
 }
 
 // Generate returns n distinct IPv4 prefixes, deterministic for a seed, with
