@@ -79,10 +79,11 @@ check-generated: generate
 	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' '*.pb.go' docs/configuration.md docs/api.md || \
 	{ echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
-# go test fuzzes one target at a time: every decoder's target in turn.
+# go test fuzzes one target at a time: every decoder's target in turn, in
+# every package that has one (each target's corpus: testdata/fuzz/NAME).
 FUZZTIME ?= 30s
 fuzz:
-	@for pkg in ./forces/ ./api/packed/; do \
+	@for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u | sed 's|$$|/|'); do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
