@@ -15,7 +15,9 @@
 // control-flow rules redirect return packets through a CPUMAP to the control
 // CPU, a per-CPU policer limits the rest of the traffic to the router, and GTSM
 // guards the BGP port; the FE agent (fe/classifier.go) keeps the rules in step
-// with [Watch]. The hardware path (nic.go, ntuple.go) programs n-tuple rules
+// with [Watch]. The hardware path (nic.go: the device and what it can do;
+// ntuple.go: the ioctls; irq.go: its queues' interrupts, the one
+// /proc/interrupts parser, [QueueIRQs]; steerer.go) programs n-tuple rules
 // through SIOCETHTOOL (ETHTOOL_SRXCLSRLINS/DEL, GRXCLSRLALL; byte layout
 // checked against what the ethtool binary sends), spreads the RSS indirection
 // table over the forwarding queues, pins each queue's IRQ to its core, and
