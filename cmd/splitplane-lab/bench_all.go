@@ -14,7 +14,7 @@ import (
 	"github.com/splitplane/splitplane/integration/bench"
 )
 
-func benchAllCmd() *cobra.Command {
+func benchAllCmd(binary *string) *cobra.Command {
 	var (
 		o      bench.AllOptions
 		out    string
@@ -56,6 +56,10 @@ that the suite works, not figures to quote.`,
 			}
 			if os.Geteuid() != 0 {
 				return errors.New("bench all needs root: it creates network namespaces and loads XDP programs")
+			}
+			var err error
+			if o.Binary, err = routerBinary(*binary); err != nil {
+				return err
 			}
 			started := time.Now()
 			if out == "" {
