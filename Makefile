@@ -4,6 +4,7 @@
 export PATH := /usr/local/go/bin:$(PATH)
 GO      ?= go
 BIN     := bin/splitplane
+LABBIN  := bin/splitplane-lab
 LAB     ?= sp
 
 # What the lab and the tests run: iproute2 (ip, netns), ethtool (GRO on veth
@@ -20,8 +21,11 @@ GEN_DEPS := clang llvm libbpf-dev tshark bird2 frr protobuf-compiler
 
 all: build
 
+# The router (splitplane) and, beside it, the lab, benchmarks and test peer
+# (splitplane-lab), which `splitplane lab|bench|peer` hands its commands to.
 build:
 	$(GO) build -o $(BIN) ./cmd/splitplane
+	$(GO) build -o $(LABBIN) ./cmd/splitplane-lab
 
 # Install missing Debian packages (apt-get update runs only when something is missing).
 deps:

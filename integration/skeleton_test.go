@@ -38,12 +38,13 @@ func requireLab(t *testing.T) {
 // buildBinary builds the splitplane binary the lab runs, as a user would.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "splitplane")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/splitplane/splitplane/cmd/splitplane")
+	// splitplane-lab beside it: splitplane hands lab, bench and peer to it.
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/splitplane/splitplane/cmd/splitplane", "github.com/splitplane/splitplane/cmd/splitplane-lab")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return bin
+	return filepath.Join(dir, "splitplane")
 }
 
 // splitplane runs the binary and returns its combined output.

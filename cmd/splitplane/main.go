@@ -1,6 +1,8 @@
-// Command splitplane is the whole router in one binary: the control element
-// (ce), the forwarding element (fe), a BGP peer for labs and tests (peer), and
-// the lab itself (lab up|status|down).
+// Command splitplane is the router in one binary: the control element (ce),
+// the forwarding element (fe) and the operator's commands on their API (route,
+// bgp, fe, classifier, top, ...). The lab, the benchmarks and the test BGP peer
+// are splitplane-lab's (cmd/splitplane-lab); `splitplane lab|bench|peer` hands
+// them to it.
 package main
 
 import (
@@ -24,7 +26,8 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(ceCmd(), feCmd(), peerCmd(), labCmd(), benchCmd())
+	root.AddCommand(ceCmd(), feCmd())
+	root.AddCommand(externalCmds()...)
 	addAPICommands(root)
 	usageErrors(root)
 	if err := root.Execute(); err != nil {

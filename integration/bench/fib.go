@@ -3,7 +3,7 @@ package bench
 import (
 	"context"
 
-	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 )
 
 // FIBSizes are the table sizes `splitplane bench fib` measures lookups at.
@@ -18,11 +18,11 @@ var FIB6Sizes = []int{1_000, 100_000}
 // each against the kernel's LPM trie at the largest) and the install rate
 // of the largest IPv4 table. It needs root (it loads BPF).
 func FIB(ctx context.Context, sizes, sizes6 []int, rounds int) ([]Result, error) {
-	figs, err := datapath.BenchFIB(ctx, sizes, rounds)
+	figs, err := fibbench.FIB(ctx, sizes, rounds)
 	if err != nil {
 		return nil, err
 	}
-	figs6, err := datapath.BenchFIB6(ctx, sizes6, rounds)
+	figs6, err := fibbench.FIB6(ctx, sizes6, rounds)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
@@ -24,9 +25,9 @@ const rtTableMain = 254
 // lookup size, BPF_PROG_TEST_RUN with many repeats (the kernel's time for
 // all of them, divided by their number), every table holding a default route
 // as well and the same destinations at every size, uniformly random over
-// public space (datapath.BenchDestinations), so that only the table changes:
+// public space (fibbench.Destinations), so that only the table changes:
 //   - splitplane's xdp_router with its DIR-24-8 FIB, and the same program
-//     with the kernel's LPM trie map (datapath.BenchFIB, in this process's
+//     with the kernel's LPM trie map (fibbench.FIB, in this process's
 //     namespace, its own datapath; it also gives both with destinations
 //     inside the table, passed on as they are);
 //   - the kernel FIB: probe's xdp_kernel_fib, the same work with the lookup
@@ -62,7 +63,7 @@ func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 			}()
 		}
 	}
-	dsts := datapath.BenchDestinations(gen.MaxDsts, o.Seed)
+	dsts := fibbench.Destinations(gen.MaxDsts, o.Seed)
 	repeat := uint32(1 << 20)
 	if o.Quick {
 		repeat = 1 << 16
@@ -77,7 +78,7 @@ func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			figs, err := datapath.BenchFIB(ctx, []int{n}, 1)
+			figs, err := fibbench.FIB(ctx, []int{n}, 1)
 			if err != nil {
 				return fmt.Errorf("%d routes, round %d: %w", n, r+1, err)
 			}

@@ -15,7 +15,9 @@ import (
 
 // labDosCmd is `splitplane lab dos`: the DoS-resilience test (issue 8). It
 // shares the lab's --name and --dir; its lab is "spdos" unless --name is given.
-func labDosCmd(lo *lab.Options) *cobra.Command {
+// noBinary is set (by lab's PersistentPreRunE) when there is no router
+// binary to run.
+func labDosCmd(lo *lab.Options, noBinary *error) *cobra.Command {
 	var (
 		o      lab.DoSOptions
 		asJSON bool
@@ -54,10 +56,13 @@ Where each flow is processed, and why: docs/architecture.md, "The DoS test".`,
 			default:
 				return fmt.Errorf("%w: --protection %q: on, off or both", errUsage, o.Protection)
 			}
+			if *noBinary != nil {
+				return *noBinary
+			}
 			if f := cmd.Flag("name"); f != nil && f.Changed {
 				o.Name = lo.Name
 			}
-			o.Dir = lo.Dir
+			o.Dir, o.Binary = lo.Dir, lo.Binary
 			o.Out = os.Stderr
 			signal.Ignore(syscall.SIGPIPE) // a closed pipe must not stop the cleanup halfway
 			ctx, stop := signalContext()

@@ -16,11 +16,28 @@ import (
 	"github.com/splitplane/splitplane/internal/status"
 )
 
-func labCmd() *cobra.Command {
-	var o lab.Options
+// labCmd is `lab`; binary is the --binary flag (routerBinary).
+func labCmd(binary *string) *cobra.Command {
+	var (
+		o lab.Options
+		// noBinary is why there is no router binary to run: an error for
+		// the commands that start daemons (up, restart, dos), after their
+		// flags are checked.
+		noBinary error
+	)
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "A router, a BGP peer and two hosts in network namespaces, forwarding through XDP",
+		// The lab runs the daemons of the router binary, and finds them
+		// again (status, down) by its name on their command lines.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := routerBinary(*binary)
+			if err != nil {
+				b, noBinary = routerProgram, fmt.Errorf("lab %s: %w", cmd.Name(), err)
+			}
+			o.Binary = b
+			return nil
+		},
 	}
 	cmd.PersistentFlags().StringVar(&o.Name, "name", "sp", "lab name: prefix of its namespaces")
 	cmd.PersistentFlags().StringVar(&o.Dir, "dir", "", "state directory (default /run/splitplane/lab-NAME)")
@@ -30,6 +47,9 @@ func labCmd() *cobra.Command {
 		Short: "Build the lab and wait until the peer's routes are in the FE",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if noBinary != nil {
+				return noBinary
+			}
 			signal.Ignore(syscall.SIGPIPE) // a failed up must still clean up
 			o.Out = os.Stdout
 			ctx, stop := signalContext()
@@ -118,6 +138,9 @@ func labCmd() *cobra.Command {
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"ce", "fe", "fe2", "peer", "peer2"},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if noBinary != nil {
+				return noBinary
+			}
 			o.Out = os.Stdout
 			return lab.Restart(o, args[0], kill)
 		},
@@ -128,6 +151,6 @@ func labCmd() *cobra.Command {
 	pc.AddCommand(peerCtl("withdraw"), peerCtl("announce"))
 
 	cmd.AddCommand(up, st, down, restart, pc)
-	cmd.AddCommand(labDosCmd(&o)) // splitplane lab dos: lab_dos.go
+	cmd.AddCommand(labDosCmd(&o, &noBinary)) // splitplane lab dos: lab_dos.go
 	return cmd
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/splitplane/splitplane/internal/host"
 )
 
-func benchAllCmd(mem *host.Memory) *cobra.Command {
+func benchAllCmd(mem *host.Memory, binary *string) *cobra.Command {
 	var (
 		o      bench.AllOptions
 		out    string
@@ -57,6 +57,10 @@ that the suite works, not figures to quote.`,
 			}
 			if os.Geteuid() != 0 {
 				return errors.New("bench all needs root: it creates network namespaces and loads XDP programs")
+			}
+			var err error
+			if o.Binary, err = routerBinary(*binary); err != nil {
+				return err
 			}
 			started := time.Now()
 			if out == "" {

@@ -21,7 +21,7 @@ func TestLabDosUsage(t *testing.T) {
 		{"lab", "dos", "extra"},
 	} {
 		root := &cobra.Command{Use: "splitplane", SilenceUsage: true, SilenceErrors: true}
-		root.AddCommand(labCmd())
+		root.AddCommand(labCmd(new(string)))
 		usageErrors(root)
 		root.SetArgs(args)
 		err := root.Execute()

@@ -14,7 +14,9 @@ import (
 	"github.com/splitplane/splitplane/internal/host"
 )
 
-func benchCmd() *cobra.Command {
+// benchCmd is `bench`; binary is the --binary flag (routerBinary), for the
+// benchmarks that run the router's daemons.
+func benchCmd(binary *string) *cobra.Command {
 	// Measured once for the command; bench all's report states the same.
 	var mem host.Memory
 	cmd := &cobra.Command{
@@ -33,7 +35,7 @@ func benchCmd() *cobra.Command {
 			}
 		},
 	}
-	cmd.AddCommand(benchAllCmd(&mem), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(), benchAPICmd())
+	cmd.AddCommand(benchAllCmd(&mem, binary), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(binary), benchAPICmd(binary))
 	return cmd
 }
 
@@ -119,7 +121,7 @@ take turns in every round; each figure is the median over --rounds:
 	return cmd
 }
 
-func benchConvergeCmd() *cobra.Command {
+func benchConvergeCmd(binary *string) *cobra.Command {
 	var (
 		o      bench.ConvergeOptions
 		asJSON bool
@@ -128,7 +130,7 @@ func benchConvergeCmd() *cobra.Command {
 		Use:   "converge",
 		Short: "Full-table BGP convergence into the FE's XDP datapath, against BIRD into the kernel; CE memory",
 		Long: `Needs root and BIRD 2 (apt-get install bird2). A BIRD sender announces --routes
-generated prefixes over eBGP, in turn to a splitplane CE (this binary's 'ce', with
+generated prefixes over eBGP, in turn to a splitplane CE (splitplane's 'ce', with
 an FE, 'fe', on a veth port with XDP, associated before the session starts) and to
 a BIRD exporting them into the Linux kernel, each in its own network namespace
 (cvg-*, deleted at the end). Median over --rounds:
@@ -147,6 +149,10 @@ inherits the environment: GOGC and GOMEMLIMIT set here apply to it.`,
 			if o.Rounds < 1 {
 				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
 			}
+			var err error
+			if o.Binary, err = routerBinary(*binary); err != nil {
+				return err
+			}
 			ctx, stop := signalContext()
 			defer stop()
 			o.Progress = os.Stderr
@@ -164,7 +170,7 @@ inherits the environment: GOGC and GOMEMLIMIT set here apply to it.`,
 	return cmd
 }
 
-func benchAPICmd() *cobra.Command {
+func benchAPICmd(binary *string) *cobra.Command {
 	var (
 		o      bench.APIOptions
 		asJSON bool
@@ -172,7 +178,7 @@ func benchAPICmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "api",
 		Short: "Routes through the gRPC API end to end into the XDP datapath: bulk rate, and single add until it forwards",
-		Long: `Needs root. Runs this binary's 'ce' (serving the API on a unix socket) and 'fe'
+		Long: `Needs root. Runs splitplane's 'ce' (serving the API on a unix socket) and 'fe'
 (the XDP datapath natively on both router ports) in a namespace between a
 generator and a sink (bapi-*, deleted at the end); each round starts them afresh.
 Median over --rounds:
@@ -196,6 +202,10 @@ Median over --rounds:
 			}
 			if o.Adds < 1 || o.Adds > 1<<16 {
 				return fmt.Errorf("%w: --adds %d: must be 1 to 65536", errUsage, o.Adds)
+			}
+			var err error
+			if o.Binary, err = routerBinary(*binary); err != nil {
+				return err
 			}
 			ctx, stop := signalContext()
 			defer stop()

@@ -18,7 +18,7 @@ func TestBenchAllUsage(t *testing.T) {
 		{"bench", "all", "extra"},
 	} {
 		root := &cobra.Command{Use: "splitplane", SilenceUsage: true, SilenceErrors: true}
-		root.AddCommand(benchCmd())
+		root.AddCommand(benchCmd(new(string)))
 		usageErrors(root)
 		root.SetArgs(args)
 		err := root.Execute()

@@ -1,6 +1,12 @@
 //go:build linux
 
-package datapath
+// Package fibbench measures the XDP datapath's FIBs (`splitplane bench fib`,
+// and the lookup section of `bench all`): the lookup cost of the DIR-24-8
+// IPv4 table and the IPv6 stride table against the kernel's LPM tries, at
+// several table sizes, by BPF_PROG_TEST_RUN, and the install rate of a
+// full table. It holds the benchmarks' route and destination generators;
+// fe/datapath gives it only the hooks it needs (LoadForBenchmark).
+package fibbench
 
 import (
 	"context"
@@ -10,18 +16,18 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
-// BenchFigure is one figure of BenchFIB, in the shape of the project's
+// Figure is one figure of FIB or FIB6, in the shape of the project's
 // benchmark output convention: Baseline names a reference measured in the
 // same run, in the same unit, with BaselineValue its value.
-type BenchFigure struct {
+type Figure struct {
 	Metric        string  `json:"metric"`
 	Value         float64 `json:"value"`
 	Unit          string  `json:"unit"`
@@ -29,48 +35,18 @@ type BenchFigure struct {
 	BaselineValue float64 `json:"baseline_value,omitempty"`
 }
 
-// Metric names of BenchFIB. Lookup figures are named by table size with
-// SizeLabel (fib_lookup_ns_1k, fib_lookup_ns_100k, fib_lookup_ns_1m,
-// lpm_trie_lookup_ns_1m; fib_lookup_inside_ns_1k, ...).
-const (
-	MetricFIBLookupPrefix        = "fib_lookup_ns_"
-	MetricTrieLookupPrefix       = "lpm_trie_lookup_ns_"
-	MetricFIBLookupInsidePrefix  = "fib_lookup_inside_ns_"
-	MetricTrieLookupInsidePrefix = "lpm_trie_lookup_inside_ns_"
-	MetricFIBInstallPerSecond    = "fib_install_routes_per_s"
-)
-
-// Metric names of BenchFIB6, named by table size like BenchFIB's
-// (fib6_lookup_ns_1k, fib6_lookup_ns_100k, lpm_trie6_lookup_ns_100k).
-const (
-	MetricFIB6LookupPrefix  = "fib6_lookup_ns_"
-	MetricTrie6LookupPrefix = "lpm_trie6_lookup_ns_"
-)
-
 // benchRepeat is the number of runs per BPF_PROG_TEST_RUN call: each call
 // costs a fixed ~24 ms, which the kernel's per-run time leaves out anyway,
-// but a long call also averages out the rotation over bench_dsts.
+// but a long call also averages out the rotation over the destinations.
 const benchRepeat = 1 << 21
 
-// SizeLabel names a table size in metric names: 1000 is "1k", 100000
-// "100k", 1000000 "1m"; other sizes are written out.
-func SizeLabel(n int) string {
-	switch {
-	case n >= 1_000_000 && n%1_000_000 == 0:
-		return strconv.Itoa(n/1_000_000) + "m"
-	case n >= 1000 && n%1000 == 0:
-		return strconv.Itoa(n/1000) + "k"
-	}
-	return strconv.Itoa(n)
-}
-
-// BenchFIB measures the IPv4 FIB of the XDP program (needs root) and returns
+// FIB measures the IPv4 FIB of the XDP program (needs root) and returns
 // its figures, each the median of rounds. Every lookup table is SIZE
 // routegen routes plus a default route, so that every packet forwards.
 //   - fib_lookup_ns_SIZE for every size: ns per packet of xdp_router
 //     (BPF_PROG_TEST_RUN, kernel-timed), every run to another of the same
 //     65,536 destinations at every size, uniformly random over public
-//     unicast space (BenchDestinations): only the table changes from one
+//     unicast space (Destinations): only the table changes from one
 //     size to the next, so the figures show how the lookup's cost grows
 //     with the number of routes;
 //   - lpm_trie_lookup_ns_SIZE: the same with the kernel LPM trie
@@ -81,38 +57,38 @@ func SizeLabel(n int) string {
 //     small part of the FIB (what the caches then hide);
 //   - fib_install_routes_per_s: routes per second of one SetRoutes call
 //     installing the largest table into an empty FIB.
-func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, error) {
+func FIB(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 	if len(sizes) == 0 || rounds < 1 {
-		return nil, fmt.Errorf("bench fib: sizes %v, rounds %d: %w", sizes, rounds, ErrInvalid)
+		return nil, fmt.Errorf("bench fib: sizes %v, rounds %d: %w", sizes, rounds, datapath.ErrInvalid)
 	}
 	sizes = slices.Clone(sizes)
 	slices.Sort(sizes)
 	largest := sizes[len(sizes)-1]
-	public := be32s(BenchDestinations(len(benchDsts{}), 1))
-	var lookups, tries, inside []BenchFigure
+	public := be32s(Destinations(datapath.BenchDsts, 1))
+	var lookups, tries, inside []Figure
 	for _, n := range sizes {
 		lb, err := newLookupBench(n, 1)
 		if err != nil {
 			return nil, err
 		}
-		label := SizeLabel(n)
-		measure := func(dsts []uint32, metric string, prog *ebpf.Program) (BenchFigure, error) {
+		label := datapath.SizeLabel(n)
+		measure := func(dsts []uint32, metric string, prog *ebpf.Program) (Figure, error) {
 			if err := lb.setDsts(dsts); err != nil {
-				return BenchFigure{}, err
+				return Figure{}, err
 			}
 			ns, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(prog) })
-			return BenchFigure{Metric: metric + label, Value: ns, Unit: "ns"}, err
+			return Figure{Metric: metric + label, Value: ns, Unit: "ns"}, err
 		}
-		var figs [4]BenchFigure
+		var figs [4]Figure
 		for i, m := range []struct {
 			dsts   []uint32
 			metric string
 			prog   *ebpf.Program
 		}{
-			{public, MetricFIBLookupPrefix, lb.d.Program()},
-			{public, MetricTrieLookupPrefix, lb.d.trie.XdpRouterTrie},
-			{lb.inside, MetricFIBLookupInsidePrefix, lb.d.Program()},
-			{lb.inside, MetricTrieLookupInsidePrefix, lb.d.trie.XdpRouterTrie},
+			{public, datapath.MetricFIBLookupPrefix, lb.d.Program()},
+			{public, datapath.MetricTrieLookupPrefix, lb.d.TrieProgram()},
+			{lb.inside, datapath.MetricFIBLookupInsidePrefix, lb.d.Program()},
+			{lb.inside, datapath.MetricTrieLookupInsidePrefix, lb.d.TrieProgram()},
 		} {
 			if figs[i], err = measure(m.dsts, m.metric, m.prog); err != nil {
 				break
@@ -133,9 +109,9 @@ func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, erro
 	}
 	figs := slices.Concat(lookups, tries, inside)
 
-	routes := BenchRoutes(largest, 1)
+	routes := Routes(largest, 1)
 	rate, err := medianOf(ctx, rounds, func() (float64, error) {
-		d, err := load(loadOptions{})
+		d, err := datapath.Load()
 		if err != nil {
 			return 0, err
 		}
@@ -146,14 +122,14 @@ func BenchFIB(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, erro
 	if err != nil {
 		return nil, fmt.Errorf("bench fib install: %w", err)
 	}
-	figs = append(figs, BenchFigure{Metric: MetricFIBInstallPerSecond, Value: rate, Unit: "routes/s"})
+	figs = append(figs, Figure{Metric: datapath.MetricFIBInstallPerSecond, Value: rate, Unit: "routes/s"})
 	return figs, nil
 }
 
-// BenchDestinations returns n IPv4 addresses (seeded), uniformly random
+// Destinations returns n IPv4 addresses (seeded), uniformly random
 // over public unicast space: never in routegen.Excluded, the ranges the
 // generated tables leave out.
-func BenchDestinations(n int, seed int64) []netip.Addr {
+func Destinations(n int, seed int64) []netip.Addr {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x64737473)) // "dsts"
 	excluded := routegen.Excluded()
 	out := make([]netip.Addr, 0, n)
@@ -166,9 +142,6 @@ func BenchDestinations(n int, seed int64) []netip.Addr {
 	return out
 }
 
-// benchDsts is the bench_dsts array of xdp.c.
-type benchDsts = [65536]uint32
-
 func be32s(as []netip.Addr) []uint32 {
 	out := make([]uint32, len(as))
 	for i, a := range as {
@@ -177,25 +150,25 @@ func be32s(as []netip.Addr) []uint32 {
 	return out
 }
 
-// BenchFIB6 measures the IPv6 FIB of the XDP program (needs root) and
+// FIB6 measures the IPv6 FIB of the XDP program (needs root) and
 // returns its figures, each the median of rounds:
 //   - fib6_lookup_ns_SIZE for every size: ns per packet of xdp_router with
-//     SIZE BenchRoutes6 routes in the stride table, every run to another of
+//     SIZE Routes6 routes in the stride table, every run to another of
 //     65,536 random destinations inside them;
 //   - lpm_trie6_lookup_ns_MAX: the same with the kernel LPM trie
 //     (xdp_router_trie) at the largest size, also given as the baseline of
 //     fib6_lookup_ns_MAX.
 //
-// BenchRoutes6 places prefixes at random, so the tables are much larger
+// Routes6 places prefixes at random, so the tables are much larger
 // than the Internet's: 1M routes take about 2.3M groups (2.4 GB).
-func BenchFIB6(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, error) {
+func FIB6(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 	if len(sizes) == 0 || rounds < 1 {
-		return nil, fmt.Errorf("bench fib6: sizes %v, rounds %d: %w", sizes, rounds, ErrInvalid)
+		return nil, fmt.Errorf("bench fib6: sizes %v, rounds %d: %w", sizes, rounds, datapath.ErrInvalid)
 	}
 	sizes = slices.Clone(sizes)
 	slices.Sort(sizes)
 	largest := sizes[len(sizes)-1]
-	var figs []BenchFigure
+	var figs []Figure
 	var trie float64
 	for _, n := range sizes {
 		lb, err := newLookupBench6(n, 1)
@@ -204,7 +177,7 @@ func BenchFIB6(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, err
 		}
 		ns, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.Program()) })
 		if err == nil && n == largest {
-			trie, err = medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.trie.XdpRouterTrie) })
+			trie, err = medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(lb.d.TrieProgram()) })
 		}
 		if cerr := lb.d.Close(); err == nil {
 			err = cerr
@@ -212,13 +185,13 @@ func BenchFIB6(ctx context.Context, sizes []int, rounds int) ([]BenchFigure, err
 		if err != nil {
 			return nil, fmt.Errorf("bench fib6 lookup, %d routes: %w", n, err)
 		}
-		fig := BenchFigure{Metric: MetricFIB6LookupPrefix + SizeLabel(n), Value: ns, Unit: "ns"}
+		fig := Figure{Metric: datapath.MetricFIB6LookupPrefix + datapath.SizeLabel(n), Value: ns, Unit: "ns"}
 		if n == largest {
 			fig.Baseline, fig.BaselineValue = "lpm_trie6", trie
 		}
 		figs = append(figs, fig)
 	}
-	figs = append(figs, BenchFigure{Metric: MetricTrie6LookupPrefix + SizeLabel(largest), Value: trie, Unit: "ns"})
+	figs = append(figs, Figure{Metric: datapath.MetricTrie6LookupPrefix + datapath.SizeLabel(largest), Value: trie, Unit: "ns"})
 	return figs, nil
 }
 
@@ -238,18 +211,18 @@ func medianOf(ctx context.Context, rounds int, f func() (float64, error)) (float
 	return vs[len(vs)/2], nil
 }
 
-// BenchRoutes returns n routegen prefixes (seeded) as routes over 16
+// Routes returns n routegen prefixes (seeded) as routes over 16
 // nexthops, 1..16.
-func BenchRoutes(n int, seed int64) []Route {
+func Routes(n int, seed int64) []datapath.Route {
 	ps := routegen.Generate(n, seed)
-	rs := make([]Route, len(ps))
+	rs := make([]datapath.Route, len(ps))
 	for i, p := range ps {
-		rs[i] = Route{Prefix: p, Nexthop: 1 + uint32(i%16)}
+		rs[i] = datapath.Route{Prefix: p, Nexthop: 1 + uint32(i%16)}
 	}
 	return rs
 }
 
-func timeInstall(d *Datapath, routes []Route) (time.Duration, error) {
+func timeInstall(d *datapath.Datapath, routes []datapath.Route) (time.Duration, error) {
 	start := time.Now()
 	if err := d.SetRoutes(routes); err != nil {
 		return 0, err
@@ -261,19 +234,19 @@ func timeInstall(d *Datapath, routes []Route) (time.Duration, error) {
 // the same routes in the FIB and in the LPM trie, nexthops 1..16 that
 // forward via lo, and bench_dsts filled with addresses inside the routes.
 type lookupBench struct {
-	d     *Datapath
+	d     *datapath.Datapath
 	frame []byte
 	// inside are random destinations inside the table's routegen
 	// prefixes, as bench_dsts holds them.
 	inside []uint32
 }
 
-// newLookupBench loads a lookup benchmark of n BenchRoutes and a default
+// newLookupBench loads a lookup benchmark of n Routes and a default
 // route (nexthop 1), with bench_dsts set to lb.inside.
 func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
-	routes := BenchRoutes(n, seed)
-	all := append(slices.Clip(routes), Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Nexthop: 1})
-	d, err := loadLookupBench(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true}, netip.MustParseAddr("10.0.0.1"), all)
+	routes := Routes(n, seed)
+	all := append(slices.Clip(routes), datapath.Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Nexthop: 1})
+	d, err := loadLookupBench(datapath.BenchLoadOptions{}, netip.MustParseAddr("10.0.0.1"), all)
 	if err != nil {
 		return nil, err
 	}
@@ -283,10 +256,10 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(uint64(seed), 99))
-	lb = &lookupBench{d: d, frame: benchFrame(), inside: make([]uint32, len(benchDsts{}))}
+	lb = &lookupBench{d: d, frame: benchFrame(), inside: make([]uint32, datapath.BenchDsts)}
 	for i := range lb.inside {
-		p, _ := toPrefix(routes[rng.IntN(len(routes))].Prefix)
-		a := p.addr | rng.Uint32()&^mask(p.bits)
+		p := routes[rng.IntN(len(routes))].Prefix
+		a := uintOf(p.Addr()) | rng.Uint32()&^mask(p.Bits())
 		lb.inside[i] = be32(addrFromUint(a))
 	}
 	if err := lb.setDsts(lb.inside); err != nil {
@@ -297,16 +270,13 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 
 // setDsts sets the destinations the benchmark runs rotate over.
 func (lb *lookupBench) setDsts(dsts []uint32) error {
-	if err := lb.d.objs.BenchDsts.Set(dsts); err != nil {
-		return fmt.Errorf("set bench_dsts: %w", err)
-	}
-	return nil
+	return lb.d.SetBenchDestinations(dsts)
 }
 
 // loadLookupBench loads the datapath for a lookup benchmark: nexthops 1..16
 // forwarding via lo to gw, and routes in the FIB and in the LPM trie.
-func loadLookupBench(opts loadOptions, gw netip.Addr, routes []Route) (d *Datapath, err error) {
-	if d, err = load(opts); err != nil {
+func loadLookupBench(opts datapath.BenchLoadOptions, gw netip.Addr, routes []datapath.Route) (d *datapath.Datapath, err error) {
+	if d, err = datapath.LoadForBenchmark(opts); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -318,21 +288,21 @@ func loadLookupBench(opts loadOptions, gw netip.Addr, routes []Route) (d *Datapa
 	if err != nil {
 		return nil, err
 	}
-	if err := d.addTxPort(lo.Index); err != nil {
+	if err := d.AddTxPort(lo.Index); err != nil {
 		return nil, err
 	}
 	if err := d.SetNeighbor(lo.Index, gw, net.HardwareAddr{2, 0, 0, 0, 1, 2}); err != nil {
 		return nil, err
 	}
 	for id := uint32(1); id <= 16; id++ {
-		if err := d.SetNexthop(id, Nexthop{Ifindex: lo.Index, Gateway: gw, SrcMAC: net.HardwareAddr{2, 0, 0, 0, 1, byte(id)}}); err != nil {
+		if err := d.SetNexthop(id, datapath.Nexthop{Ifindex: lo.Index, Gateway: gw, SrcMAC: net.HardwareAddr{2, 0, 0, 0, 1, byte(id)}}); err != nil {
 			return nil, err
 		}
 	}
 	if err := d.SetRoutes(routes); err != nil {
 		return nil, err
 	}
-	if err := d.setTrieRoutes(routes); err != nil {
+	if err := d.SetTrieRoutes(routes); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -351,61 +321,17 @@ func (lb *lookupBench) nsPerPacket(prog *ebpf.Program) (float64, error) {
 	return float64(perRun.Nanoseconds()), nil
 }
 
-// setTrieRoutes loads routes of either family into the LPM tries of
-// xdp_router_trie.
-func (d *Datapath) setTrieRoutes(routes []Route) error {
-	if d.trie == nil {
-		return fmt.Errorf("LPM trie not loaded: %w", ErrInvalid)
-	}
-	const chunk = 10_000
-	var (
-		keys  []xdpLpmKey
-		keys6 []xdpLpmKey6
-		vals  []uint32
-		vals6 []uint32
-	)
-	flush := func(force bool) error {
-		if len(keys) > 0 && (force || len(keys) == chunk) {
-			if _, err := d.trie.Routes.BatchUpdate(keys, vals, nil); err != nil {
-				return fmt.Errorf("LPM trie batch update: %w", err)
-			}
-			keys, vals = keys[:0], vals[:0]
-		}
-		if len(keys6) > 0 && (force || len(keys6) == chunk) {
-			if _, err := d.trie.Routes6.BatchUpdate(keys6, vals6, nil); err != nil {
-				return fmt.Errorf("IPv6 LPM trie batch update: %w", err)
-			}
-			keys6, vals6 = keys6[:0], vals6[:0]
-		}
-		return nil
-	}
-	for _, r := range routes {
-		p := r.Prefix.Masked()
-		if p.Addr().Is4() {
-			keys = append(keys, xdpLpmKey{Prefixlen: uint32(p.Bits()), Addr: be32(p.Addr())})
-			vals = append(vals, r.Nexthop)
-		} else {
-			keys6 = append(keys6, xdpLpmKey6{Prefixlen: uint32(p.Bits()), Addr: p.Addr().As16()})
-			vals6 = append(vals6, r.Nexthop)
-		}
-		if err := flush(false); err != nil {
-			return err
-		}
-	}
-	return flush(true)
-}
-
-// BenchRoutes6 returns n distinct IPv6 routes (seeded) over nexthops
+// Routes6 returns n distinct IPv6 routes (seeded) over nexthops
 // 1..16, with the prefix lengths of today's Internet table, nearly all /48
 // and shorter (45% /48, 10% /32, 38% /33 to /47, 5% /19 to /31, 2% /56 or
 // /64), but placed uniformly at random in 2000::/3, where the real ones
 // cluster inside the RIRs' blocks. Random placement is the worst case for
 // the stride table: few prefixes share a group, so it needs about 2.5
-// groups per route (FIB6GroupsFor).
-func BenchRoutes6(n int, seed int64) []Route {
+// groups per route (fib6GroupsFor).
+func Routes6(n int, seed int64) []datapath.Route {
 	rng := rand.New(rand.NewPCG(uint64(seed), 48))
 	seen := make(map[netip.Prefix]bool, n)
-	rs := make([]Route, 0, n)
+	rs := make([]datapath.Route, 0, n)
 	for len(rs) < n {
 		var bits int
 		switch r := rng.IntN(100); {
@@ -428,23 +354,23 @@ func BenchRoutes6(n int, seed int64) []Route {
 			continue
 		}
 		seen[p] = true
-		rs = append(rs, Route{Prefix: p, Nexthop: 1 + uint32(len(rs)%16)})
+		rs = append(rs, datapath.Route{Prefix: p, Nexthop: 1 + uint32(len(rs)%16)})
 	}
 	return rs
 }
 
-// fib6GroupsFor returns a group pool large enough for n BenchRoutes6
-// routes, at least FIB6Groups.
+// fib6GroupsFor returns a group pool large enough for n Routes6
+// routes, at least datapath.FIB6Groups.
 func fib6GroupsFor(n int) int {
-	return max(FIB6Groups, 5*n/2+n/10+4096)
+	return max(datapath.FIB6Groups, 5*n/2+n/10+4096)
 }
 
-// newLookupBench6 is newLookupBench for IPv6: n BenchRoutes6 routes in the
+// newLookupBench6 is newLookupBench for IPv6: n Routes6 routes in the
 // stride table and in the LPM trie, nexthops 1..16 that forward via lo to
 // fe80::1, and bench_dsts6 filled with random addresses inside the routes.
 func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
-	routes := BenchRoutes6(n, seed)
-	d, err := loadLookupBench(loadOptions{benchIgnoreTTL: true, benchRotate: true, trie: true, fib6Groups: fib6GroupsFor(n)},
+	routes := Routes6(n, seed)
+	d, err := loadLookupBench(datapath.BenchLoadOptions{FIB6Groups: fib6GroupsFor(n)},
 		netip.MustParseAddr("fe80::1"), routes)
 	if err != nil {
 		return nil, err
@@ -455,15 +381,15 @@ func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(uint64(seed), 99))
-	dsts := make([][16]byte, 65536)
+	dsts := make([][16]byte, datapath.BenchDsts)
 	for i := range dsts {
 		p := routes[rng.IntN(len(routes))].Prefix
 		a := u128Of(p.Addr().As16())
 		host := u128{rng.Uint64(), rng.Uint64()}.and(mask128(p.Bits()).not())
 		dsts[i] = a.or(host).bytes()
 	}
-	if err := d.objs.BenchDsts6.Set(dsts); err != nil {
-		return nil, fmt.Errorf("set bench_dsts6: %w", err)
+	if err := d.SetBenchDestinations6(dsts); err != nil {
+		return nil, err
 	}
 	return &lookupBench{d: d, frame: benchFrame6()}, nil
 }
@@ -538,4 +464,22 @@ func benchFrame() []byte {
 	binary.BigEndian.PutUint16(ip[22:], 53)
 	binary.BigEndian.PutUint16(ip[24:], 26)
 	return f
+}
+
+// be32 returns an IPv4 address as the uint32 whose memory holds it in
+// network order: the BPF maps' view of a __be32.
+func be32(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.NativeEndian.Uint32(b[:])
+}
+
+// uintOf returns an IPv4 address as a number (host order).
+func uintOf(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.BigEndian.Uint32(b[:])
+}
+
+// mask returns the IPv4 netmask of a /bits (host order).
+func mask(bits int) uint32 {
+	return uint32(^uint64(0) << (32 - bits))
 }
