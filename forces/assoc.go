@@ -115,6 +115,7 @@ func AnswerSetup(conn *Conn, local ID, req *Message, result SetupResult) error {
 // sent and the connection closed.
 func RequestSetup(ctx context.Context, conn *Conn, local, peer ID, corr uint64, timeout time.Duration) (ID, error) {
 	stop := context.AfterFunc(ctx, func() {
+		conn.SetWriteDeadline(time.Now().Add(teardownWrite))
 		_ = conn.WriteMessage(NewAssociationTeardown(local, peer, uint32(TeardownNormal)))
 		conn.Close()
 	})
@@ -181,9 +182,10 @@ type AssocConfig struct {
 
 // Assoc is one running association over a Conn.
 type Assoc struct {
-	conn *Conn
-	cfg  AssocConfig
-	corr atomic.Uint64
+	conn     *Conn
+	cfg      AssocConfig
+	handlers [256]Handler // cfg.Handlers by type: no map lookup per message
+	corr     atomic.Uint64
 
 	lastSeen  atomic.Int64 // unix nanoseconds of the last message from the peer
 	wrongIDs  atomic.Uint64
@@ -191,9 +193,10 @@ type Assoc struct {
 	rtt       RTTRing
 	drops     rateLog
 
-	mu   sync.Mutex
-	why  error
-	done chan struct{}
+	mu    sync.Mutex
+	ended bool
+	why   error
+	done  chan struct{} // closed when the association ends
 }
 
 // NewAssoc returns the association, to be served by Run.
@@ -212,6 +215,9 @@ func NewAssoc(conn *Conn, cfg AssocConfig) *Assoc {
 	a := &Assoc{conn: conn, cfg: cfg, done: make(chan struct{})}
 	if a.cfg.Correlator == nil {
 		a.cfg.Correlator = func() uint64 { return a.corr.Add(1) }
+	}
+	for t, h := range cfg.Handlers {
+		a.handlers[t] = h
 	}
 	a.lastSeen.Store(time.Now().UnixNano())
 	return a
@@ -247,11 +253,11 @@ func (a *Assoc) Teardown(reason TeardownReason, err error) { a.finish(err, &reas
 // the teardown if asked and closes the connection, which ends the reader.
 func (a *Assoc) finish(err error, reason *TeardownReason) bool {
 	a.mu.Lock()
-	if a.why != nil {
+	if a.ended {
 		a.mu.Unlock()
 		return false
 	}
-	a.why = err
+	a.ended, a.why = true, err
 	close(a.done)
 	a.mu.Unlock()
 	if reason != nil {
@@ -265,6 +271,15 @@ func (a *Assoc) finish(err error, reason *TeardownReason) bool {
 
 // teardownWrite bounds the write of a teardown.
 const teardownWrite = time.Second
+
+func (a *Assoc) isEnded() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
 
 func (a *Assoc) reason() error {
 	a.mu.Lock()
@@ -344,7 +359,7 @@ func (a *Assoc) read() error {
 		}
 		m, err := a.conn.ReadMessageInto(mb)
 		if err != nil {
-			if a.reason() != nil {
+			if a.isEnded() {
 				return nil // ended elsewhere; that reason stands
 			}
 			if IsProtocolError(err) {
@@ -383,7 +398,7 @@ func (a *Assoc) read() error {
 		case MsgAssociationTeardown:
 			return &PeerTeardown{Peer: a.cfg.PeerName, Reason: ReasonOf(m)}
 		}
-		h := a.cfg.Handlers[m.Header.Type]
+		h := a.handlers[m.Header.Type]
 		if h == nil {
 			a.drops.warn(a.cfg.Log, "forces: unexpected messages dropped", "peer", a.cfg.Peer, "type", m.Header.Type)
 			continue

@@ -298,3 +298,22 @@ func TestDropsLogRateLimited(t *testing.T) {
 		t.Fatalf("%d log lines for %d drops:\n%s", n, a.WrongIDs(), buf.String())
 	}
 }
+
+// The first way an association ends is the one reported, whatever follows,
+// even a nil reason.
+func TestFirstEndWins(t *testing.T) {
+	conn, p := newPair(t)
+	a := NewAssoc(conn, AssocConfig{Local: testFE, Peer: testCE})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	a.End(nil)
+	a.Teardown(TeardownUnspecified, errors.New("second"))
+	cancel()
+	if err := wait(t, done); err != nil {
+		t.Fatalf("Run: %v, want the first reason (nil)", err)
+	}
+	for m := range p.msgs {
+		t.Fatalf("sent %s after ending", m.Header.Type)
+	}
+}
