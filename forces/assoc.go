@@ -346,13 +346,24 @@ func (a *Assoc) heartbeats() {
 // read consumes the peer's messages until the association ends.
 func (a *Assoc) read() error {
 	var mb *MessageBuffer // kept while the reader handles its messages itself
+	seen := false         // a message came since lastSeen was stored
 	for {
 		var dead time.Duration
 		if a.cfg.Policy != nil {
 			_, dead = a.cfg.Policy()
 		}
-		if dead > 0 {
-			a.conn.SetReadDeadline(time.Now().Add(dead))
+		if seen || dead > 0 {
+			// One clock read serves both: the time the last message was
+			// handled and the deadline of the next (reading the clock
+			// costs as much as the rest of a small message's handling).
+			now := time.Now()
+			if seen {
+				a.lastSeen.Store(now.UnixNano())
+				seen = false
+			}
+			if dead > 0 {
+				a.conn.SetReadDeadline(now.Add(dead))
+			}
 		}
 		if mb == nil && a.cfg.Buffer != nil {
 			mb = a.cfg.Buffer()
@@ -384,7 +395,7 @@ func (a *Assoc) read() error {
 			a.drops.warn(a.cfg.Log, "forces: messages with wrong IDs dropped", "peer", a.cfg.Peer, "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
 			continue
 		}
-		a.lastSeen.Store(time.Now().UnixNano())
+		seen = true
 		switch m.Header.Type {
 		case MsgHeartbeat:
 			if m.Header.Flags.ACK == AlwaysACK {
