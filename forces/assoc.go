@@ -147,8 +147,10 @@ type Handler func(m *Message, mb *MessageBuffer) (took bool, err error)
 
 // AssocConfig is what the owner of an association plugs in.
 type AssocConfig struct {
+	// Local and Peer are the two ends' IDs: messages not from Peer to
+	// Local are dropped and counted.
 	Local, Peer ID
-	PeerName    string // "CE" or "FE", for error messages
+	PeerName    string // "CE" or "FE", for error messages (default: from Peer)
 
 	// Policy returns how often to send heartbeats (0: none for now, asked
 	// again a second later) and the dead interval: how long the peer may
@@ -177,7 +179,8 @@ type AssocConfig struct {
 	// Errors, when set, also counts the protocol errors (misaddressed and
 	// malformed messages).
 	Errors *atomic.Uint64
-	Log    *slog.Logger
+	// Log receives the association's warnings (default: slog.Default()).
+	Log *slog.Logger
 }
 
 // Assoc is one running association over a Conn.
@@ -226,10 +229,13 @@ func NewAssoc(conn *Conn, cfg AssocConfig) *Assoc {
 // Conn returns the association's connection, for the owner's own writes.
 func (a *Assoc) Conn() *Conn { return a.conn }
 
-// Write sends m; it never waits behind more than the one write in progress.
+// Write sends m. Each write is a whole unit under the connection's lock, so
+// the heartbeats and the owner's writes interleave between units, never
+// inside one.
 func (a *Assoc) Write(m *Message) error { return a.conn.WriteMessage(m) }
 
-// LastSeen is when the last well-addressed message came from the peer.
+// LastSeen is when the reader was last done with a well-addressed message
+// from the peer (stored before it waits for the next one).
 func (a *Assoc) LastSeen() time.Time { return time.Unix(0, a.lastSeen.Load()) }
 
 // WrongIDs counts the messages dropped for their Src or Dst.
