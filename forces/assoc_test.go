@@ -3,11 +3,13 @@ package forces
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -315,5 +317,40 @@ func TestFirstEndWins(t *testing.T) {
 	}
 	for m := range p.msgs {
 		t.Fatalf("sent %s after ending", m.Header.Type)
+	}
+}
+
+// Socket buffers are bounded on a TCP connection, also under TLS.
+func TestBoundBuffersUnderTLS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			time.Sleep(time.Second)
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	conn := NewAssocConn(tls.Client(nc, &tls.Config{}), nil)
+	defer conn.Close()
+	raw, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snd, rcv int
+	raw.Control(func(fd uintptr) {
+		snd, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF)
+		rcv, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+	})
+	// Linux doubles the value set, for its bookkeeping.
+	if snd != 2*SocketBuffer || rcv != 2*SocketBuffer {
+		t.Fatalf("SO_SNDBUF %d, SO_RCVBUF %d; want %d", snd, rcv, 2*SocketBuffer)
 	}
 }
