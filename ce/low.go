@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/splitplane/splitplane/forces"
 )
@@ -48,52 +47,54 @@ type lowChannel struct {
 }
 
 func (c *CE) serveLow(ctx context.Context, nc net.Conn) {
-	conn := c.newConn(nc)
+	conn := forces.NewAssocConn(nc, c.tap())
 	defer conn.Close()
 	log := c.log.With("remote", nc.RemoteAddr().String(), "channel", "low")
-	conn.SetReadDeadline(time.Now().Add(setupTimeout))
-	m, err := conn.ReadMessage()
-	if err != nil || m.Header.Type != forces.MsgAssociationSetup {
+	m, err := forces.ReadSetup(conn, setupTimeout)
+	if err != nil {
 		log.Warn("forces: low-priority channel without an association setup", "err", err)
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
 	s := c.session(ctx, m.Header.Src)
 	if s == nil || !s.attachLow(conn) {
 		log.Warn("forces: low-priority channel of an FE that is not associated (or has one already)", "fe", m.Header.Src)
-		_ = conn.WriteMessage(c.setupResponse(m, uint32(forces.SetupFEIDInvalid)))
+		_ = forces.AnswerSetup(conn, c.id, m, forces.SetupFEIDInvalid)
 		return
 	}
-	if err := conn.WriteMessage(c.setupResponse(m, uint32(forces.SetupSuccess))); err != nil {
+	if err := forces.AnswerSetup(conn, c.id, m, forces.SetupSuccess); err != nil {
 		return
 	}
 	log.Info("forces: low-priority channel up", "fe", s.fe)
-	for {
-		m, err := conn.ReadMessage()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				log.Warn("forces: low-priority channel ended", "fe", s.fe, "err", err)
-			}
-			return
-		}
-		switch m.Header.Type {
-		case forces.MsgPacketRedirect:
-			for _, r := range m.Redirects {
-				s.low.Load().redirected.Add(1)
-				port, _ := r.Port()
-				if c.redirects != nil {
-					select {
-					case c.redirects <- Redirected{FE: s.fe, Port: port, Data: r.Data}:
-					default: // a slow consumer loses packets, the channel does not stall
+	low := s.low.Load()
+	// No heartbeats here: the association's own channel carries them, and
+	// this one ends with it (the session closes it).
+	assoc := forces.NewAssoc(conn, forces.AssocConfig{
+		Local: c.id, Peer: s.fe, PeerName: "FE", NoTeardown: true,
+		Handlers: map[forces.MessageType]forces.Handler{
+			forces.MsgPacketRedirect: func(m *forces.Message, _ *forces.MessageBuffer) (bool, error) {
+				for _, r := range m.Redirects {
+					low.redirected.Add(1)
+					port, _ := r.Port()
+					if c.redirects != nil {
+						select {
+						case c.redirects <- Redirected{FE: s.fe, Port: port, Data: r.Data}:
+						default: // a slow consumer loses packets, the channel does not stall
+						}
 					}
 				}
-			}
-		case forces.MsgEventNotification:
-			s.low.Load().events.Add(1)
-			s.event(ctx, m)
-		default:
-			log.Warn("forces: unexpected message on the low-priority channel", "fe", s.fe, "type", m.Header.Type)
-		}
+				return false, nil
+			},
+			forces.MsgEventNotification: func(m *forces.Message, _ *forces.MessageBuffer) (bool, error) {
+				low.events.Add(1)
+				s.event(ctx, m)
+				return false, nil
+			},
+		},
+		Errors: &c.protocolErrors,
+		Log:    log,
+	})
+	if err := assoc.Run(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+		log.Warn("forces: low-priority channel ended", "fe", s.fe, "err", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package ce
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,18 +13,21 @@ import (
 	"github.com/splitplane/splitplane/forces"
 )
 
-// socketBuffer bounds the kernel's buffering of a ForCES connection.
-const socketBuffer = 128 << 10
-
 // setupTimeout bounds how long a new TCP connection may take to send its
 // Association Setup.
-const setupTimeout = 5 * time.Second
+const setupTimeout = forces.DefaultSetupTimeout
 
-// session is the CE's side of one FE association. The CE loop enqueues changes;
-// the session's writer turns them into batched Config messages.
+// RTTSummary describes recent heartbeat round trips, in milliseconds.
+type RTTSummary = forces.RTTSummary
+
+// session is the CE's side of one FE association: the association machine
+// (forces.Assoc) runs the contract, the session the CE's part of it. The CE
+// loop enqueues changes; the session's writer turns them into batched Config
+// messages.
 type session struct {
 	ce     *CE
-	conn   *forces.Conn
+	assoc  *forces.Assoc
+	conn   *forces.Conn // the association's, for the writer
 	fe     forces.ID
 	remote string
 	since  time.Time
@@ -37,10 +39,9 @@ type session struct {
 	wake    chan struct{}
 	why     error
 
-	corr     atomic.Uint64
-	acked    atomic.Uint64
-	failed   atomic.Uint64
-	lastSeen atomic.Int64 // unix nanoseconds of the last message from the FE
+	corr   atomic.Uint64
+	acked  atomic.Uint64
+	failed atomic.Uint64
 
 	snapshot  *Snapshot              // the full sync, sent as one transaction
 	queries   chan *forces.Message   // Query Responses, from the reader
@@ -48,62 +49,56 @@ type session struct {
 	info      feInfo                 // what discovery learned
 	commits   chan forces.ResultCode // COMMIT-RESPONSE results, from the reader
 	synced    atomic.Bool            // the full sync has been committed
-	hb        heartbeats             // round trips of the CE's heartbeats
 	low       atomic.Pointer[lowChannel]
 	txns      chan *feTxn // API transactions for this FE, in order
 	qmu       sync.Mutex  // one status query at a time
 }
 
-// setupResponse answers an Association Setup from this CE's own ID: the FE
-// addressed a CE before it knew which one would answer.
-func (c *CE) setupResponse(req *forces.Message, result uint32) *forces.Message {
-	m := forces.NewAssociationSetupResponse(req, result)
-	m.Header.Src = c.id
-	return m
-}
-
-// newConn wraps a TCP connection in the ForCES TML.
-func (c *CE) newConn(nc net.Conn) *forces.Conn {
-	raw := nc
-	if tc, ok := nc.(*tls.Conn); ok {
-		raw = tc.NetConn()
+// tap returns the pcap tap for a new connection, or nil.
+func (c *CE) tap() func(raw []byte, sent bool) {
+	if c.pcap == nil {
+		return nil
 	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		// A full table queued in socket buffers would put heartbeats
-		// seconds behind the configs ahead of them.
-		_ = tc.SetWriteBuffer(socketBuffer)
-		_ = tc.SetReadBuffer(socketBuffer)
-	}
-	conn := forces.NewConn(nc)
-	if c.pcap != nil {
-		conn.SetTap(c.pcap.Tap(true))
-	}
-	return conn
+	return c.pcap.Tap(true)
 }
 
 func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
-	conn := c.newConn(nc)
+	conn := forces.NewAssocConn(nc, c.tap())
 	defer conn.Close()
 	log := c.log.With("remote", nc.RemoteAddr().String())
 
-	conn.SetReadDeadline(time.Now().Add(setupTimeout))
-	m, err := conn.ReadMessage()
+	m, err := forces.ReadSetup(conn, setupTimeout)
 	if err != nil {
 		log.Warn("forces: no association setup", "err", err)
 		return
 	}
-	if m.Header.Type != forces.MsgAssociationSetup || !m.Header.Src.IsFE() {
-		log.Warn("forces: expected an Association Setup from an FE ID", "type", m.Header.Type, "src", m.Header.Src)
+	if !m.Header.Src.IsFE() {
+		log.Warn("forces: expected an Association Setup from an FE ID", "src", m.Header.Src)
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
 
 	s := &session{
 		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
 		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), pending: newPending(), syncReady: make(chan struct{}, 1), queries: make(chan *forces.Message, 1),
 		txns: make(chan *feTxn, 4),
 	}
-	s.lastSeen.Store(time.Now().UnixNano())
+	s.assoc = forces.NewAssoc(conn, forces.AssocConfig{
+		Local: c.id, Peer: s.fe, PeerName: "FE",
+		// Heartbeats at the CE's interval, measured; the FE is dead after
+		// the configured number of silent intervals.
+		Policy: func() (time.Duration, time.Duration) {
+			iv := c.cfg.HeartbeatInterval
+			return iv, time.Duration(c.cfg.HeartbeatMissLimit) * iv
+		},
+		HeartbeatACK: forces.AlwaysACK,
+		Correlator:   func() uint64 { return s.corr.Add(1) },
+		Handlers: map[forces.MessageType]forces.Handler{
+			forces.MsgConfigResponse: s.configResponse,
+			forces.MsgQueryResponse:  s.queryResponse,
+		},
+		Errors: &c.protocolErrors,
+		Log:    log,
+	})
 	select {
 	case c.joins <- s:
 	case <-ctx.Done():
@@ -111,11 +106,10 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 	}
 	if err := <-s.decided; err != nil {
 		log.Warn("forces: association refused", "fe", s.fe, "err", err)
-		resp := c.setupResponse(m, uint32(forces.SetupPermissionDenied))
-		_ = conn.WriteMessage(resp)
+		_ = forces.AnswerSetup(conn, c.id, m, forces.SetupPermissionDenied)
 		return
 	}
-	if err := conn.WriteMessage(c.setupResponse(m, uint32(forces.SetupSuccess))); err != nil {
+	if err := forces.AnswerSetup(conn, c.id, m, forces.SetupSuccess); err != nil {
 		s.end(fmt.Errorf("send setup response: %w", err))
 	} else {
 		s.run(ctx)
@@ -179,8 +173,8 @@ func (s *session) status() FEStatus {
 	}
 	st := FEStatus{
 		ID: s.fe.String(), Num: s.fe, Name: info.name, LFBs: lfbs, Ports: ports, Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
-		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: time.Unix(0, s.lastSeen.Load()),
-		HeartbeatRTT: s.hb.summary(),
+		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: s.assoc.LastSeen(),
+		HeartbeatRTT: s.assoc.RTT(),
 	}
 	if low := s.low.Load(); low != nil {
 		st.LowChannel = true
@@ -189,25 +183,26 @@ func (s *session) status() FEStatus {
 	return st
 }
 
-// run serves the association until it ends: a reader for the FE's messages,
-// and this goroutine writing configs and heartbeats.
+// run serves the association until it ends: the association machine reads
+// the FE's messages and sends heartbeats, and this goroutine writes configs.
 func (s *session) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	assocDone := make(chan struct{})
 	go func() {
-		s.end(s.read())
-		cancel()
-	}()
-	go func() {
-		s.end(s.heartbeat(ctx))
+		defer close(assocDone)
+		s.end(s.assoc.Run(ctx))
 		cancel()
 	}()
 	defer func() {
-		if s.reason() == nil {
+		if why := s.reason(); why != nil {
+			s.assoc.End(why) // the writer's failure: no teardown
+		} else {
+			// Ending ctx has the association send a normal teardown.
 			s.end(errors.New("CE shutting down"))
-			_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownNormal)))
 		}
-		s.conn.Close()
+		cancel()
+		<-assocDone
 		if low := s.low.Load(); low != nil {
 			low.conn.Close()
 		}
@@ -280,118 +275,45 @@ func (s *session) run(ctx context.Context) {
 	}
 }
 
-// heartbeat sends the CE's heartbeats and tears the association down when
-// nothing has come from the FE for missedHeartbeats intervals. It runs apart
-// from the config writer so a long full sync never delays it.
-func (s *session) heartbeat(ctx context.Context) error {
-	interval := s.ce.cfg.HeartbeatInterval
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		if since := time.Since(time.Unix(0, s.lastSeen.Load())); since > time.Duration(s.ce.cfg.HeartbeatMissLimit)*interval {
-			_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownLossOfHeartbeats)))
-			return fmt.Errorf("loss of heartbeats: nothing from the FE for %s", since.Round(time.Millisecond))
-		}
-		if err := s.sendHeartbeat(); err != nil {
-			return err
+// configResponse takes a Config Response from the reader: a COMMIT's result
+// goes to the transaction waiting for it; row results are counted.
+func (s *session) configResponse(m *forces.Message, _ *forces.MessageBuffer) (bool, error) {
+	if isCommitResponse(m) {
+		code, err := forces.CommitResult(m)
+		if err != nil {
+			code = forces.ResultUnspecifiedError
 		}
 		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
-}
-
-func (s *session) sendHeartbeat() error {
-	c := s.corr.Add(1)
-	s.hb.sent(c)
-	if err := s.conn.WriteMessage(forces.NewHeartbeat(s.ce.id, s.fe, c, forces.AlwaysACK)); err != nil {
-		return fmt.Errorf("send heartbeat: %w", err)
-	}
-	return nil
-}
-
-// read consumes the FE's messages until the connection ends.
-func (s *session) read() error {
-	for {
-		m, err := s.conn.ReadMessage()
-		if err != nil {
-			if forces.IsProtocolError(err) {
-				// The stream cannot be trusted any more: say why and end.
-				s.ce.protocolErrors.Add(1)
-				_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownUnspecified)))
-				return fmt.Errorf("malformed message from FE: %w", err)
-			}
-			return fmt.Errorf("read from FE: %w", err)
-		}
-		if m.Header.Src != s.fe || m.Header.Dst != s.ce.id {
-			s.ce.protocolErrors.Add(1)
-			s.ce.log.Warn("forces: message with wrong IDs dropped", "fe", s.fe, "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
-			continue
-		}
-		s.lastSeen.Store(time.Now().UnixNano())
-		switch m.Header.Type {
-		case forces.MsgHeartbeat:
-			if m.Header.Flags.ACK == forces.AlwaysACK {
-				_ = s.conn.WriteMessage(forces.NewHeartbeat(s.ce.id, s.fe, m.Header.Correlator, forces.NoACK))
-			} else {
-				s.hb.answered(m.Header.Correlator)
-			}
-		case forces.MsgConfigResponse:
-			if isCommitResponse(m) {
-				code, err := forces.CommitResult(m)
-				if err != nil {
-					code = forces.ResultUnspecifiedError
-				}
-				select {
-				case s.commits <- code:
-				default:
-				}
-				continue
-			}
-			results, err := forces.ConfigResults(m)
-			if err != nil {
-				return fmt.Errorf("bad config response from FE: %w", err)
-			}
-			for _, r := range results {
-				if r == forces.ResultSuccess {
-					s.acked.Add(1)
-				} else {
-					s.failed.Add(1)
-					s.ce.log.Warn("forces: FE rejected a change", "fe", s.fe, "result", r)
-				}
-			}
-		case forces.MsgQueryResponse:
-			select {
-			case s.queries <- m:
-			default:
-				s.ce.log.Warn("forces: unexpected query response", "fe", s.fe, "correlator", m.Header.Correlator)
-			}
-		case forces.MsgAssociationTeardown:
-			return &feTeardown{teardownReason(m)}
+		case s.commits <- code:
 		default:
-			s.ce.log.Warn("forces: unexpected message from FE", "fe", s.fe, "type", m.Header.Type)
+		}
+		return false, nil
+	}
+	results, err := forces.ConfigResults(m)
+	if err != nil {
+		return false, fmt.Errorf("bad config response from FE: %w", err)
+	}
+	for _, r := range results {
+		if r == forces.ResultSuccess {
+			s.acked.Add(1)
+		} else {
+			s.failed.Add(1)
+			s.ce.log.Warn("forces: FE rejected a change", "fe", s.fe, "result", r)
 		}
 	}
+	return false, nil
 }
 
-// feTeardown is how a session ends when the FE tears the association down.
-type feTeardown struct{ reason forces.TeardownReason }
-
-func (e *feTeardown) Error() string { return "FE tore down the association: " + e.reason.String() }
+// queryResponse hands a Query Response to the query waiting for it.
+func (s *session) queryResponse(m *forces.Message, _ *forces.MessageBuffer) (bool, error) {
+	select {
+	case s.queries <- m:
+	default:
+		s.ce.log.Warn("forces: unexpected query response", "fe", s.fe, "correlator", m.Header.Correlator)
+	}
+	return false, nil
+}
 
 // normalEnd reports whether err is an FE's own normal teardown (it is shutting
 // down), which is no cause for a warning.
-func normalEnd(err error) bool {
-	var t *feTeardown
-	return errors.As(err, &t) && t.reason == forces.TeardownNormal
-}
-
-// teardownReason reads the ASTreason of an Association Teardown.
-func teardownReason(m *forces.Message) forces.TeardownReason {
-	if m.ASTReason == nil {
-		return forces.TeardownUnspecified
-	}
-	return forces.TeardownReason(*m.ASTReason)
-}
+func normalEnd(err error) bool { return forces.NormalTeardown(err) }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -49,44 +48,50 @@ func (a *Agent) sendLow(m *forces.Message) bool {
 }
 
 // lowChannel runs the low-priority connection of an association until ctx
-// ends or the connection fails: a writer draining the queue, and a reader
-// for the CE's packet injections.
+// ends or the connection fails: a writer draining the queue, and the
+// association machine reading the CE's packet injections.
 func (a *Agent) lowChannel(ctx context.Context, ce forces.ID, next func() uint64) error {
 	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, forces.DefaultSetupTimeout)
 	nc, err := a.dial(dctx, d, a.cfg.CEAddressLow)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("low-priority channel %s: %w", a.cfg.CEAddressLow, err)
 	}
-	conn := a.newConn(nc)
+	conn := forces.NewAssocConn(nc, a.tap())
 	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	if err := conn.WriteMessage(forces.NewAssociationSetup(a.id, ce, next())); err != nil {
-		return err
-	}
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := conn.ReadMessage()
-	if err != nil {
+	if _, err := forces.RequestSetup(ctx, conn, a.id, ce, next(), forces.DefaultSetupTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("low-priority channel setup: %w", err)
-	}
-	conn.SetReadDeadline(time.Time{})
-	if resp.ASResult == nil || forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
-		return fmt.Errorf("CE refused the low-priority channel")
 	}
 	q := make(chan *forces.Message, lowQueue)
 	a.lowq.Store(&q)
 	defer a.lowq.Store(nil)
 	a.log.Info("forces: low-priority channel up", "address", a.cfg.CEAddressLow)
 
-	errs := make(chan error, 1)
+	// No heartbeats here: the association's own channel carries them, and
+	// this one ends with it.
+	assoc := forces.NewAssoc(conn, forces.AssocConfig{
+		Local: a.id, Peer: ce, PeerName: "CE", NoTeardown: true,
+		Handlers: map[forces.MessageType]forces.Handler{
+			forces.MsgPacketRedirect: func(m *forces.Message, _ *forces.MessageBuffer) (bool, error) {
+				for _, r := range m.Redirects {
+					a.inject(r)
+				}
+				return false, nil
+			},
+		},
+		Errors: &a.protocolErrors,
+		Log:    a.log,
+	})
 	go func() {
 		for {
 			select {
 			case m := <-q:
-				if err := conn.WriteMessage(m); err != nil {
-					errs <- err
+				if err := assoc.Write(m); err != nil {
+					assoc.End(err)
 					return
 				}
 			case <-ctx.Done():
@@ -94,28 +99,10 @@ func (a *Agent) lowChannel(ctx context.Context, ce forces.ID, next func() uint64
 			}
 		}
 	}()
-	go func() {
-		for {
-			m, err := conn.ReadMessage()
-			if err != nil {
-				errs <- err
-				return
-			}
-			if m.Header.Type != forces.MsgPacketRedirect {
-				a.log.Warn("forces: unexpected message on the low-priority channel", "type", m.Header.Type)
-				continue
-			}
-			for _, r := range m.Redirects {
-				a.inject(r)
-			}
-		}
-	}()
-	select {
-	case err := <-errs:
+	if err := assoc.Run(ctx); ctx.Err() == nil {
 		return err
-	case <-ctx.Done():
-		return nil
 	}
+	return nil
 }
 
 // inject sends a frame the CE redirected out of the port its metadata names.

@@ -2,77 +2,42 @@ package fe
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/splitplane/splitplane/forces"
 )
 
-// socketBuffer bounds the kernel's buffering of a ForCES connection: a full
-// table queued in socket buffers would put a heartbeat seconds behind the
-// configs ahead of it, while a few large messages keep the link busy.
-const socketBuffer = 128 << 10
+// boundBuffers bounds the kernel's buffering of a connection to the CE (see
+// forces.SocketBuffer).
+func boundBuffers(nc net.Conn) { forces.BoundBuffers(nc) }
 
-func boundBuffers(nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(socketBuffer)
-		_ = tc.SetWriteBuffer(socketBuffer)
+// tap returns the pcap tap for a new connection, or nil.
+func (a *Agent) tap() func(raw []byte, sent bool) {
+	if a.pcap == nil {
+		return nil
 	}
+	return a.pcap.Tap(false)
 }
 
-// newConn wraps a connection to the CE in the ForCES TML.
-func (a *Agent) newConn(nc net.Conn) *forces.Conn {
-	conn := forces.NewConn(nc)
-	if a.pcap != nil {
-		conn.SetTap(a.pcap.Tap(false))
-	}
-	return conn
-}
-
-// associate runs one association with the CE, from TCP connect to teardown.
+// associate runs one association with the CE, from TCP connect to teardown:
+// the association machine (forces.Assoc) runs the contract, the FE plugs in
+// its applier for Configs and Queries.
 func (a *Agent) associate(ctx context.Context) error {
 	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, forces.DefaultSetupTimeout)
 	nc, err := a.dial(dctx, d, a.cfg.CEAddress)
 	cancel()
 	if err != nil {
 		return err
 	}
-	conn := a.newConn(nc)
+	conn := forces.NewAssocConn(nc, a.tap())
 	defer conn.Close()
-	// A teardown on shutdown goes to the CE the association is with, once
-	// its Setup Response has named it (a CE drops messages not addressed
-	// to its own ID, and would see only the connection close).
-	var peer atomic.Uint32
-	peer.Store(uint32(forces.CEID(0)))
-	stop := context.AfterFunc(ctx, func() {
-		_ = conn.WriteMessage(forces.NewAssociationTeardown(a.id, forces.ID(peer.Load()), uint32(forces.TeardownNormal)))
-		conn.Close()
-	})
-	defer stop()
 
 	next := func() uint64 { return a.corr.Add(1) }
-	if err := conn.WriteMessage(forces.NewAssociationSetup(a.id, forces.CEID(0), next())); err != nil {
+	ce, err := forces.RequestSetup(ctx, conn, a.id, forces.CEID(0), next(), forces.DefaultSetupTimeout)
+	if err != nil {
 		return err
 	}
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := conn.ReadMessage()
-	if err != nil {
-		return fmt.Errorf("waiting for association setup response: %w", err)
-	}
-	conn.SetReadDeadline(time.Time{})
-	if resp.Header.Type != forces.MsgAssociationSetupResponse || resp.ASResult == nil {
-		return fmt.Errorf("expected an Association Setup Response, got %s", resp.Header.Type)
-	}
-	if forces.SetupResult(*resp.ASResult) != forces.SetupSuccess {
-		return fmt.Errorf("CE refused the association: %s", forces.SetupResult(*resp.ASResult))
-	}
-	ce := resp.Header.Src
-	peer.Store(uint32(ce))
 	// The FIB of an earlier association stays in place (non-stop
 	// forwarding); the CE's full sync replaces it in one transaction.
 	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress)
@@ -96,32 +61,6 @@ func (a *Agent) associate(ctx context.Context) error {
 		}
 	}()
 
-	// Heartbeats go out from their own goroutine; incoming messages, or their
-	// absence, tell the reader that the CE is alive.
-	var wmu sync.Mutex
-	write := func(m *forces.Message) error { wmu.Lock(); defer wmu.Unlock(); return conn.WriteMessage(m) }
-	hbCtx, hbStop := context.WithCancel(ctx)
-	defer hbStop()
-	go func() {
-		for {
-			send, _ := a.intervals()
-			if send == 0 {
-				send = time.Second // policy: no heartbeats; look again later
-			}
-			select {
-			case <-hbCtx.Done():
-				return
-			case <-time.After(send):
-			}
-			if s, _ := a.intervals(); s == 0 {
-				continue
-			}
-			if write(forces.NewHeartbeat(a.id, ce, next(), forces.NoACK)) != nil {
-				return
-			}
-		}
-	}()
-
 	// The reader answers heartbeats at once and hands configs and queries to
 	// the applier through a short queue: when the applier falls behind, the
 	// reader stops reading and TCP pushes back on the CE. Messages are read
@@ -129,68 +68,43 @@ func (a *Agent) associate(ctx context.Context) error {
 	// sync's thousands of large Configs allocate nothing each.
 	work := make(chan received, 1)
 	free := make(chan *forces.MessageBuffer, 3) // one being read, one queued, one being applied
+	toApplier := func(m *forces.Message, mb *forces.MessageBuffer) (bool, error) {
+		select {
+		case work <- received{m, mb}:
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	assoc := forces.NewAssoc(conn, forces.AssocConfig{
+		Local: a.id, Peer: ce, PeerName: "CE",
+		// The FE Protocol LFB's policy, as the CE last set it: incoming
+		// messages, or their absence, tell the reader the CE is alive.
+		Policy:       a.intervals,
+		HeartbeatACK: forces.NoACK,
+		Correlator:   next,
+		Handlers: map[forces.MessageType]forces.Handler{
+			forces.MsgConfig: toApplier,
+			forces.MsgQuery:  toApplier,
+		},
+		Buffer: func() *forces.MessageBuffer {
+			select {
+			case mb := <-free:
+				return mb
+			default:
+				return new(forces.MessageBuffer)
+			}
+		},
+		Errors: &a.protocolErrors,
+		Log:    a.log,
+	})
 	applied := make(chan error, 1)
-	go func() { applied <- a.applier(work, free, write) }()
+	go func() { applied <- a.applier(work, free, assoc.Write) }()
 	defer func() {
 		close(work)
 		<-applied
 	}()
-	var mb *forces.MessageBuffer // kept while the reader handles its messages itself
-	for {
-		_, dead := a.intervals()
-		conn.SetReadDeadline(time.Now().Add(dead))
-		if mb == nil {
-			select {
-			case mb = <-free:
-			default:
-				mb = new(forces.MessageBuffer)
-			}
-		}
-		m, err := conn.ReadMessageInto(mb)
-		if err != nil {
-			if forces.IsProtocolError(err) {
-				a.protocolErrors.Add(1)
-				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownUnspecified)))
-				return fmt.Errorf("malformed message from the CE: %w", err)
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				_ = write(forces.NewAssociationTeardown(a.id, ce, uint32(forces.TeardownLossOfHeartbeats)))
-				return fmt.Errorf("loss of heartbeats: nothing from the CE for %s", dead)
-			}
-			return err
-		}
-		if m.Header.Dst != a.id || m.Header.Src != ce {
-			a.protocolErrors.Add(1)
-			a.log.Warn("forces: message with wrong IDs dropped", "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
-			continue
-		}
-		switch m.Header.Type {
-		case forces.MsgHeartbeat:
-			if m.Header.Flags.ACK == forces.AlwaysACK {
-				if err := write(forces.NewHeartbeat(a.id, ce, m.Header.Correlator, forces.NoACK)); err != nil {
-					return err
-				}
-			}
-		case forces.MsgConfig, forces.MsgQuery:
-			select {
-			case work <- received{m, mb}:
-				mb = nil
-			case err := <-applied:
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		case forces.MsgAssociationTeardown:
-			reason := forces.TeardownUnspecified
-			if m.ASTReason != nil {
-				reason = forces.TeardownReason(*m.ASTReason)
-			}
-			return fmt.Errorf("CE tore down the association: %s", reason)
-		default:
-			a.log.Warn("forces: unexpected message from CE", "type", m.Header.Type)
-		}
-	}
+	return assoc.Run(ctx)
 }
 
 // received is a message and the buffer it was read into.

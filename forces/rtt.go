@@ -1,4 +1,4 @@
-package ce
+package forces
 
 import (
 	"slices"
@@ -6,18 +6,22 @@ import (
 	"time"
 )
 
-// heartbeats measures the round trip of the CE's heartbeats (sent with
-// AlwaysACK, answered by the FE's reader as soon as it reads them).
-type heartbeats struct {
+// RTTRing measures the round trips of an association's own heartbeats (sent
+// with AlwaysACK, answered by the peer's reader as soon as it reads them),
+// keeping the most recent ones.
+type RTTRing struct {
 	mu      sync.Mutex
 	pending map[uint64]time.Time // correlator -> sent
 	rtts    []time.Duration      // the most recent round trips, a ring
 	next    int
 }
 
+// rttWindow is how many round trips RTTRing keeps (and how many unanswered
+// heartbeats it waits for).
 const rttWindow = 256
 
-func (h *heartbeats) sent(corr uint64) {
+// Sent records a heartbeat sent with correlator corr.
+func (h *RTTRing) Sent(corr uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.pending == nil {
@@ -29,7 +33,9 @@ func (h *heartbeats) sent(corr uint64) {
 	h.pending[corr] = time.Now()
 }
 
-func (h *heartbeats) answered(corr uint64) {
+// Answered records the answer to the heartbeat with correlator corr; an
+// answer to none sent is ignored.
+func (h *RTTRing) Answered(corr uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, ok := h.pending[corr]
@@ -53,7 +59,8 @@ type RTTSummary struct {
 	Max     float64 `json:"max_ms"`
 }
 
-func (h *heartbeats) summary() RTTSummary {
+// Summary describes the round trips kept.
+func (h *RTTRing) Summary() RTTSummary {
 	h.mu.Lock()
 	r := slices.Clone(h.rtts)
 	h.mu.Unlock()
