@@ -1,0 +1,73 @@
+package ce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/splitplane/splitplane/ce/bgp"
+	"github.com/splitplane/splitplane/forces"
+)
+
+// Status is a snapshot of the CE for operators.
+type Status struct {
+	ID             string               `json:"id"`
+	ProtocolErrors uint64               `json:"protocol_errors"`
+	Routes         int                  `json:"routes"`
+	Connected      []netip.Prefix       `json:"connected"` // the FEs' port prefixes next hops resolve through
+	Neighbors      []bgp.NeighborStatus `json:"neighbors"`
+	FEs            []FEStatus           `json:"fes"`
+}
+
+// FEStatus describes one associated FE.
+type FEStatus struct {
+	ID            string     `json:"id"`
+	Num           forces.ID  `json:"-"` // the ID as a number, for FEDetails
+	Name          string     `json:"name"`
+	LFBs          []string   `json:"lfbs"`
+	Ports         []FEPort   `json:"ports"`
+	Remote        string     `json:"remote"`
+	AssociatedAt  time.Time  `json:"associated_at"`
+	Synced        bool       `json:"synced"`
+	Pending       int        `json:"pending_changes"`
+	Acked         uint64     `json:"acked_changes"`
+	Failed        uint64     `json:"failed_changes"`
+	LastHeartbeat time.Time  `json:"last_heartbeat"`
+	HeartbeatRTT  RTTSummary `json:"heartbeat_rtt"`
+	LowChannel    bool       `json:"low_channel"`
+	Redirected    uint64     `json:"redirected_packets"`
+	Injected      uint64     `json:"injected_packets"`
+	Events        uint64     `json:"events"`
+}
+
+// FEPort is a port an FE reported.
+type FEPort struct {
+	ID   uint32 `json:"id"`
+	Name string `json:"name"`
+	MAC  string `json:"mac"`
+	Up   bool   `json:"up"`
+}
+
+// ErrNoAnswer is what Status returns when the CE's loop did not answer before
+// the caller's context ended: the CE has stopped, or is busy past the caller's
+// deadline.
+var ErrNoAnswer = errors.New("no answer from the CE (stopped, or busy past the deadline)")
+
+// Status returns a snapshot of the CE. When ctx ends before the CE's loop
+// answers it returns ErrNoAnswer wrapping ctx's error, never a zero Status
+// that a caller could take for an empty CE.
+func (c *CE) Status(ctx context.Context) (Status, error) {
+	ch := make(chan Status, 1)
+	select {
+	case c.queries <- ch:
+		select {
+		case s := <-ch:
+			return s, nil
+		case <-ctx.Done():
+		}
+	case <-ctx.Done():
+	}
+	return Status{}, fmt.Errorf("%w: %w", ErrNoAnswer, ctx.Err())
+}
