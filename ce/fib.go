@@ -41,12 +41,9 @@ type Change struct {
 	First   uint32
 }
 
-// MaxNexthopID is the highest nexthop ID the CE hands out; FEs keep IDs above it
-// for their own connected routes. MaxGroupID is the highest group ID.
-const (
-	MaxNexthopID = 0xFBFF
-	MaxGroupID   = 0xFFFF
-)
+// MaxGroupID is the highest group ID the CE hands out. Nexthop IDs stop at
+// forces.MaxNexthopID.
+const MaxGroupID = 0xFFFF
 
 type nexthop struct {
 	id   uint32
@@ -519,7 +516,7 @@ func (f *FIB) ref(nh netip.Addr, out []Change) (*nexthop, []Change) {
 	case len(f.freeIDs) > 0:
 		id = f.freeIDs[len(f.freeIDs)-1]
 		f.freeIDs = f.freeIDs[:len(f.freeIDs)-1]
-	case f.nextID <= MaxNexthopID:
+	case f.nextID <= forces.MaxNexthopID:
 		id = f.nextID
 		f.nextID++
 	default:

@@ -483,8 +483,8 @@ func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) erro
 }
 
 func (t *famTable[K]) setNexthop(id uint32, gw netip.Addr, d *famDirty[K], undo *[]func()) error {
-	if id == 0 || id > MaxCENexthopID {
-		return reject(forces.ResultValueOutOfRange, "nexthop row %d: outside 1..%d", id, MaxCENexthopID)
+	if id == 0 || id > forces.MaxNexthopID {
+		return reject(forces.ResultValueOutOfRange, "nexthop row %d: outside 1..%d", id, forces.MaxNexthopID)
 	}
 	if !t.fam.is(gw) || gw.IsUnspecified() {
 		return reject(forces.ResultInvalidParameters, "nexthop row %d: NextHopIPAddr %s is not a usable %s address", id, gw, t.fam.name)
