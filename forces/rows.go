@@ -61,6 +61,17 @@ func (t Table) Component() uint32 { return tableComponent[t] }
 // IPv6 reports whether t is an IPv6 table.
 func (t Table) IPv6() bool { return t >= TableIPv6Prefix }
 
+// In returns t's counterpart in IPv6 when v6, in IPv4 otherwise.
+func (t Table) In(v6 bool) Table {
+	switch {
+	case v6 && t < TableIPv6Prefix:
+		return t + TableIPv6Prefix - TableIPv4Prefix
+	case !v6 && t >= TableIPv6Prefix:
+		return t - (TableIPv6Prefix - TableIPv4Prefix)
+	}
+	return t
+}
+
 // IsPrefix reports whether t is a prefix (UcastLPM) table.
 func (t Table) IsPrefix() bool { return t == TableIPv4Prefix || t == TableIPv6Prefix }
 

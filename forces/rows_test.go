@@ -119,3 +119,17 @@ func FuzzDecodeRow(f *testing.F) {
 		}
 	})
 }
+
+func TestTableIn(t *testing.T) {
+	pairs := [][2]Table{{TableIPv4Prefix, TableIPv6Prefix}, {TableIPv4NextHop, TableIPv6NextHop}, {TableIPv4Group, TableIPv6Group}}
+	for _, p := range pairs {
+		for _, from := range p {
+			if got := from.In(false); got != p[0] || got.IPv6() {
+				t.Errorf("%d.In(IPv4) = %d, want %d", from, got, p[0])
+			}
+			if got := from.In(true); got != p[1] || !got.IPv6() {
+				t.Errorf("%d.In(IPv6) = %d, want %d", from, got, p[1])
+			}
+		}
+	}
+}
