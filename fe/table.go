@@ -9,6 +9,7 @@ import (
 
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/prefetch"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // table is the FE's copy of the rows the CE programmed, in RFC 6956 terms:
@@ -588,25 +589,13 @@ func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
 	}
 }
 
-// prefix4 is an IPv4 prefix packed into an integer, address<<8 | length. As a
-// map key it hashes fast and holds no pointer for the garbage collector to
-// follow through a million-entry table.
-type prefix4 uint64
+// prefix4 is the FE's name for prefix.V4, the packed IPv4 prefix the CE and
+// the datapath use too: as a map key it hashes fast and holds no pointer for
+// the garbage collector to follow through a million-entry table.
+type prefix4 = prefix.V4
 
-func toPrefix4(p netip.Prefix) prefix4 {
-	a, bits := p.Addr().As4(), p.Bits()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v &^= 1<<(32-bits) - 1 // masked (a shift by 32 gives 0: /0 keeps no bit)
-	return prefix4(uint64(v)<<8 | uint64(bits))
-}
-
-// Prefix returns k as a netip.Prefix.
-func (k prefix4) Prefix() netip.Prefix {
-	a := uint32(k >> 8)
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), int(k&0xff))
-}
-
-func (k prefix4) String() string { return k.Prefix().String() }
+// toPrefix4 packs p, masked.
+func toPrefix4(p netip.Prefix) prefix4 { return prefix.FromV4(p) }
 
 // ip4 packs an IPv4 address; 0 (0.0.0.0, never a usable gateway) means none.
 func ip4(a netip.Addr) uint32 {
