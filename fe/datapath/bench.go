@@ -286,7 +286,7 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 	lb = &lookupBench{d: d, frame: benchFrame(), inside: make([]uint32, len(benchDsts{}))}
 	for i := range lb.inside {
 		p, _ := toPrefix(routes[rng.IntN(len(routes))].Prefix)
-		a := p.addr | rng.Uint32()&^mask(p.bits)
+		a := p.Addr() | rng.Uint32()&^mask(p.Bits())
 		lb.inside[i] = be32(addrFromUint(a))
 	}
 	if err := lb.setDsts(lb.inside); err != nil {
