@@ -259,7 +259,7 @@ func (r *RIB) list(f RouteFilter) []RouteInfo {
 	}
 	for src := range numSources {
 		for k, v := range r.tables[src].v4.All() {
-			add(src, k.prefix(), v)
+			add(src, k.Prefix(), v)
 		}
 		for p, v := range r.tables[src].v6 {
 			add(src, p, v)

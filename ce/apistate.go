@@ -47,7 +47,7 @@ func (r *RIB) apiRoutes() []RouteOp {
 		ops = append(ops, RouteOp{Kind: OpReplace, Prefix: p, NextHops: slices.Clone(r.sets[v.set()].hops), Distance: v.distance()})
 	}
 	for k, v := range t.v4.All() {
-		add(k.prefix(), v)
+		add(k.Prefix(), v)
 	}
 	for p, v := range t.v6 {
 		add(p, v)

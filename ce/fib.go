@@ -8,6 +8,7 @@ import (
 
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/flatmap"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // ChangeKind says what a FIB change does to an FE table.
@@ -41,12 +42,9 @@ type Change struct {
 	First   uint32
 }
 
-// MaxNexthopID is the highest nexthop ID the CE hands out; FEs keep IDs above it
-// for their own connected routes. MaxGroupID is the highest group ID.
-const (
-	MaxNexthopID = 0xFBFF
-	MaxGroupID   = 0xFFFF
-)
+// MaxGroupID is the highest group ID the CE hands out. Nexthop IDs stop at
+// forces.MaxNexthopID.
+const MaxGroupID = 0xFFFF
 
 type nexthop struct {
 	id   uint32
@@ -70,8 +68,8 @@ type route struct {
 	ecmp bool
 }
 
-// fibKey is a prefix packed without pointers (netip.Prefix holds one):
-// the address's 16 bytes (an IPv4 address in the last 4) and the length.
+// fibKey is a prefix packed without pointers (netip.Prefix holds one): an
+// IPv6 prefix's 16 bytes and length, or an IPv4 prefix's prefix.V4 in lo.
 type fibKey struct {
 	hi, lo uint64
 	bits   uint8
@@ -90,8 +88,7 @@ func beUint64(b []byte) uint64 {
 // prefix unpacks k; is4 says its family.
 func (k fibKey) prefix(is4 bool) netip.Prefix {
 	if is4 {
-		v := uint32(k.lo)
-		return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), int(k.bits))
+		return prefix.V4(k.lo).Prefix()
 	}
 	var a [16]byte
 	for i := range 8 {
@@ -102,9 +99,9 @@ func (k fibKey) prefix(is4 bool) netip.Prefix {
 
 // routeMap is a FIB's routes by (masked) prefix: IPv4 prefixes under one
 // integer in a flatmap (a full table looks a route up several times per
-// change; see pfx4), IPv6 under a fibKey in a Go map.
+// change; see prefix.V4), IPv6 under a fibKey in a Go map.
 type routeMap struct {
-	v4 *flatmap.Map[pfx4, route]
+	v4 *flatmap.Map[prefix.V4, route]
 	v6 map[fibKey]route
 }
 
@@ -112,7 +109,7 @@ func (m routeMap) len() int { return m.v4.Len() + len(m.v6) }
 
 func (m routeMap) get(p netip.Prefix) (route, bool) {
 	if p.Addr().Is4() {
-		return m.v4.Get(packPfx4(p))
+		return m.v4.Get(prefix.FromV4(p))
 	}
 	r, ok := m.v6[keyOf(p)]
 	return r, ok
@@ -120,7 +117,7 @@ func (m routeMap) get(p netip.Prefix) (route, bool) {
 
 func (m routeMap) put(p netip.Prefix, r route) {
 	if p.Addr().Is4() {
-		m.v4.Put(packPfx4(p), r)
+		m.v4.Put(prefix.FromV4(p), r)
 	} else {
 		m.v6[keyOf(p)] = r
 	}
@@ -128,7 +125,7 @@ func (m routeMap) put(p netip.Prefix, r route) {
 
 func (m routeMap) del(p netip.Prefix) {
 	if p.Addr().Is4() {
-		m.v4.Del(packPfx4(p))
+		m.v4.Del(prefix.FromV4(p))
 	} else {
 		delete(m.v6, keyOf(p))
 	}
@@ -138,7 +135,7 @@ func (m routeMap) del(p netip.Prefix) {
 func (m routeMap) all() iter.Seq2[netip.Prefix, route] {
 	return func(yield func(netip.Prefix, route) bool) {
 		for k, r := range m.v4.All() {
-			if !yield(k.prefix(), r) {
+			if !yield(k.Prefix(), r) {
 				return
 			}
 		}
@@ -178,7 +175,7 @@ const rowPage = 4096
 
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
-	return &FIB{routes: routeMap{v4: flatmap.New[pfx4, route](0), v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
+	return &FIB{routes: routeMap{v4: flatmap.New[prefix.V4, route](0), v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
 		groups: map[string]*group{}, groupByID: map[uint32]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
 }
 
@@ -390,8 +387,7 @@ func (s *Snapshot) Len() int {
 func (f *FIB) setRow(p netip.Prefix, r route, first uint32) {
 	e := snapRoute{row: r.row, id: r.id, first: first, ecmp: r.ecmp, is4: p.Addr().Is4()}
 	if e.is4 {
-		k := packPfx4(p)
-		e.key = fibKey{lo: uint64(k.addr()), bits: k.bits()}
+		e.key = fibKey{lo: uint64(prefix.FromV4(p))}
 	} else {
 		e.key = keyOf(p)
 	}
@@ -519,7 +515,7 @@ func (f *FIB) ref(nh netip.Addr, out []Change) (*nexthop, []Change) {
 	case len(f.freeIDs) > 0:
 		id = f.freeIDs[len(f.freeIDs)-1]
 		f.freeIDs = f.freeIDs[:len(f.freeIDs)-1]
-	case f.nextID <= MaxNexthopID:
+	case f.nextID <= forces.MaxNexthopID:
 		id = f.nextID
 		f.nextID++
 	default:

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/splitplane/splitplane/forces"
 )
 
 var (
@@ -167,7 +169,7 @@ func TestFIBSnapshotMatchesRoutes(t *testing.T) {
 
 func TestFIBNexthopTableFull(t *testing.T) {
 	f := NewFIB()
-	for i := 0; i < MaxNexthopID; i++ {
+	for i := 0; i < forces.MaxNexthopID; i++ {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
 		if _, ok := f.Set(p, a, nil); !ok {
@@ -176,7 +178,7 @@ func TestFIBNexthopTableFull(t *testing.T) {
 	}
 	out, ok := f.Set(pfxA, netip.MustParseAddr("192.0.2.1"), nil)
 	if ok || len(out) != 0 {
-		t.Fatalf("a route needing nexthop %d was accepted (%v)", MaxNexthopID+1, kinds(out))
+		t.Fatalf("a route needing nexthop %d was accepted (%v)", forces.MaxNexthopID+1, kinds(out))
 	}
 	if _, exists := f.Lookup(pfxA); exists {
 		t.Fatal("the refused route is in the FIB")

@@ -98,21 +98,20 @@ func (s *session) fullSync(ctx context.Context) error {
 			h.Flags.TP, first = forces.PhaseSOT, false
 		}
 	})
-	tables := [][2]uint32{
-		{forces.ClassIPv4UcastLPM, forces.CompIPv4PrefixTable}, {forces.ClassIPv4NextHop, forces.CompIPv4NextHopTable},
-	}
+	tables := []forces.Table{forces.TableIPv4Prefix, forces.TableIPv4NextHop}
 	v6, ecmp := s.features()
 	if ecmp {
-		tables = append(tables, [2]uint32{forces.ClassIPv4ECMP, forces.CompECMPGroupTable})
+		tables = append(tables, forces.TableIPv4Group)
 	}
 	if v6 {
-		tables = append(tables, [2]uint32{forces.ClassIPv6UcastLPM, forces.CompIPv6PrefixTable}, [2]uint32{forces.ClassIPv6NextHop, forces.CompIPv6NextHopTable})
+		tables = append(tables, forces.TableIPv6Prefix, forces.TableIPv6NextHop)
 		if ecmp {
-			tables = append(tables, [2]uint32{forces.ClassIPv6ECMP, forces.CompECMPGroupTable})
+			tables = append(tables, forces.TableIPv6Group)
 		}
 	}
 	for _, t := range tables {
-		if err := w.Add(forces.OpDel, t[0], 1, t[1:], nil); err != nil {
+		r := forces.Row{Op: forces.OpDel, Table: t, Whole: true}
+		if _, err := r.AppendTo(w, nil); err != nil {
 			return err
 		}
 	}
@@ -240,54 +239,35 @@ func isCommitResponse(m *forces.Message) bool {
 // writeChanges encodes FIB changes as RFC 6956 table rows: IPv4UcastLPM and
 // IPv4NextHop rows, or their IPv6 counterparts, and ECMP group rows.
 func writeChanges(w *forces.ConfigWriter, ch []Change) error {
-	var scratch [4 * forces.MaxECMPMembers]byte
-	for _, c := range ch {
-		v6 := c.ipv6()
-		lpm, nht := [2]uint32{forces.ClassIPv4UcastLPM, forces.CompIPv4PrefixTable}, [2]uint32{forces.ClassIPv4NextHop, forces.CompIPv4NextHopTable}
-		grp := [2]uint32{forces.ClassIPv4ECMP, forces.CompECMPGroupTable}
-		if v6 {
-			lpm, nht = [2]uint32{forces.ClassIPv6UcastLPM, forces.CompIPv6PrefixTable}, [2]uint32{forces.ClassIPv6NextHop, forces.CompIPv6NextHopTable}
-			grp[0] = forces.ClassIPv6ECMP
-		}
-		var (
-			op    = forces.OpDel
-			table = nht
-			row   = c.ID
-			data  []byte
-			err   error
-		)
-		switch c.Kind {
-		case NexthopSet:
-			op = forces.OpSet
-			if v6 {
-				data, err = forces.IPv6NextHopInfo{NextHop: c.NextHop}.AppendFullData(scratch[:0])
-			} else {
-				data, err = forces.IPv4NextHopInfo{NextHop: c.NextHop}.AppendFullData(scratch[:0])
-			}
-		case RouteSet:
-			op, table, row = forces.OpSet, lpm, c.Row
-			if v6 {
-				data, err = forces.IPv6PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID, ECMP: c.ECMP}.AppendFullData(scratch[:0])
-			} else {
-				data, err = forces.IPv4PrefixInfo{Prefix: c.Prefix, HopSelector: c.ID, ECMP: c.ECMP}.AppendFullData(scratch[:0])
-			}
-		case RouteDel:
-			table, row = lpm, c.Row
-		case GroupSet:
-			op, table = forces.OpSet, grp
-			data, err = forces.ECMPGroupInfo{Members: c.Members}.AppendFullData(scratch[:0])
-		case GroupDel:
-			table = grp
-		}
-		if err != nil {
-			return fmt.Errorf("encode %v: %w", c, err)
-		}
-		path := [2]uint32{table[1], row}
-		if err := w.Add(op, table[0], 1, path[:], data); err != nil {
-			return fmt.Errorf("encode %v: %w", c, err)
+	scratch := make([]byte, 0, 4*forces.MaxECMPMembers)
+	var err error
+	for i := range ch {
+		r := ch[i].row()
+		if scratch, err = r.AppendTo(w, scratch); err != nil {
+			return fmt.Errorf("encode %v: %w", ch[i], err)
 		}
 	}
 	return nil
+}
+
+// row is the table row c sets or deletes.
+func (c *Change) row() forces.Row {
+	v6 := c.ipv6()
+	switch c.Kind {
+	case NexthopSet:
+		return forces.Row{Op: forces.OpSet, Table: forces.TableIPv4NextHop.In(v6), Index: c.ID, NextHop: c.NextHop}
+	case NexthopDel:
+		return forces.Row{Op: forces.OpDel, Table: forces.TableIPv4NextHop.In(v6), Index: c.ID}
+	case RouteSet:
+		return forces.Row{Op: forces.OpSet, Table: forces.TableIPv4Prefix.In(v6), Index: c.Row, Prefix: c.Prefix, HopSelector: c.ID, ECMP: c.ECMP}
+	case RouteDel:
+		return forces.Row{Op: forces.OpDel, Table: forces.TableIPv4Prefix.In(v6), Index: c.Row}
+	case GroupSet:
+		return forces.Row{Op: forces.OpSet, Table: forces.TableIPv4Group.In(v6), Index: c.ID, Members: c.Members}
+	case GroupDel:
+		return forces.Row{Op: forces.OpDel, Table: forces.TableIPv4Group.In(v6), Index: c.ID}
+	}
+	return forces.Row{} // AppendTo refuses it
 }
 
 // features reports whether the FE has the IPv6 tables and the ECMP group

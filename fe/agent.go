@@ -30,10 +30,6 @@ import (
 // declare the CE dead, until the CE sets CEHDI itself.
 const missedHeartbeats = 3
 
-// MaxCENexthopID is the highest nexthop ID (HopSelector) the FE accepts from the
-// CE; the IDs above it are the FE's own, for the connected routes of its ports.
-const MaxCENexthopID = 0xFBFF
-
 // Datapath is what the agent needs of the fast path. *datapath.Datapath is
 // the real one; tests of the agent use a fake that records what it was told.
 // Its methods are called from more than one goroutine at once: a first full

@@ -244,10 +244,10 @@ func TestApplyConfig(t *testing.T) {
 func TestConnectedRouteWins(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	conn := netip.MustParsePrefix("10.10.1.0/24")
-	a.connected[toPrefix4(conn)] = MaxCENexthopID + 1
-	dp.routes[conn] = MaxCENexthopID + 1
+	a.connected[toPrefix4(conn)] = forces.MaxNexthopID + 1
+	dp.routes[conn] = forces.MaxNexthopID + 1
 	a.applyConfig(configMsg(t, setNH(1, "10.10.2.2"), setRoute(1, "10.10.1.0/24", 1)))
-	if nh, _ := dp.route("10.10.1.0/24"); nh != MaxCENexthopID+1 {
+	if nh, _ := dp.route("10.10.1.0/24"); nh != forces.MaxNexthopID+1 {
 		t.Fatalf("connected route now points at nexthop %d", nh)
 	}
 	a.applyConfig(configMsg(t, del(forces.ClassIPv4UcastLPM, 1)))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/splitplane/splitplane/forces"
-	"github.com/splitplane/splitplane/internal/prefetch"
 )
 
 // errResult carries a ForCES result code for a rejected row operation.
@@ -125,15 +124,13 @@ func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forc
 	if em != forces.ExecAllOrNone {
 		undoTo = nil
 	}
-	for i, it := range items {
-		if i+prefetch.Ahead < len(items) {
-			a.table.prefetch(items[i+prefetch.Ahead])
-		}
+	for i, r := range a.table.decoded(items) {
+		it := items[i]
 		var err error
 		if it.ClassID == forces.ClassFEProtocol {
 			err = a.setProtocol(it)
 		} else {
-			err = a.table.apply(it, d, undoTo)
+			err = a.table.apply(r, d, undoTo)
 		}
 		if err == nil {
 			continue
@@ -177,8 +174,8 @@ func (a *Agent) stage(m *forces.Message, items []forces.Item, results []forces.R
 		a.log.Warn("forces: transaction message without a start (SOT)", "phase", m.Header.Flags.TP)
 		return true
 	}
-	for i, it := range items {
-		if err := a.txn.staged.apply(it, nil, nil); err != nil {
+	for i, r := range a.txn.staged.decoded(items) {
+		if err := a.txn.staged.apply(r, nil, nil); err != nil {
 			results[i] = resultOf(err)
 			a.txn.failed, failed = true, true
 		}

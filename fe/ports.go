@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // lookupPorts finds every configured port, before anything is loaded, so a
@@ -72,7 +73,7 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 		if err != nil {
 			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
 		}
-		localID := uint32(MaxCENexthopID + 1 + i)
+		localID := uint32(forces.MaxNexthopID + 1 + i)
 		if err := a.dp.SetNexthop(localID, datapath.Nexthop{Ifindex: attrs.Index, SrcMAC: attrs.HardwareAddr}); err != nil {
 			return fmt.Errorf("ports[%d] %q: connected nexthop: %w", i, name, err)
 		}

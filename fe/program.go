@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // slot is a datapath nexthop entry, one per gateway. The FE numbers slots
@@ -579,7 +580,7 @@ func (a *Agent) ref(gw netip.Addr) *slot {
 	case len(a.prog.free) > 0:
 		id = a.prog.free[len(a.prog.free)-1]
 		a.prog.free = a.prog.free[:len(a.prog.free)-1]
-	case a.prog.next <= MaxCENexthopID:
+	case a.prog.next <= forces.MaxNexthopID:
 		id = a.prog.next
 		a.prog.next++
 	default:

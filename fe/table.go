@@ -1,6 +1,7 @@
 package fe
 
 import (
+	"errors"
 	"iter"
 	"maps"
 	"net/netip"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/prefetch"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // table is the FE's copy of the rows the CE programmed, in RFC 6956 terms:
@@ -45,39 +47,17 @@ type famTable[K comparable] struct {
 
 // family describes an address family to the generic table code.
 type family[K comparable] struct {
-	name              string
-	lpmClass, nhClass uint32
-	ecmpClass         uint32
-	key               func(netip.Prefix) K
-	is                func(netip.Addr) bool
-	parseRoute        func([]byte) (p netip.Prefix, hop uint32, ecmp bool, err error)
-	parseNexthop      func([]byte) (netip.Addr, error)
+	name string
+	key  func(netip.Prefix) K
+	is   func(netip.Addr) bool
 }
 
 var ipv4 = family[prefix4]{
-	name: "IPv4", lpmClass: forces.ClassIPv4UcastLPM, nhClass: forces.ClassIPv4NextHop, ecmpClass: forces.ClassIPv4ECMP,
-	key: toPrefix4, is: netip.Addr.Is4,
-	parseRoute: func(b []byte) (netip.Prefix, uint32, bool, error) {
-		i, err := forces.ParseIPv4PrefixInfo(b)
-		return i.Prefix, i.HopSelector, i.ECMP, err
-	},
-	parseNexthop: func(b []byte) (netip.Addr, error) {
-		i, err := forces.ParseIPv4NextHopInfo(b)
-		return i.NextHop, err
-	},
+	name: "IPv4", key: toPrefix4, is: netip.Addr.Is4,
 }
 
 var ipv6 = family[netip.Prefix]{
-	name: "IPv6", lpmClass: forces.ClassIPv6UcastLPM, nhClass: forces.ClassIPv6NextHop, ecmpClass: forces.ClassIPv6ECMP,
-	key: netip.Prefix.Masked, is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() },
-	parseRoute: func(b []byte) (netip.Prefix, uint32, bool, error) {
-		i, err := forces.ParseIPv6PrefixInfo(b)
-		return i.Prefix, i.HopSelector, i.ECMP, err
-	},
-	parseNexthop: func(b []byte) (netip.Addr, error) {
-		i, err := forces.ParseIPv6NextHopInfo(b)
-		return i.NextHop, err
-	},
+	name: "IPv6", key: netip.Prefix.Masked, is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() },
 }
 
 func newFamTable[K comparable](f family[K]) *famTable[K] {
@@ -295,49 +275,86 @@ func (d *famDirty[K]) everything() {
 	}
 }
 
+// cfgRow is a Config item read once, at the edge, as a route-table row: the
+// prefetch and the apply of a row both work on it, and no FULLDATA is parsed
+// twice.
+type cfgRow struct {
+	forces.Row
+	err error // why the item is not a row of ours, answered when applied
+}
+
+// decoded yields items as rows, in order. Each is decoded once,
+// prefetch.Ahead items before it is yielded, when the index slot it will
+// look up is prefetched: the row is still in the cache when it is applied,
+// and a message's rows are never all held at once. A yielded row is valid
+// until the loop body returns.
+func (t *table) decoded(items []forces.Item) iter.Seq2[int, *cfgRow] {
+	return func(yield func(int, *cfgRow) bool) {
+		var ring [prefetch.Ahead]cfgRow
+		for j := range min(len(items), len(ring)) {
+			t.decode(&ring[j], &items[j])
+		}
+		for i := range items {
+			r := &ring[i%len(ring)]
+			if !yield(i, r) {
+				return
+			}
+			if j := i + len(ring); j < len(items) {
+				t.decode(r, &items[j])
+			}
+		}
+	}
+}
+
+// decode reads it into r and prefetches what applying it will look up.
+func (t *table) decode(r *cfgRow, it *forces.Item) {
+	r.err = r.Row.Decode(it)
+	t.prefetch(r)
+}
+
+// rowResult is the RESULT an FE answers a row that does not decode with.
+func rowResult(err error) forces.ResultCode {
+	switch {
+	case errors.Is(err, forces.ErrRowInstance):
+		return forces.ResultLFBInstanceIDNotFound
+	case errors.Is(err, forces.ErrRowPath):
+		return forces.ResultInvalidPath
+	case errors.Is(err, forces.ErrRowData):
+		return forces.ResultInvalidParameters
+	}
+	return forces.ResultNotSupported // another class or operation
+}
+
 // apply performs one row operation on t. It records what it touched in d
 // (nil: nothing) and how to reverse it in undo (nil: no undo), so a batch can
 // be made all-or-none.
-func (t *table) apply(it forces.Item, d *dirty, undo *[]func()) error {
+func (t *table) apply(r *cfgRow, d *dirty, undo *[]func()) error {
+	if r.err != nil {
+		return reject(rowResult(r.err), "%v", r.err)
+	}
 	var d4 *famDirty[prefix4]
 	var d6 *famDirty[netip.Prefix]
 	if d != nil {
 		d4, d6 = d.v4, d.v6
 	}
-	switch it.ClassID {
-	case forces.ClassIPv4UcastLPM, forces.ClassIPv4NextHop, forces.ClassIPv4ECMP:
-		return t.v4.apply(it, d4, undo)
-	case forces.ClassIPv6UcastLPM, forces.ClassIPv6NextHop, forces.ClassIPv6ECMP:
-		return t.v6.apply(it, d6, undo)
+	if r.Table.IPv6() {
+		return t.v6.apply(&r.Row, d6, undo)
 	}
-	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
+	return t.v4.apply(&r.Row, d4, undo)
 }
 
-// prefetch starts loading the index slot an IPv4 route row will look up,
-// for a loop over a Config's items to call prefetch.Ahead items early.
-func (t *table) prefetch(it forces.Item) {
-	if it.ClassID != forces.ClassIPv4UcastLPM || it.Op != forces.OpSet || t.v4.indexing {
+// prefetch starts loading the index slot an IPv4 route row will look up.
+func (t *table) prefetch(r *cfgRow) {
+	if r.Table != forces.TableIPv4Prefix || r.Op != forces.OpSet || r.err != nil || t.v4.indexing {
 		return
 	}
-	if i, err := forces.ParseIPv4PrefixInfo(it.FullData); err == nil {
-		t.v4.routes.prefetch(toPrefix4(i.Prefix))
-	}
+	t.v4.routes.prefetch(toPrefix4(r.Prefix))
 }
 
-func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) error {
-	if it.InstanceID != 1 {
-		return reject(forces.ResultLFBInstanceIDNotFound, "%s instance %d does not exist", forces.ClassName(it.ClassID), it.InstanceID)
-	}
-	wholeTable := len(it.Path) == 1 && it.Path[0] == 1
-	if !wholeTable && (len(it.Path) != 2 || it.Path[0] != 1) {
-		return reject(forces.ResultInvalidPath, "path %v: want [1] (the table) or [1 row]", it.Path)
-	}
-	if it.Op == forces.OpSet && (wholeTable || !it.HasFullData) {
-		return reject(forces.ResultInvalidParameters, "SET of path %v needs a row and FULLDATA", it.Path)
-	}
-	lpm, grp := it.ClassID == t.fam.lpmClass, it.ClassID == t.fam.ecmpClass
+func (t *famTable[K]) apply(r *forces.Row, d *famDirty[K], undo *[]func()) error {
+	lpm, grp := r.Table.IsPrefix(), r.Table.IsGroup()
 	switch {
-	case it.Op == forces.OpDel && wholeTable && lpm:
+	case r.Whole && lpm: // only a DEL: a SET of a whole table does not decode
 		rows, routes := t.rows, t.index()
 		t.rows, t.sharedPrefixes = newRowTable[K](), false
 		if undo != nil {
@@ -350,7 +367,7 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 		}
 		d.everything()
 		return nil
-	case it.Op == forces.OpDel && wholeTable && grp:
+	case r.Whole && grp:
 		t.ownNexthops()
 		groups := t.groups
 		t.groups = map[uint32][]uint32{}
@@ -359,7 +376,7 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 		}
 		d.everything()
 		return nil
-	case it.Op == forces.OpDel && wholeTable:
+	case r.Whole:
 		t.ownNexthops()
 		nexthops := t.nexthops
 		t.nexthops = map[uint32]netip.Addr{}
@@ -374,34 +391,20 @@ func (t *famTable[K]) apply(it forces.Item, d *famDirty[K], undo *[]func()) erro
 	} else {
 		t.ownNexthops()
 	}
-	row := it.Path[1]
+	set := r.Op == forces.OpSet
 	switch {
-	case lpm && it.Op == forces.OpSet:
-		p, nh, ecmp, err := t.fam.parseRoute(it.FullData)
-		if err != nil {
-			return reject(forces.ResultInvalidParameters, "row %d: %v", row, err)
-		}
-		return t.setRoute(row, p, nh, ecmp, d, undo)
-	case lpm && it.Op == forces.OpDel:
-		return t.deleteRow(row, d, undo)
-	case grp && it.Op == forces.OpSet:
-		g, err := forces.ParseECMPGroupInfo(it.FullData)
-		if err != nil {
-			return reject(forces.ResultInvalidParameters, "group row %d: %v", row, err)
-		}
-		return t.setGroup(row, g.Members, d, undo)
-	case grp && it.Op == forces.OpDel:
-		return t.deleteGroup(row, d, undo)
-	case it.Op == forces.OpSet:
-		gw, err := t.fam.parseNexthop(it.FullData)
-		if err != nil {
-			return reject(forces.ResultInvalidParameters, "row %d: %v", row, err)
-		}
-		return t.setNexthop(row, gw, d, undo)
-	case it.Op == forces.OpDel:
-		return t.deleteNexthop(row, d, undo)
+	case lpm && set:
+		return t.setRoute(r.Index, r.Prefix, r.HopSelector, r.ECMP, d, undo)
+	case lpm:
+		return t.deleteRow(r.Index, d, undo)
+	case grp && set:
+		return t.setGroup(r.Index, r.Members, d, undo)
+	case grp:
+		return t.deleteGroup(r.Index, d, undo)
+	case set:
+		return t.setNexthop(r.Index, r.NextHop, d, undo)
 	}
-	return reject(forces.ResultNotSupported, "%s on %s is not supported", it.Op, forces.ClassName(it.ClassID))
+	return t.deleteNexthop(r.Index, d, undo)
 }
 
 func (t *famTable[K]) setRoute(row uint32, pfx netip.Prefix, nh uint32, ecmp bool, d *famDirty[K], undo *[]func()) error {
@@ -483,8 +486,8 @@ func (t *famTable[K]) deleteRow(row uint32, d *famDirty[K], undo *[]func()) erro
 }
 
 func (t *famTable[K]) setNexthop(id uint32, gw netip.Addr, d *famDirty[K], undo *[]func()) error {
-	if id == 0 || id > MaxCENexthopID {
-		return reject(forces.ResultValueOutOfRange, "nexthop row %d: outside 1..%d", id, MaxCENexthopID)
+	if id == 0 || id > forces.MaxNexthopID {
+		return reject(forces.ResultValueOutOfRange, "nexthop row %d: outside 1..%d", id, forces.MaxNexthopID)
 	}
 	if !t.fam.is(gw) || gw.IsUnspecified() {
 		return reject(forces.ResultInvalidParameters, "nexthop row %d: NextHopIPAddr %s is not a usable %s address", id, gw, t.fam.name)
@@ -586,25 +589,13 @@ func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
 	}
 }
 
-// prefix4 is an IPv4 prefix packed into an integer, address<<8 | length. As a
-// map key it hashes fast and holds no pointer for the garbage collector to
-// follow through a million-entry table.
-type prefix4 uint64
+// prefix4 is the FE's name for prefix.V4, the packed IPv4 prefix the CE and
+// the datapath use too: as a map key it hashes fast and holds no pointer for
+// the garbage collector to follow through a million-entry table.
+type prefix4 = prefix.V4
 
-func toPrefix4(p netip.Prefix) prefix4 {
-	a, bits := p.Addr().As4(), p.Bits()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v &^= 1<<(32-bits) - 1 // masked (a shift by 32 gives 0: /0 keeps no bit)
-	return prefix4(uint64(v)<<8 | uint64(bits))
-}
-
-// Prefix returns k as a netip.Prefix.
-func (k prefix4) Prefix() netip.Prefix {
-	a := uint32(k >> 8)
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), int(k&0xff))
-}
-
-func (k prefix4) String() string { return k.Prefix().String() }
+// toPrefix4 packs p, masked.
+func toPrefix4(p netip.Prefix) prefix4 { return prefix.FromV4(p) }
 
 // ip4 packs an IPv4 address; 0 (0.0.0.0, never a usable gateway) means none.
 func ip4(a netip.Addr) uint32 {

@@ -59,7 +59,7 @@ type TableOp struct {
 	FullData            []byte   // FULLDATA value; nil means no FULLDATA-TLV
 }
 
-// Sizes of the fixed parts of the TLVs BuildConfig emits.
+// Sizes of the fixed parts of the TLVs a ConfigWriter emits.
 const (
 	lfbOverhead  = 4 + 8 // LFBselect header, class and instance IDs
 	opOverhead   = 4     // operation TLV header
@@ -67,102 +67,40 @@ const (
 	resultTLVLen = 8
 )
 
-// BuildConfig packs ops, in order, into as few Config messages as the 16-bit
-// TLV and message length limits allow. Consecutive ops on the same LFB and op
-// type share one LFBselect and operation TLV. Every message is also sized so
-// that its Config Response (a RESULT-TLV per path, see NewConfigResponse)
-// fits in one message. Each message gets hdr with Type set to Config and
-// a Correlator from nextCorrelator (or hdr.Correlator, +1 per message, when
-// nextCorrelator is nil). The messages share ops' Path and FullData slices.
+// BuildConfig packs ops, in order, into Config messages, as a ConfigWriter
+// packs them (it is a ConfigWriter whose output is parsed back): for a caller
+// that wants Message values, such as a handful of FE Protocol settings. Each
+// message gets hdr with Type set to Config and a Correlator from
+// nextCorrelator (or hdr.Correlator, +1 per message, when nextCorrelator is
+// nil). Bulk row traffic should use a ConfigWriter directly and skip the
+// parse.
 func BuildConfig(hdr Header, nextCorrelator func() uint64, ops []TableOp) ([]*Message, error) {
-	hdr.Type = MsgConfig
-	hdr.Version = ProtocolVersion
-	var (
-		msgs            []*Message
-		cur             *Message
-		reqMsg, respMsg int // bytes of the request and of its response so far
-		reqLFB, respLFB int // TLV lengths of the open LFBselect
-		li, oi          int // indices of the open LFBselect and operation
-		opStart         int // index in pool of the open operation's first path
-		corr            = hdr.Correlator
-	)
-	// The paths of one operation are consecutive ops, so every operation's
-	// Paths is a window of one array: one allocation for the whole batch.
-	pool := make([]PathData, len(ops))
-	finish := func() {
-		if cur != nil {
-			cur.Header.Length = uint16(reqMsg / 4)
+	corr := hdr.Correlator
+	w := NewConfigWriter(hdr, func(h *Header) {
+		if nextCorrelator != nil {
+			h.Correlator = nextCorrelator()
+		} else {
+			h.Correlator = corr
+			corr++
 		}
-	}
+	})
 	for i := range ops {
 		t := &ops[i]
-		if t.Op == 0 {
-			return nil, fmt.Errorf("%w: op %d: operation type 0", ErrInvalid, i)
+		if err := w.Add(t.Op, t.ClassID, t.InstanceID, t.Path, t.FullData); err != nil {
+			return nil, fmt.Errorf("op %d: %w", i, err)
 		}
-		if t.Op == OpSet && t.FullData == nil {
-			return nil, fmt.Errorf("%w: op %d: SET without FullData", ErrInvalid, i)
-		}
-		if len(t.Path) > 0xFFFF {
-			return nil, fmt.Errorf("%w: op %d: %d path IDs", ErrTooLarge, i, len(t.Path))
-		}
-		pl := pathOverhead + 4*len(t.Path)
-		rpl := pl + resultTLVLen
-		if t.FullData != nil {
-			if 4+len(t.FullData) > MaxTLVLen {
-				return nil, fmt.Errorf("%w: op %d: FULLDATA of %d bytes", ErrTooLarge, i, len(t.FullData))
-			}
-			pl += 4 + (len(t.FullData)+3)&^3
-		}
-		pool[i] = PathData{IDs: t.Path, FullData: t.FullData, HasFullData: t.FullData != nil}
-
-		fits := func(extra int) bool {
-			return reqLFB+extra+pl <= MaxTLVLen && respLFB+extra+rpl <= MaxTLVLen &&
-				reqMsg+extra+pl <= MaxMessageLen && respMsg+extra+rpl <= MaxMessageLen
-		}
-		if cur != nil {
-			lfb := &cur.LFBs[li]
-			if lfb.ClassID == t.ClassID && lfb.InstanceID == t.InstanceID {
-				if lfb.Ops[oi].Type == t.Op && fits(0) {
-					lfb.Ops[oi].Paths = pool[opStart : i+1 : i+1]
-					reqLFB, respLFB, reqMsg, respMsg = reqLFB+pl, respLFB+rpl, reqMsg+pl, respMsg+rpl
-					continue
-				}
-				if lfb.Ops[oi].Type != t.Op && fits(opOverhead) {
-					lfb.Ops = append(lfb.Ops, Operation{Type: t.Op, Paths: pool[i : i+1 : i+1]})
-					oi, opStart = len(lfb.Ops)-1, i
-					reqLFB, respLFB = reqLFB+opOverhead+pl, respLFB+opOverhead+rpl
-					reqMsg, respMsg = reqMsg+opOverhead+pl, respMsg+opOverhead+rpl
-					continue
-				}
-			}
-		}
-		// A new LFBselect, in a new message if this one is full.
-		need, rneed := lfbOverhead+opOverhead+pl, lfbOverhead+opOverhead+rpl
-		if need > MaxTLVLen || rneed > MaxTLVLen {
-			return nil, fmt.Errorf("%w: op %d does not fit in one LFBselect-TLV", ErrTooLarge, i)
-		}
-		if cur == nil || reqMsg+need > MaxMessageLen || respMsg+rneed > MaxMessageLen {
-			finish()
-			h := hdr
-			if nextCorrelator != nil {
-				h.Correlator = nextCorrelator()
-			} else {
-				h.Correlator = corr
-				corr++
-			}
-			cur = &Message{Header: h}
-			msgs = append(msgs, cur)
-			reqMsg, respMsg = HeaderLen, HeaderLen
-		}
-		cur.LFBs = append(cur.LFBs, LFBSelect{
-			ClassID: t.ClassID, InstanceID: t.InstanceID,
-			Ops: []Operation{{Type: t.Op, Paths: pool[i : i+1 : i+1]}},
-		})
-		li, oi, opStart = len(cur.LFBs)-1, 0, i
-		reqLFB, respLFB = need, rneed
-		reqMsg, respMsg = reqMsg+need, respMsg+rneed
 	}
-	finish()
+	enc := w.Flush()
+	msgs := make([]*Message, len(enc))
+	for i, b := range enc {
+		// The writer is not used again, so the messages may alias its
+		// buffer.
+		m, err := parseOwned(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d does not parse back: %v", ErrInvalid, i, err)
+		}
+		msgs[i] = m
+	}
 	return msgs, nil
 }
 

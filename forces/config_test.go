@@ -8,7 +8,7 @@ import (
 )
 
 // routeOps returns n SET ops on the IPv4 prefix table, with a DEL and a
-// next-hop SET mixed in every 1000 routes, so BuildConfig must open new
+// next-hop SET mixed in every 1000 routes, so the packer must open new
 // LFBselect and operation TLVs.
 func routeOps(n int) []TableOp {
 	ops := make([]TableOp, 0, n+n/500)
@@ -142,25 +142,6 @@ func TestBuildConfigErrors(t *testing.T) {
 	if msgs, err := BuildConfig(Header{}, nil, nil); err != nil || len(msgs) != 0 {
 		t.Errorf("no ops: %v, %v", msgs, err)
 	}
-}
-
-func BenchmarkBuildConfig(b *testing.B) {
-	ops := routeOps(100_000)
-	b.ReportAllocs()
-	b.ResetTimer()
-	var buf []byte
-	for i := 0; i < b.N; i++ {
-		msgs, err := BuildConfig(Header{Src: testCE, Dst: testFE}, nil, ops)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, m := range msgs {
-			if buf, err = m.AppendBinary(buf[:0]); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.ReportMetric(float64(len(ops))*float64(b.N)/b.Elapsed().Seconds(), "routes/s")
 }
 
 // routeConfig returns the first Config message of 10,000 route rows, and its

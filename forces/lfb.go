@@ -30,6 +30,11 @@ const (
 	ClassGenericScheduler      uint32 = 17
 )
 
+// MaxNexthopID is the highest nexthop row (HopSelector) a CE programs into an
+// FE's next-hop tables. The FE keeps the IDs above it for its own connected
+// routes, so the CE hands out no higher ID and the FE refuses one.
+const MaxNexthopID = 0xFBFF
+
 var classNames = [...]string{
 	ClassFEObject:              "FEObject",
 	ClassFEProtocol:            "FEProtocolObject",

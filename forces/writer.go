@@ -6,11 +6,12 @@ import (
 )
 
 // ConfigWriter encodes row operations straight into the wire form of Config
-// messages, packed exactly as BuildConfig packs them (consecutive rows of one
-// LFB and operation share an LFBselect and an operation TLV; every message
-// and its Config Response fit the 16-bit length limits). It is BuildConfig
-// without the Message tree in between: the CE's bulk path, where a full table
-// is a million rows.
+// messages, with no Message tree in between: the one Config packer, used for
+// the CE's bulk path (a full table is a million rows) and, through
+// BuildConfig, wherever Message values are wanted. Consecutive rows of one
+// LFB and operation share an LFBselect and an operation TLV, and every
+// message and its Config Response (a RESULT-TLV per path, see
+// NewConfigResponse) fit the 16-bit TLV and message length limits.
 //
 // Add appends a row; Flush closes the open message and returns the encoded
 // messages. The returned bytes stay valid until the next Add after Flush.
@@ -59,7 +60,6 @@ func (w *ConfigWriter) Add(op OpType, class, instance uint32, path []uint32, ful
 	case fullData != nil && 4+len(fullData) > MaxTLVLen:
 		return fmt.Errorf("%w: FULLDATA of %d bytes", ErrTooLarge, len(fullData))
 	}
-	// The same arithmetic as BuildConfig.
 	pl := pathOverhead + 4*len(path)
 	rpl := pl + resultTLVLen
 	if fullData != nil {

@@ -33,33 +33,12 @@ func writeAll(t testing.TB, hdr Header, ops []TableOp, flushEvery int) [][]byte 
 	return out
 }
 
-// buildAll is the reference: BuildConfig and MarshalBinary, per chunk.
-func buildAll(t testing.TB, hdr Header, ops []TableOp, flushEvery int) [][]byte {
-	t.Helper()
-	if flushEvery == 0 {
-		flushEvery = max(len(ops), 1)
-	}
-	var out [][]byte
-	for start := 0; start < len(ops); start += flushEvery {
-		msgs, err := BuildConfig(hdr, nil, ops[start:min(start+flushEvery, len(ops))])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range msgs {
-			b, err := m.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, b)
-		}
-		hdr.Correlator += uint64(len(msgs))
-	}
-	return out
-}
-
-// The writer must produce, byte for byte, what BuildConfig and MarshalBinary
-// produce, including where messages, LFBselects and operations split.
-func TestConfigWriterMatchesBuildConfig(t *testing.T) {
+// Whatever the writer packs must parse back to the ops, in order, in
+// messages with consecutive correlators that re-encode to the same bytes,
+// each within the length limits along with its Config Response; and rows of
+// one LFB and operation must share their LFBselect and operation TLVs unless
+// a limit split them.
+func TestConfigWriterRoundTrip(t *testing.T) {
 	hdr := Header{Src: testCE, Dst: testFE, Correlator: 77, Flags: Flags{ACK: AlwaysACK, ExecMode: ExecContinueOnFailure, Priority: PriorityConfig}}
 	r := rand.New(rand.NewPCG(1, 2))
 	random := make([]TableOp, 20_000)
@@ -91,15 +70,53 @@ func TestConfigWriterMatchesBuildConfig(t *testing.T) {
 		{"big rows", big, 0},
 		{"empty", nil, 0},
 	} {
-		got, want := writeAll(t, hdr, c.ops, c.flushEvery), buildAll(t, hdr, c.ops, c.flushEvery)
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d messages, BuildConfig makes %d", c.name, len(got), len(want))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("%s: message %d differs from BuildConfig's (%d vs %d bytes)", c.name, i, len(got[i]), len(want[i]))
+		got := writeAll(t, hdr, c.ops, c.flushEvery)
+		next := 0
+		for i, raw := range got {
+			m, err := Parse(raw)
+			if err != nil {
+				t.Fatalf("%s: message %d: %v", c.name, i, err)
+			}
+			if m.Header.Correlator != hdr.Correlator+uint64(i) || m.Header.Flags != hdr.Flags || m.Header.Type != MsgConfig {
+				t.Fatalf("%s: message %d header %+v", c.name, i, m.Header)
+			}
+			if again, err := m.MarshalBinary(); err != nil || !bytes.Equal(again, raw) {
+				t.Fatalf("%s: message %d re-encodes differently (%v)", c.name, i, err)
+			}
+			resp, err := NewConfigResponse(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := resp.MarshalBinary(); err != nil {
+				t.Fatalf("%s: the response to message %d: %v", c.name, i, err)
+			}
+			for j, l := range m.LFBs {
+				for k := 1; k < len(l.Ops); k++ {
+					if l.Ops[k].Type == l.Ops[k-1].Type {
+						t.Fatalf("%s: message %d LFBselect %d: two adjacent %v operations", c.name, i, j, l.Ops[k].Type)
+					}
+				}
+			}
+			for _, it := range Items(m) {
+				if next >= len(c.ops) {
+					t.Fatalf("%s: more rows than ops", c.name)
+				}
+				op := c.ops[next]
+				if it.Op != op.Op || it.ClassID != op.ClassID || it.InstanceID != op.InstanceID ||
+					!slices.Equal(it.Path, op.Path) || it.HasFullData != (op.FullData != nil) || !bytes.Equal(it.FullData, op.FullData) {
+					t.Fatalf("%s: row %d = %+v, want %+v", c.name, next, it, op)
+				}
+				next++
 			}
 		}
+		if next != len(c.ops) {
+			t.Fatalf("%s: %d rows back, want %d", c.name, next, len(c.ops))
+		}
+	}
+	// Packing is tight: 100,000 routes of 28-byte rows take a handful of
+	// messages, not one per LFBselect.
+	if n := len(writeAll(t, hdr, routeOps(100_000), 0)); n > 60 {
+		t.Errorf("100,000 routes in %d messages", n)
 	}
 }
 

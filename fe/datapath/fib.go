@@ -9,6 +9,7 @@ import (
 	"github.com/splitplane/splitplane/internal/flatmap"
 	"github.com/splitplane/splitplane/internal/host"
 	"github.com/splitplane/splitplane/internal/prefetch"
+	pfx "github.com/splitplane/splitplane/internal/prefix"
 )
 
 // The DIR-24-8 FIB of xdp.c (fib_tbl24, fib_tbl8); the values repeat the
@@ -104,15 +105,9 @@ func newFIB(tbl24, tbl8 []uint32, grace func() error) *fib {
 	return f
 }
 
-// prefix is a masked IPv4 prefix with the address in host order.
-type prefix struct {
-	addr uint32
-	bits uint8
-}
-
-func (p prefix) String() string {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(p.addr >> 24), byte(p.addr >> 16), byte(p.addr >> 8), byte(p.addr)}), int(p.bits)).String()
-}
+// prefix is a masked IPv4 prefix with the address in host order, packed as
+// the CE and the FE's table pack it.
+type prefix = pfx.V4
 
 func mask(bits uint8) uint32 {
 	return ^uint32(0) << (32 - uint32(bits)) // a shift by 32 gives 0 for /0
@@ -120,12 +115,9 @@ func mask(bits uint8) uint32 {
 
 func toPrefix(p netip.Prefix) (prefix, error) {
 	if !p.IsValid() || !p.Addr().Is4() {
-		return prefix{}, fmt.Errorf("prefix %s is not IPv4: %w", p, ErrInvalid)
+		return 0, fmt.Errorf("prefix %s is not IPv4: %w", p, ErrInvalid)
 	}
-	a := p.Addr().As4()
-	addr := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	bits := uint8(p.Bits())
-	return prefix{addr: addr & mask(bits), bits: bits}, nil
+	return pfx.FromV4(p), nil
 }
 
 // lookup returns the nexthop id for addr as the XDP program finds it.
@@ -154,7 +146,7 @@ func (f *fib) prepare(routes []prefix) error {
 	if f.count+len(routes) > MaxRoutes {
 		added := 0
 		for _, p := range routes {
-			if !f.routes[p.bits].Has(p.addr) {
+			if !f.routes[p.Bits()].Has(p.Addr()) {
 				added++ // duplicates in the batch overcount: safe side
 			}
 		}
@@ -171,7 +163,7 @@ func (f *fib) apply(routes []prefix, nexthops []uint32) {
 	// Counting sort by length, longest first.
 	var perLen [33]int
 	for _, p := range routes {
-		perLen[p.bits]++
+		perLen[p.Bits()]++
 	}
 	var next [33]int // next slot of each length in longest-first order
 	pos := 0
@@ -181,8 +173,8 @@ func (f *fib) apply(routes []prefix, nexthops []uint32) {
 	}
 	order := make([]int32, len(routes))
 	for i, p := range routes {
-		order[next[p.bits]] = int32(i)
-		next[p.bits]++
+		order[next[p.Bits()]] = int32(i)
+		next[p.Bits()]++
 	}
 	for bits, n := range perLen {
 		if n > 0 && f.routes[bits].Len() == 0 {
@@ -200,8 +192,8 @@ func (f *fib) apply(routes []prefix, nexthops []uint32) {
 // prefetch starts loading what inserting p reads first: its slot in the
 // map of its length, and its /24's tbl24 entry and depth.
 func (f *fib) prefetch(p prefix) {
-	f.routes[p.bits].Prefetch(p.addr)
-	i := int(p.addr >> 8)
+	f.routes[p.Bits()].Prefetch(p.Addr())
+	i := int(p.Addr() >> 8)
 	prefetch.Index(f.tbl24, i)
 	prefetch.Index(f.depth24, i)
 }
@@ -210,10 +202,10 @@ func (f *fib) prefetch(p prefix) {
 func (f *fib) groupsNeeded(routes []prefix) int {
 	var seen map[uint32]struct{}
 	for _, p := range routes {
-		if p.bits <= 24 {
+		if p.Bits() <= 24 {
 			continue
 		}
-		i := p.addr >> 8
+		i := p.Addr() >> 8
 		if f.tbl24[i]&fibGroup != 0 {
 			continue
 		}
@@ -245,23 +237,23 @@ func (f *fib) reserve(n int) error {
 
 // insert adds or replaces one route; a group it needs must be reserved.
 func (f *fib) insert(p prefix, nh uint32) {
-	m := f.routes[p.bits]
+	m := f.routes[p.Bits()]
 	if m == nil {
 		m = flatmap.New[uint32, uint32](0)
-		f.routes[p.bits] = m
+		f.routes[p.Bits()] = m
 	}
-	old, existed := m.Get(p.addr)
+	old, existed := m.Get(p.Addr())
 	if existed && old == nh {
 		return
 	}
-	m.Put(p.addr, nh)
+	m.Put(p.Addr(), nh)
 	if !existed {
 		f.count++
 	}
-	v, d := fibValid|nh, p.bits+1
-	if p.bits <= 24 {
-		first := p.addr >> 8
-		n := uint32(1) << (24 - p.bits)
+	v, d := fibValid|nh, p.Bits()+1
+	if p.Bits() <= 24 {
+		first := p.Addr() >> 8
+		n := uint32(1) << (24 - p.Bits())
 		t24, d24 := f.tbl24[first:first+n], f.depth24[first:first+n]
 		for k, e := range t24 {
 			if d24[k] > d {
@@ -277,8 +269,8 @@ func (f *fib) insert(p prefix, nh uint32) {
 		return
 	}
 
-	i := p.addr >> 8
-	lo, n := p.addr&0xff, uint32(1)<<(32-p.bits)
+	i := p.Addr() >> 8
+	lo, n := p.Addr()&0xff, uint32(1)<<(32-p.Bits())
 	e := f.tbl24[i]
 	if e&fibGroup != 0 {
 		g := e & fibGroupMask
@@ -319,7 +311,7 @@ func (f *fib) fill8(g, lo, n, v uint32, d uint8) {
 // route.
 func (f *fib) check(routes []prefix) error {
 	for _, p := range routes {
-		if !f.routes[p.bits].Has(p.addr) {
+		if !f.routes[p.Bits()].Has(p.Addr()) {
 			return fmt.Errorf("route %s: %w", p, ErrNotFound)
 		}
 	}
@@ -341,7 +333,7 @@ func (f *fib) delete(routes []prefix) error {
 func (f *fib) deleteChecked(routes []prefix) {
 	var perLen [33][]prefix
 	for _, p := range routes {
-		perLen[p.bits] = append(perLen[p.bits], p)
+		perLen[p.Bits()] = append(perLen[p.Bits()], p)
 	}
 	for _, ps := range perLen {
 		for _, p := range ps {
@@ -354,15 +346,15 @@ func (f *fib) deleteChecked(routes []prefix) {
 // covering prefix, and a group left without longer prefixes is folded back
 // into its tbl24 entry.
 func (f *fib) remove(p prefix) {
-	if m := f.routes[p.bits]; m == nil || !m.Del(p.addr) {
+	if m := f.routes[p.Bits()]; m == nil || !m.Del(p.Addr()) {
 		return
 	}
 	f.count--
 	rv, rd := f.cover(p)
-	d := p.bits + 1
-	if p.bits <= 24 {
-		first := p.addr >> 8
-		n := uint32(1) << (24 - p.bits)
+	d := p.Bits() + 1
+	if p.Bits() <= 24 {
+		first := p.Addr() >> 8
+		n := uint32(1) << (24 - p.Bits())
 		t24, d24 := f.tbl24[first:first+n], f.depth24[first:first+n]
 		for k, e := range t24 {
 			if d24[k] != d {
@@ -378,9 +370,9 @@ func (f *fib) remove(p prefix) {
 		return
 	}
 
-	i := p.addr >> 8
+	i := p.Addr() >> 8
 	g := f.tbl24[i] & fibGroupMask
-	f.uncover8(g, p.addr&0xff, uint32(1)<<(32-p.bits), d, rv, rd)
+	f.uncover8(g, p.Addr()&0xff, uint32(1)<<(32-p.Bits()), d, rv, rd)
 	if f.users[g]--; f.users[g] > 0 {
 		return
 	}
@@ -403,12 +395,12 @@ func (f *fib) uncover8(g, lo, n uint32, d uint8, rv uint32, rd uint8) {
 // cover returns the entry value and depth of the longest prefix shorter than
 // p that covers it, or zeros.
 func (f *fib) cover(p prefix) (uint32, uint8) {
-	for bits := int(p.bits) - 1; bits >= 0; bits-- {
+	for bits := int(p.Bits()) - 1; bits >= 0; bits-- {
 		m := f.routes[bits]
 		if m.Len() == 0 {
 			continue
 		}
-		if nh, ok := m.Get(p.addr & mask(uint8(bits))); ok {
+		if nh, ok := m.Get(p.Addr() & mask(uint8(bits))); ok {
 			return fibValid | nh, uint8(bits + 1)
 		}
 	}

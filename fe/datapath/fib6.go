@@ -61,15 +61,15 @@ func mask6(a [16]byte, bits int) [16]byte {
 func routePrefix(p netip.Prefix) (v4 prefix, v6 prefix6, is6 bool, err error) {
 	switch a := p.Addr(); {
 	case !p.IsValid():
-		return prefix{}, prefix6{}, false, fmt.Errorf("prefix %s is not a valid IPv4 or IPv6 prefix: %w", p, ErrInvalid)
+		return 0, prefix6{}, false, fmt.Errorf("prefix %s is not a valid IPv4 or IPv6 prefix: %w", p, ErrInvalid)
 	case a.Is4():
 		v4, err = toPrefix(p)
 		return v4, prefix6{}, false, err
 	case a.Is4In6():
-		return prefix{}, prefix6{}, false, fmt.Errorf("prefix %s is IPv4-mapped IPv6, give the IPv4 prefix: %w", p, ErrInvalid)
+		return 0, prefix6{}, false, fmt.Errorf("prefix %s is IPv4-mapped IPv6, give the IPv4 prefix: %w", p, ErrInvalid)
 	}
 	m := p.Masked()
-	return prefix{}, prefix6{addr: m.Addr().As16(), bits: uint8(m.Bits())}, true, nil
+	return 0, prefix6{addr: m.Addr().As16(), bits: uint8(m.Bits())}, true, nil
 }
 
 // level6 is the level of the table that holds a prefix of length bits:

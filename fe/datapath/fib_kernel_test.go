@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	pfx "github.com/splitplane/splitplane/internal/prefix"
 )
 
 // nhMAC is the source MAC of nexthop id in fibFixture: the forwarded frame
@@ -150,7 +152,7 @@ func TestFIBDatapathFull(t *testing.T) {
 
 func be(s string) uint32 {
 	p, _ := toPrefix(netip.PrefixFrom(netip.MustParseAddr(s), 32))
-	return p.addr
+	return p.Addr()
 }
 
 // TestFIBConcurrent changes routes in a region while the program looks up
@@ -180,10 +182,10 @@ func TestFIBConcurrent(t *testing.T) {
 			off  uint32
 			bits uint8
 		}{{0, 24}, {0, 25}, {128, 25}, {64, 26}, {200, 29}, {7, 32}, {255, 32}} {
-			cands = append(cands, cand{prefix{base | pl.off, pl.bits}, uint32(len(cands) + 2)})
+			cands = append(cands, cand{pfx.Make(base|pl.off, pl.bits), uint32(len(cands) + 2)})
 		}
 	}
-	cands = append(cands, cand{prefix{20<<24 | 1<<16 | 8<<12, 20}, uint32(len(cands) + 2)})
+	cands = append(cands, cand{pfx.Make(20<<24|1<<16|8<<12, 20), uint32(len(cands) + 2)})
 	d := fibFixture(t, loadOptions{tbl8Groups: 6}, uint32(len(cands)+2))
 	if err := d.SetRoute(netip.MustParsePrefix("20.1.0.0/16"), 1); err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestFIBConcurrent(t *testing.T) {
 	allowed := func(addr uint32) []uint32 {
 		out := []uint32{1}
 		for _, c := range cands {
-			if addr&mask(c.p.bits) == c.p.addr {
+			if addr&mask(c.p.Bits()) == c.p.Addr() {
 				out = append(out, c.nh)
 			}
 		}
@@ -220,9 +222,9 @@ func TestFIBConcurrent(t *testing.T) {
 				}
 				idx = append(idx, i)
 				if present[i] {
-					del = append(del, cands[i].p.netip())
+					del = append(del, cands[i].p.Prefix())
 				} else {
-					add = append(add, Route{cands[i].p.netip(), cands[i].nh})
+					add = append(add, Route{cands[i].p.Prefix(), cands[i].nh})
 				}
 			}
 			if err := d.SetRoutes(add); errors.Is(err, ErrFIBFull) {
@@ -237,7 +239,7 @@ func TestFIBConcurrent(t *testing.T) {
 				return
 			}
 			for _, i := range idx {
-				p := cands[i].p.netip()
+				p := cands[i].p.Prefix()
 				for _, r := range add {
 					if r.Prefix == p {
 						present[i] = true

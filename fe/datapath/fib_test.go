@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	pfx "github.com/splitplane/splitplane/internal/prefix"
 )
 
 // refLPM is the obviously correct reference: a map per prefix length,
@@ -35,7 +37,7 @@ func (r *refLPM) prefixes() []prefix {
 	var ps []prefix
 	for bits, m := range r.m {
 		for a := range m {
-			ps = append(ps, prefix{addr: a, bits: uint8(bits)})
+			ps = append(ps, pfx.Make(a, uint8(bits)))
 		}
 	}
 	return ps
@@ -48,8 +50,6 @@ func (r *refLPM) count() int {
 	}
 	return n
 }
-
-func (p prefix) netip() netip.Prefix { return netip.MustParsePrefix(p.String()) }
 
 func addrOf(a uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
@@ -93,7 +93,7 @@ func (g *routeGen) prefix() prefix {
 			addr = h | addr&0xffff
 		}
 	}
-	return prefix{addr: addr & mask(uint8(bits)), bits: uint8(bits)}
+	return pfx.Make(addr, uint8(bits))
 }
 
 func (g *routeGen) nexthop() uint32 { return uint32(g.rng.IntN(16)) } // 0 is a valid id
@@ -103,8 +103,8 @@ func (g *routeGen) nexthop() uint32 { return uint32(g.rng.IntN(16)) } // 0 is a 
 func (g *routeGen) addrsToCheck(ps []prefix, n int) []uint32 {
 	out := make([]uint32, 0, 4*len(ps)+n)
 	for _, p := range ps {
-		last := p.addr | ^mask(p.bits)
-		out = append(out, p.addr, last, p.addr-1, last+1)
+		last := p.Addr() | ^mask(p.Bits())
+		out = append(out, p.Addr(), last, p.Addr()-1, last+1)
 	}
 	for i := range n {
 		a := g.rng.Uint32()
@@ -196,7 +196,7 @@ func exerciseFIB(t *testing.T, d fibDriver, seed uint64, rounds, nCheck int) {
 		var batch []Route
 		for range 200 + g.rng.IntN(800) {
 			p, nh := g.prefix(), g.nexthop()
-			batch = append(batch, Route{Prefix: p.netip(), Nexthop: nh})
+			batch = append(batch, Route{Prefix: p.Prefix(), Nexthop: nh})
 		}
 		if g.rng.IntN(3) == 0 {
 			batch = append(batch, Route{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Nexthop: g.nexthop()})
@@ -206,17 +206,17 @@ func exerciseFIB(t *testing.T, d fibDriver, seed uint64, rounds, nCheck int) {
 		}
 		for _, r := range batch {
 			p, _ := toPrefix(r.Prefix)
-			ref.m[p.bits][p.addr] = r.Nexthop
+			ref.m[p.Bits()][p.Addr()] = r.Nexthop
 		}
 		// Change some nexthops, one route at a time.
 		ps := ref.prefixes()
 		for range 50 {
 			p := ps[g.rng.IntN(len(ps))]
 			nh := g.nexthop()
-			if err := d.set([]Route{{Prefix: p.netip(), Nexthop: nh}}); err != nil {
+			if err := d.set([]Route{{Prefix: p.Prefix(), Nexthop: nh}}); err != nil {
 				t.Fatalf("round %d: change %s: %v", round, p, err)
 			}
-			ref.m[p.bits][p.addr] = nh
+			ref.m[p.Bits()][p.Addr()] = nh
 		}
 		checkFIB(t, "after adds", d, ref, g.addrsToCheck(ref.prefixes(), nCheck))
 
@@ -227,34 +227,34 @@ func exerciseFIB(t *testing.T, d fibDriver, seed uint64, rounds, nCheck int) {
 		dels := ps[:len(ps)/3]
 		var np []netip.Prefix
 		for _, p := range dels[:len(dels)/2] {
-			np = append(np, p.netip())
+			np = append(np, p.Prefix())
 		}
 		if err := d.del(np); err != nil {
 			t.Fatalf("round %d: delete batch: %v", round, err)
 		}
 		for _, p := range dels[len(dels)/2:] {
-			if err := d.del([]netip.Prefix{p.netip()}); err != nil {
+			if err := d.del([]netip.Prefix{p.Prefix()}); err != nil {
 				t.Fatalf("round %d: delete %s: %v", round, p, err)
 			}
 		}
 		for _, p := range dels {
-			delete(ref.m[p.bits], p.addr)
+			delete(ref.m[p.Bits()], p.Addr())
 		}
 		check := g.addrsToCheck(dels, nCheck) // where the deleted ones were
 		check = append(check, g.addrsToCheck(ref.prefixes(), 0)...)
 		checkFIB(t, "after deletes", d, ref, check)
 
 		// Deleting a missing route changes nothing.
-		missing := dels[0].netip()
-		if err := d.del([]netip.Prefix{ps[len(ps)-1].netip(), missing}); !errors.Is(err, ErrNotFound) {
+		missing := dels[0].Prefix()
+		if err := d.del([]netip.Prefix{ps[len(ps)-1].Prefix(), missing}); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("round %d: deleting %s again: %v, want ErrNotFound", round, missing, err)
 		}
 		// Re-add some of the deleted ones.
 		batch = batch[:0]
 		for _, p := range dels[:len(dels)/4] {
 			nh := g.nexthop()
-			batch = append(batch, Route{Prefix: p.netip(), Nexthop: nh})
-			ref.m[p.bits][p.addr] = nh
+			batch = append(batch, Route{Prefix: p.Prefix(), Nexthop: nh})
+			ref.m[p.Bits()][p.Addr()] = nh
 		}
 		if err := d.set(batch); err != nil {
 			t.Fatalf("round %d: re-add: %v", round, err)
@@ -265,7 +265,7 @@ func exerciseFIB(t *testing.T, d fibDriver, seed uint64, rounds, nCheck int) {
 	// Delete everything: the table must be empty again.
 	var all []netip.Prefix
 	for _, p := range ref.prefixes() {
-		all = append(all, p.netip())
+		all = append(all, p.Prefix())
 	}
 	if err := d.del(all); err != nil {
 		t.Fatalf("delete all: %v", err)
