@@ -27,6 +27,7 @@ import (
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -326,7 +327,7 @@ func (a *apiRun) up(ctx context.Context) error {
 	if err := t.setIPForward(ctx, false); err != nil {
 		return err
 	}
-	return runCmd(ctx, "nsenter", "--net=/run/netns/"+t.ns[roleSink], "ethtool", "-K", fwdPort[roleSink], "gro", "on")
+	return harness.Exec(ctx, t.ns[roleSink], "ethtool", "-K", fwdPort[roleSink], "gro", "on")
 }
 
 // bulkBatches makes the Bulk stream's batches: a REPLACE per prefix, next
@@ -455,9 +456,9 @@ status_socket: %s
 		return f, err
 	}
 	os.Remove(apiSock)
-	var ceProc, feProc *cvgProc
+	var ceProc, feProc *harness.Proc
 	defer func() {
-		for _, p := range []*cvgProc{feProc, ceProc} {
+		for _, p := range []*harness.Proc{feProc, ceProc} {
 			if p != nil {
 				c.stopProc(p, &err)
 			}
@@ -470,7 +471,7 @@ status_socket: %s
 	if feProc, err = c.start("fe", rtr, a.opts.Binary, "fe", "--config", c.path("fe.yaml")); err != nil {
 		return f, err
 	}
-	daemons := []*cvgProc{ceProc, feProc}
+	daemons := []*harness.Proc{ceProc, feProc}
 	ceStatus, feStatus := newStatusClient(c.path("ce.sock")), newStatusClient(c.path("fe.sock"))
 	defer ceStatus.close()
 	defer feStatus.close()
@@ -525,7 +526,7 @@ status_socket: %s
 	}
 	var faults [2]uint64 // what cannot be read stays 0
 	for i, p := range daemons {
-		faults[i], _, _ = procFaults(p.pid())
+		faults[i], _, _ = procFaults(p.Pid())
 	}
 	start, acked, err := a.bulk(ctx, rc, batches)
 	if err != nil {
@@ -545,7 +546,7 @@ status_socket: %s
 		return f, err
 	}
 	for i, p := range daemons {
-		if n, _, err := procFaults(p.pid()); err == nil && faults[i] != 0 {
+		if n, _, err := procFaults(p.Pid()); err == nil && faults[i] != 0 {
 			f.faults[i] = n - faults[i]
 		}
 	}
@@ -663,7 +664,7 @@ func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient, batches []*spv1
 // adds times the single adds: for each destination, the generator switches
 // to it, the sink must not have seen it after a few frames, then Add; the
 // time until the sink first sees it is the figure.
-func (a *apiRun) adds(ctx context.Context, rc spv1.RoutesClient, f *apiFigures, daemons []*cvgProc) error {
+func (a *apiRun) adds(ctx context.Context, rc spv1.RoutesClient, f *apiFigures, daemons []*harness.Proc) error {
 	tr := a.traffic
 	tr.forget() // the last round's adds
 	via := []string{fwdAddr[roleSink].String()}

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +27,7 @@ import (
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/nsthread"
 	"github.com/splitplane/splitplane/internal/peer"
 	"github.com/splitplane/splitplane/internal/routegen"
@@ -270,8 +270,8 @@ type convergeRun struct {
 	dir     string
 	ns      struct{ snd, rtr, brd string }
 	created []string // namespaces to delete
-	procs   []*cvgProc
-	sender  *cvgProc
+	procs   []*harness.Proc
+	sender  *harness.Proc
 }
 
 func newConvergeRun(opts ConvergeOptions) *convergeRun {
@@ -301,36 +301,19 @@ func (c *convergeRun) up(ctx context.Context) error {
 }
 
 func (c *convergeRun) addNamespace(ctx context.Context, ns string) error {
-	if _, err := os.Stat("/run/netns/" + ns); err == nil {
-		return fmt.Errorf("namespace %s already exists", ns)
-	}
-	if err := runCmd(ctx, "ip", "netns", "add", ns); err != nil {
+	if err := harness.AddNamespace(ctx, ns); err != nil {
 		return err
 	}
 	c.created = append(c.created, ns)
-	if err := runCmd(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
-		return err
-	}
 	// No IPv6 chatter on the links; the table is IPv4.
-	return runCmd(ctx, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	return harness.NoIPv6(ctx, ns)
 }
 
 func (c *convergeRun) link(ctx context.Context, ns1, if1 string, a1 netip.Addr, ns2, if2 string, a2 netip.Addr) error {
-	if err := runCmd(ctx, "ip", "link", "add", if1, "netns", ns1, "type", "veth", "peer", "name", if2, "netns", ns2); err != nil {
-		return err
-	}
-	for _, e := range []struct {
-		ns, dev string
-		a       netip.Addr
-	}{{ns1, if1, a1}, {ns2, if2, a2}} {
-		if err := runCmd(ctx, "ip", "-n", e.ns, "addr", "add", e.a.String()+"/24", "dev", e.dev); err != nil {
-			return err
-		}
-		if err := runCmd(ctx, "ip", "-n", e.ns, "link", "set", e.dev, "up"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return harness.AddVeth(ctx, harness.Veth{
+		A: harness.End{NS: ns1, Dev: if1, Addrs: []netip.Prefix{netip.PrefixFrom(a1, 24)}},
+		B: harness.End{NS: ns2, Dev: if2, Addrs: []netip.Prefix{netip.PrefixFrom(a2, 24)}},
+	})
 }
 
 // delNamespace deletes a namespace. Its links go first, each removing its
@@ -342,12 +325,12 @@ func (c *convergeRun) delNamespace(ns string) error {
 	var errs []error
 	for _, dev := range []string{"brd0", "rtr0", "snd0", "snd1"} {
 		if exec.Command("ip", "-n", ns, "link", "show", dev).Run() == nil {
-			if err := runCmd(ctx, "ip", "-n", ns, "link", "del", dev); err != nil {
+			if err := harness.Run(ctx, "ip", "-n", ns, "link", "del", dev); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if err := runCmd(ctx, "ip", "netns", "del", ns); err != nil {
+	if err := harness.DelNamespace(ctx, ns); err != nil {
 		errs = append(errs, err)
 	}
 	for i, n := range c.created {
@@ -364,7 +347,7 @@ func (c *convergeRun) delNamespace(ns string) error {
 func (c *convergeRun) down() error {
 	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		if err := c.procs[i].stop(); err != nil {
+		if err := c.procs[i].Stop(cvgStopGrace); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -436,7 +419,7 @@ protocol bgp to_bird {
 	}
 	c.sender = p
 	want := len(prefixes)
-	err = c.poll(ctx, time.Minute, 100*time.Millisecond, fmt.Sprintf("the sender to load %d static routes", want), []*cvgProc{p}, func() (bool, error) {
+	err = c.poll(ctx, time.Minute, 100*time.Millisecond, fmt.Sprintf("the sender to load %d static routes", want), []*harness.Proc{p}, func() (bool, error) {
 		lines, err := birdCLI(c.path("sender.ctl"), "show protocols all table4")
 		if err != nil {
 			return false, nil // not serving yet
@@ -498,7 +481,7 @@ status_socket: %s
 	}
 	// The FE and the CE stop before the sender's session goes down, so
 	// that none of them spends the stop on a million withdrawals.
-	var ceProc, feProc *cvgProc
+	var ceProc, feProc *harness.Proc
 	enabled := false
 	defer c.endRound("to_ce", &enabled, &err, &ceProc, &feProc)
 	if ceProc, err = c.start("ce", c.ns.rtr, c.opts.Binary, "ce", "--config", c.path("ce.yaml")); err != nil {
@@ -507,7 +490,7 @@ status_socket: %s
 	if feProc, err = c.start("fe", c.ns.rtr, c.opts.Binary, "fe", "--config", c.path("fe.yaml")); err != nil {
 		return f, err
 	}
-	daemons := []*cvgProc{c.sender, ceProc, feProc}
+	daemons := []*harness.Proc{c.sender, ceProc, feProc}
 	ceStatus, feStatus := newStatusClient(c.path("ce.sock")), newStatusClient(c.path("fe.sock"))
 	defer ceStatus.close()
 	defer feStatus.close()
@@ -543,16 +526,16 @@ status_socket: %s
 	if err != nil {
 		return f, err
 	}
-	if f.rssAtEnd, _, err = procMemory(ceProc.pid()); err != nil {
+	if f.rssAtEnd, _, err = procMemory(ceProc.Pid()); err != nil {
 		return f, err
 	}
 	// Where a page fault is dear they are much of the time (docs/operations.md,
 	// "Transparent huge pages"); what cannot be read stays 0.
-	f.faults, f.hugeMB, _ = procFaults(ceProc.pid())
+	f.faults, f.hugeMB, _ = procFaults(ceProc.Pid())
 	if err := sleepCtx(ctx, c.opts.Settle); err != nil {
 		return f, err
 	}
-	if f.rss, f.peak, err = procMemory(ceProc.pid()); err != nil {
+	if f.rss, f.peak, err = procMemory(ceProc.Pid()); err != nil {
 		return f, err
 	}
 	var st ce.Status
@@ -622,13 +605,13 @@ protocol bgp from_sender {
 	defer counter.close()
 	// The receiving BIRD stops (leaving its routes, persist) before the
 	// sender's session goes down, and the namespace goes last.
-	var birdProc *cvgProc
+	var birdProc *harness.Proc
 	enabled := false
 	defer c.endRound("to_bird", &enabled, &err, &birdProc)
 	if birdProc, err = c.start("bird", c.ns.brd, "bird", "-f", "-c", c.path("bird.conf"), "-s", c.path("bird.ctl"), "-P", c.path("bird.pid")); err != nil {
 		return b, err
 	}
-	daemons := []*cvgProc{c.sender, birdProc}
+	daemons := []*harness.Proc{c.sender, birdProc}
 	err = c.poll(ctx, time.Minute, 50*time.Millisecond, "the receiving BIRD to serve", daemons, func() (bool, error) {
 		_, err := birdCLI(c.path("bird.ctl"), "show status")
 		return err == nil, nil
@@ -646,7 +629,7 @@ protocol bgp from_sender {
 	if err != nil {
 		return b, err
 	}
-	if b.rss, _, err = procMemory(birdProc.pid()); err != nil {
+	if b.rss, _, err = procMemory(birdProc.Pid()); err != nil {
 		return b, err
 	}
 	n, err := countKernelRoutes(c.ns.brd)
@@ -662,7 +645,7 @@ protocol bgp from_sender {
 // gobgpRound starts `splitplane peer` in the CE's place, announcing nothing,
 // and times the table into its GoBGP (its status's received count).
 func (c *convergeRun) gobgpRound(ctx context.Context) (g birdFigures, err error) {
-	var proc *cvgProc
+	var proc *harness.Proc
 	enabled := false
 	defer c.endRound("to_ce", &enabled, &err, &proc)
 	sock := c.path("gobgp.sock")
@@ -672,7 +655,7 @@ func (c *convergeRun) gobgpRound(ctx context.Context) (g birdFigures, err error)
 	if err != nil {
 		return g, err
 	}
-	daemons := []*cvgProc{c.sender, proc}
+	daemons := []*harness.Proc{c.sender, proc}
 	status := newStatusClient(sock)
 	status.path = "/status"
 	defer status.close()
@@ -701,13 +684,13 @@ func (c *convergeRun) gobgpRound(ctx context.Context) (g birdFigures, err error)
 	if err := sleepCtx(ctx, c.opts.Settle); err != nil {
 		return g, err
 	}
-	g.rss, _, err = procMemory(proc.pid())
+	g.rss, _, err = procMemory(proc.Pid())
 	return g, err
 }
 
 // enableSession enables one of the sender's sessions and returns when it
 // reached Established, as the sender records it.
-func (c *convergeRun) enableSession(ctx context.Context, name string, daemons []*cvgProc) (time.Time, error) {
+func (c *convergeRun) enableSession(ctx context.Context, name string, daemons []*harness.Proc) (time.Time, error) {
 	if _, err := birdCLI(c.path("sender.ctl"), "enable "+name); err != nil {
 		return time.Time{}, fmt.Errorf("sender: enable %s: %w", name, err)
 	}
@@ -740,7 +723,7 @@ const pollInterval = 20 * time.Millisecond
 // (since est) of the first route, of 99% and of the last. It fails, wrapping
 // ErrIncomplete, when the count stays still for Stall, when Timeout passes or
 // when a daemon exits.
-func (c *convergeRun) waitTable(ctx context.Context, est time.Time, what string, daemons []*cvgProc, count func() (int, time.Time, error)) (tableTimes, error) {
+func (c *convergeRun) waitTable(ctx context.Context, est time.Time, what string, daemons []*harness.Proc, count func() (int, time.Time, error)) (tableTimes, error) {
 	var t tableTimes
 	want := c.opts.Routes
 	last, lastChange := -1, time.Now()
@@ -785,7 +768,7 @@ func (c *convergeRun) waitTable(ctx context.Context, est time.Time, what string,
 
 // poll calls done every interval until it returns true or an error, failing
 // after timeout or when one of the daemons exits.
-func (c *convergeRun) poll(ctx context.Context, timeout, interval time.Duration, what string, daemons []*cvgProc, done func() (bool, error)) error {
+func (c *convergeRun) poll(ctx context.Context, timeout, interval time.Duration, what string, daemons []*harness.Proc, done func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -822,87 +805,35 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// cvgProc is a daemon the benchmark started, stopped by its pid.
-type cvgProc struct {
-	name string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // of Wait, once done is closed
-}
+// cvgStopGrace is how long a daemon has between SIGTERM and SIGKILL: a CE
+// with a full table may take a while to shut down.
+const cvgStopGrace = 15 * time.Second
 
-// start runs a program in a namespace (nsenter execs it, so the pid is the
-// program's), in its own process group, logging to DIR/NAME.log.
-func (c *convergeRun) start(name, ns string, args ...string) (*cvgProc, error) {
-	p := &cvgProc{name: name, log: c.path(name + ".log"), done: make(chan struct{})}
-	logf, err := os.Create(p.log)
+// start runs a program in a namespace, logging to DIR/NAME.log, and
+// remembers it for stopping.
+func (c *convergeRun) start(name, ns string, args ...string) (*harness.Proc, error) {
+	p, err := harness.Start(name, ns, c.path(name+".log"), args...)
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	p.cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
 	c.procs = append(c.procs, p)
 	return p, nil
 }
 
-func (p *cvgProc) pid() int { return p.cmd.Process.Pid }
-
-// exited returns an error quoting the log if the process has ended.
-func (p *cvgProc) exited() error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("%s (pid %d) exited (%v); the end of its log:\n%s", p.name, p.pid(), p.err, tail(p.log, 15))
-	default:
-		return nil
-	}
-}
-
-func exitedErr(ps []*cvgProc) error {
+func exitedErr(ps []*harness.Proc) error {
 	for _, p := range ps {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// stop sends SIGTERM and waits; SIGKILL after 15s (a CE with a full table
-// may take a while to shut down).
-func (p *cvgProc) stop() error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(15 * time.Second):
-	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(5 * time.Second):
-		return fmt.Errorf("%s (pid %d) survived SIGKILL", p.name, p.pid())
-	}
-}
-
 // endRound ends a round: it stops the round's receivers, the last started
 // first, and then, if *enabled, disables the sender's session to them, so
 // that no receiver spends its stop on the table's withdrawal. Deferred, it
 // reads the pointers when the round returns; it sets *err as stopProc.
-func (c *convergeRun) endRound(session string, enabled *bool, err *error, procs ...**cvgProc) {
+func (c *convergeRun) endRound(session string, enabled *bool, err *error, procs ...**harness.Proc) {
 	for i := len(procs) - 1; i >= 0; i-- {
 		if p := *procs[i]; p != nil {
 			c.stopProc(p, err)
@@ -915,8 +846,8 @@ func (c *convergeRun) endRound(session string, enabled *bool, err *error, procs 
 
 // stopProc stops p and forgets it, setting *err if stopping fails and
 // nothing failed before.
-func (c *convergeRun) stopProc(p *cvgProc, err *error) {
-	if serr := p.stop(); serr != nil && *err == nil {
+func (c *convergeRun) stopProc(p *harness.Proc, err *error) {
+	if serr := p.Stop(cvgStopGrace); serr != nil && *err == nil {
 		*err = serr
 	}
 	for i, q := range c.procs {
@@ -925,18 +856,6 @@ func (c *convergeRun) stopProc(p *cvgProc, err *error) {
 			break
 		}
 	}
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "    " + strings.Join(lines, "\n    ")
 }
 
 // procMemory returns VmRSS and VmHWM (the peak) of a process, in MB.

@@ -9,19 +9,16 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -307,24 +304,17 @@ func newFwdTopo() *fwdTopo {
 // resolves the ifindexes.
 func (t *fwdTopo) up(ctx context.Context) error {
 	for _, ns := range t.ns {
-		if _, err := os.Stat("/run/netns/" + ns); err == nil {
-			return fmt.Errorf("namespace %s already exists", ns)
-		}
-		if err := runCmd(ctx, "ip", "netns", "add", ns); err != nil {
+		if err := harness.AddNamespace(ctx, ns); err != nil {
 			return err
 		}
 		t.created = append(t.created, ns)
 	}
-	var queues []string
-	if t.queues > 1 {
-		q := strconv.Itoa(t.queues)
-		queues = []string{"numtxqueues", q, "numrxqueues", q}
-	}
 	pair := func(a, b int) error {
-		args := []string{"link", "add", fwdPort[a], "netns", t.ns[portNS[a]], "address", fwdMAC[a].String()}
-		args = append(args, queues...)
-		args = append(args, "type", "veth", "peer", "name", fwdPort[b], "netns", t.ns[portNS[b]], "address", fwdMAC[b].String())
-		return runCmd(ctx, "ip", append(args, queues...)...)
+		return harness.AddVeth(ctx, harness.Veth{
+			A:      harness.End{NS: t.ns[portNS[a]], Dev: fwdPort[a], MAC: fwdMAC[a]},
+			B:      harness.End{NS: t.ns[portNS[b]], Dev: fwdPort[b], MAC: fwdMAC[b]},
+			Queues: t.queues,
+		})
 	}
 	if err := pair(roleGen, roleRtrIn); err != nil {
 		return err
@@ -335,9 +325,6 @@ func (t *fwdTopo) up(ctx context.Context) error {
 	// Each port's neighbour is the other end of its pair.
 	peer := [4]int{roleGen: roleRtrIn, roleRtrIn: roleGen, roleRtrOut: roleSink, roleSink: roleRtrOut}
 	var cmds [][]string
-	for _, ns := range t.ns {
-		cmds = append(cmds, []string{"-n", ns, "link", "set", "lo", "up"})
-	}
 	for p := range fwdPort {
 		ns, dev := t.ns[portNS[p]], fwdPort[p]
 		cmds = append(cmds,
@@ -346,17 +333,17 @@ func (t *fwdTopo) up(ctx context.Context) error {
 			[]string{"-n", ns, "neigh", "replace", fwdAddr[peer[p]].String(), "lladdr", fwdMAC[peer[p]].String(), "dev", dev, "nud", "permanent"})
 	}
 	for _, c := range cmds {
-		if err := runCmd(ctx, "ip", c...); err != nil {
+		if err := harness.Run(ctx, "ip", c...); err != nil {
 			return err
 		}
 	}
 	for _, ns := range t.ns {
 		// No IPv6 chatter (DAD, router solicitations) on the measured ports.
-		if err := t.sysctl(ctx, ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
+		if err := harness.NoIPv6(ctx, ns); err != nil {
 			return err
 		}
 	}
-	if err := runCmd(ctx, "nsenter", "--net=/run/netns/"+t.ns[roleRtr], "ethtool", "-K", fwdPort[roleRtrIn], "gro", "on"); err != nil {
+	if err := harness.Exec(ctx, t.ns[roleRtr], "ethtool", "-K", fwdPort[roleRtrIn], "gro", "on"); err != nil {
 		return err
 	}
 	for p := range fwdPort {
@@ -386,7 +373,7 @@ func (t *fwdTopo) down() error {
 	}
 	t.closers = nil
 	for _, ns := range t.created {
-		if err := runCmd(context.Background(), "ip", "netns", "del", ns); err != nil {
+		if err := harness.DelNamespace(context.Background(), ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -398,26 +385,7 @@ func (t *fwdTopo) down() error {
 // locked and ends with its goroutine, so no other goroutine ever runs in the
 // namespace.
 func (t *fwdTopo) in(role int, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(t.ns[role])
-		if err != nil {
-			errc <- fmt.Errorf("namespace %s: %w", t.ns[role], err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", t.ns[role], err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
-
-func (t *fwdTopo) sysctl(ctx context.Context, ns string, settings ...string) error {
-	return runCmd(ctx, "ip", append([]string{"netns", "exec", ns, "sysctl", "-q", "-w"}, settings...)...)
+	return harness.In(t.ns[role], f)
 }
 
 func (t *fwdTopo) setIPForward(ctx context.Context, on bool) error {
@@ -425,7 +393,7 @@ func (t *fwdTopo) setIPForward(ctx context.Context, on bool) error {
 	if on {
 		v = "1"
 	}
-	return t.sysctl(ctx, t.ns[roleRtr], "net.ipv4.ip_forward="+v)
+	return harness.Sysctl(ctx, t.ns[roleRtr], "net.ipv4.ip_forward="+v)
 }
 
 // installKernelRoutes puts the prefixes into the router namespace's kernel
@@ -670,24 +638,4 @@ func (t *fwdTopo) measure(ctx context.Context, g *gen.Gen, dur time.Duration) (f
 		return 0, fmt.Errorf("the sink received nothing: %w", ErrIncomplete)
 	}
 	return float64(n1-n0) / t1.Sub(t0).Seconds(), nil
-}
-
-// runCmd runs a command and returns its output in the error if it fails.
-func runCmd(ctx context.Context, name string, args ...string) error {
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, firstLines(out, 5))
-	}
-	return nil
-}
-
-func firstLines(b []byte, n int) string {
-	lines := strings.SplitN(strings.TrimSpace(string(b)), "\n", n+1)
-	if len(lines) > n {
-		lines = append(lines[:n], "...")
-	}
-	return strings.Join(lines, "; ")
 }

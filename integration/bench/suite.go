@@ -21,6 +21,7 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/integration/bench/probe"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -540,7 +541,7 @@ func (s *fwdSuite) latency(ctx context.Context) (err error) {
 // flushKernelRoutes deletes the routes installKernelRoutes added (all
 // static routes of the main table; connected routes stay).
 func (t *fwdTopo) flushKernelRoutes(ctx context.Context) error {
-	return runCmd(ctx, "ip", "-n", t.ns[roleRtr], "route", "flush", "table", "main", "proto", "boot")
+	return harness.Run(ctx, "ip", "-n", t.ns[roleRtr], "route", "flush", "table", "main", "proto", "boot")
 }
 
 // installKernelTable puts the prefixes into routing table table of the
@@ -558,7 +559,7 @@ func (t *fwdTopo) installKernelTable(ctx context.Context, prefixes []netip.Prefi
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("ip -batch: %w: %s", err, firstLines(out, 5))
+		return fmt.Errorf("ip -batch: %w: %s", err, harness.FirstLines(out, 5))
 	}
 	return nil
 }
@@ -573,7 +574,7 @@ func (t *fwdTopo) defaultRoute(ctx context.Context, table int, add bool) error {
 	args := []string{"-n", t.ns[roleRtr], "route", verb, "default", "via", fwdAddr[roleSink].String(),
 		"dev", fwdPort[roleRtrOut], "table", strconv.Itoa(table)}
 	if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, firstLines(out, 5))
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, harness.FirstLines(out, 5))
 	}
 	return nil
 }

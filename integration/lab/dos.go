@@ -288,7 +288,7 @@ func dosMode(ctx context.Context, o DoSOptions, protect bool) (r DoSResult, err 
 // while a program is attached none), and waits until it has the routes again.
 func dosPorts(ctx context.Context, o *Options, protect bool) error {
 	rtr := o.Namespace("rtr")
-	if err := run("nsenter", "--net=/run/netns/"+rtr, "ethtool", "-L", "to-peer", "rx", "2"); err != nil {
+	if err := inNS(rtr, "ethtool", "-L", "to-peer", "rx", "2"); err != nil {
 		return fmt.Errorf("%w: two receive queues on to-peer: %w", ErrDoSSetup, err)
 	}
 	if err := writeNetSysfs(rtr, "to-peer", "threaded", "1"); err != nil {

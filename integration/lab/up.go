@@ -14,6 +14,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -21,6 +22,14 @@ import (
 type link struct {
 	ns1, if1, addr1, addr61 string
 	ns2, if2, addr2, addr62 string
+}
+
+// veth is the pair that makes l, with its IPv4 and IPv6 addresses.
+func (l link) veth() harness.Veth {
+	return harness.Veth{
+		A: harness.End{NS: l.ns1, Dev: l.if1, Addrs: []netip.Prefix{netip.MustParsePrefix(l.addr1), netip.MustParsePrefix(l.addr61)}},
+		B: harness.End{NS: l.ns2, Dev: l.if2, Addrs: []netip.Prefix{netip.MustParsePrefix(l.addr2), netip.MustParsePrefix(l.addr62)}},
+	}
 }
 
 // links are every veth pair of the lab: FE 1's ports (to its hosts and
@@ -80,7 +89,7 @@ func (o *Options) forcesAddr() string {
 // it to each other FE's namespace. It carries only ForCES: no FE forwards
 // on it (it is no FE port), as a real router's management network is
 // apart from the ports it forwards between.
-func (o *Options) upMgmt() error {
+func (o *Options) upMgmt(ctx context.Context) error {
 	r := o.Namespace("rtr")
 	fmt.Fprintf(o.Out, "management LAN: bridge %s/mgmt %s\n", r, mgmtAddr(1))
 	for _, c := range [][]string{
@@ -96,16 +105,14 @@ func (o *Options) upMgmt() error {
 		_, sfx := FEName(n)
 		rn, br := o.Namespace("rtr"+sfx), "mgmt"+sfx
 		fmt.Fprintf(o.Out, "link %s/%s <-> %s/mgmt %s\n", r, br, rn, mgmtAddr(n))
-		if err := run("ip", "link", "add", br, "netns", r, "type", "veth", "peer", "name", "mgmt", "netns", rn); err != nil {
+		v := harness.Veth{
+			A: harness.End{NS: r, Dev: br},
+			B: harness.End{NS: rn, Dev: "mgmt", Addrs: []netip.Prefix{netip.PrefixFrom(mgmtAddr(n), 24)}},
+		}
+		if err := harness.AddVeth(ctx, v); err != nil {
 			return err
 		}
 		if err := inNS(r, "ip", "link", "set", br, "master", "mgmt", "up"); err != nil {
-			return err
-		}
-		if err := inNS(rn, "ip", "addr", "add", mgmtAddr(n).String()+"/24", "dev", "mgmt"); err != nil {
-			return err
-		}
-		if err := inNS(rn, "ip", "link", "set", "mgmt", "up"); err != nil {
 			return err
 		}
 	}
@@ -142,32 +149,18 @@ func Up(ctx context.Context, o Options) (err error) {
 
 	fmt.Fprintf(o.Out, "creating namespaces %v\n", o.namespaces())
 	for _, ns := range o.namespaces() {
-		if err := run("ip", "netns", "add", ns); err != nil {
+		if err := harness.AddNamespace(ctx, ns); err != nil {
 			return err
 		}
 		s.Namespaces = append(s.Namespaces, ns)
 		if err := save(); err != nil {
 			return err
 		}
-		if err := inNS(ns, "ip", "link", "set", "lo", "up"); err != nil {
-			return err
-		}
 	}
 	for _, l := range o.links() {
 		fmt.Fprintf(o.Out, "link %s/%s %s <-> %s/%s %s\n", l.ns1, l.if1, l.addr1, l.ns2, l.if2, l.addr2)
-		if err := run("ip", "link", "add", l.if1, "netns", l.ns1, "type", "veth", "peer", "name", l.if2, "netns", l.ns2); err != nil {
+		if err := harness.AddVeth(ctx, l.veth()); err != nil {
 			return err
-		}
-		for _, e := range [][4]string{{l.ns1, l.if1, l.addr1, l.addr61}, {l.ns2, l.if2, l.addr2, l.addr62}} {
-			if err := inNS(e[0], "ip", "addr", "add", e[2], "dev", e[1]); err != nil {
-				return err
-			}
-			if err := inNS(e[0], "ip", "-6", "addr", "add", e[3], "dev", e[1], "nodad"); err != nil {
-				return err
-			}
-			if err := inNS(e[0], "ip", "link", "set", e[1], "up"); err != nil {
-				return err
-			}
 		}
 		// A native XDP redirect into a veth is delivered only if the peer
 		// end runs NAPI: GRO on the hosts' ends turns it on.
@@ -202,7 +195,7 @@ func Up(ctx context.Context, o Options) (err error) {
 		}
 	}
 	if o.FEs > 1 {
-		if err := o.upMgmt(); err != nil {
+		if err := o.upMgmt(ctx); err != nil {
 			return err
 		}
 	}
@@ -324,8 +317,8 @@ func (o *Options) waitFor(ctx context.Context, timeout time.Duration, cond func(
 	for time.Now().Before(deadline) {
 		if s, err := o.loadState(); err == nil {
 			for name, pid := range s.Processes {
-				if !strings.HasPrefix(name, "traffic") && !alive(pid, o.program(s, name)) {
-					return fmt.Errorf("%s (pid %d) exited; its log:\n%s", name, pid, tail(filepath.Join(o.Dir, name+".log"), 20))
+				if !strings.HasPrefix(name, "traffic") && !harness.Alive(pid, o.program(s, name)) {
+					return fmt.Errorf("%s (pid %d) exited; its log:\n%s", name, pid, harness.Tail(filepath.Join(o.Dir, name+".log"), 20))
 				}
 			}
 		}
@@ -344,22 +337,6 @@ func (o *Options) waitFor(ctx context.Context, timeout time.Duration, cond func(
 		}
 	}
 	return fmt.Errorf("lab not ready after %s: %w", timeout, last)
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	out := ""
-	for _, l := range lines {
-		out += "    " + l + "\n"
-	}
-	return out
 }
 
 // peerArgs is the command line of one of the lab's BGP peers.
