@@ -202,11 +202,7 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 		return nil, fmt.Errorf("bench api: %w", err)
 	}
 
-	a.topo = newFwdTopo()
-	prefix := fmt.Sprintf("bapi-%d-%d", os.Getpid(), fwdTopoSeq.Add(1))
-	for role, name := range []string{"gen", "rtr", "sink"} {
-		a.topo.ns[role] = prefix + "-" + name
-	}
+	a.topo = newFwdTopo("bapi")
 	defer func() {
 		if cerr := a.topo.down(); cerr != nil && err == nil {
 			err = fmt.Errorf("bench api: cleanup: %w", cerr)

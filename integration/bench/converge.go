@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -247,8 +246,6 @@ var (
 	cvgBIRD      = netip.MustParseAddr("10.203.2.1")
 )
 
-var convergeSeq atomic.Uint32
-
 // convergeRun is one Converge call: its namespaces, processes and files.
 type convergeRun struct {
 	opts    ConvergeOptions
@@ -261,7 +258,7 @@ type convergeRun struct {
 
 func newConvergeRun(opts ConvergeOptions) *convergeRun {
 	c := &convergeRun{opts: opts, dir: opts.Dir}
-	prefix := fmt.Sprintf("cvg-%d-%d", os.Getpid(), convergeSeq.Add(1))
+	prefix := harness.FreePrefix("cvg")
 	c.ns.snd, c.ns.rtr, c.ns.brd = prefix+"-snd", prefix+"-rtr", prefix+"-brd"
 	return c
 }

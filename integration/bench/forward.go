@@ -8,9 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/link"
@@ -130,7 +128,7 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		return nil, fmt.Errorf("bench forward: route generator returned %d of %d prefixes", len(prefixes), opts.Routes)
 	}
 
-	t := newFwdTopo()
+	t := newFwdTopo("spb")
 	defer func() {
 		if cerr := t.down(); cerr != nil && err == nil {
 			err = cerr
@@ -270,8 +268,6 @@ var (
 // portNS is the namespace role of each port role.
 var portNS = [4]int{roleGen: roleGen, roleRtrIn: roleRtr, roleSink: roleSink, roleRtrOut: roleRtr}
 
-var fwdTopoSeq atomic.Uint32
-
 // fwdTopo is the gen -- rtr -- sink topology of one Forward call.
 type fwdTopo struct {
 	ns      [3]string // by namespace role
@@ -289,9 +285,10 @@ type fwdTopo struct {
 	genCPUs []int
 }
 
-func newFwdTopo() *fwdTopo {
+// newFwdTopo names the namespaces of a topology BASE-PID-N-{gen,rtr,sink}.
+func newFwdTopo(base string) *fwdTopo {
 	t := &fwdTopo{}
-	prefix := fmt.Sprintf("spb-%d-%d", os.Getpid(), fwdTopoSeq.Add(1))
+	prefix := harness.FreePrefix(base)
 	for role, name := range []string{"gen", "rtr", "sink"} {
 		t.ns[role] = prefix + "-" + name
 	}

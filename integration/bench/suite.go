@@ -73,7 +73,7 @@ func genHeader() gen.Header {
 // others go on, unless the topology itself fails (the returned error).
 func (s *fwdSuite) run(ctx context.Context, fail func(string, error)) (err error) {
 	o := s.opts
-	s.t = newFwdTopo()
+	s.t = newFwdTopo("spb")
 	s.t.frames = o.frames
 	defer func() {
 		if s.d != nil {

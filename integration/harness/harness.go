@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,6 +77,21 @@ func Path(ns string) string { return "/run/netns/" + ns }
 func Exists(ns string) bool {
 	_, err := os.Stat(Path(ns))
 	return err == nil
+}
+
+// FreePrefix returns "BASE-PID-N" for the lowest N from 1 up that no
+// namespace's name starts with (followed by "-"), for a caller to name its
+// namespaces PREFIX-ROLE. A name is not held until AddNamespace creates it,
+// so two callers in one process must not pick prefixes at the same time;
+// if they do, AddNamespace fails with ErrExists rather than share.
+func FreePrefix(base string) string {
+	entries, _ := os.ReadDir("/run/netns")
+	for n := 1; ; n++ {
+		prefix := fmt.Sprintf("%s-%d-%d", base, os.Getpid(), n)
+		if !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), prefix+"-") }) {
+			return prefix
+		}
+	}
 }
 
 // AddNamespace creates namespace ns with its loopback up. It fails with

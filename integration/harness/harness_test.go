@@ -162,3 +162,28 @@ func TestProcesses(t *testing.T) {
 		t.Errorf("StopPid returned after %s, before its grace: SIGTERM was not ignored?", d)
 	}
 }
+
+// TestFreePrefix checks that a prefix in use by a namespace is skipped and
+// freed again when the namespace goes.
+func TestFreePrefix(t *testing.T) {
+	root(t)
+	ctx := context.Background()
+	base := fmt.Sprintf("hfp%d", os.Getpid()%1000)
+	first := FreePrefix(base)
+	if want := fmt.Sprintf("%s-%d-1", base, os.Getpid()); first != want {
+		t.Fatalf("FreePrefix = %q, want %q", first, want)
+	}
+	if err := AddNamespace(ctx, first+"-x"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = DelNamespace(context.Background(), first+"-x") })
+	if got, want := FreePrefix(base), fmt.Sprintf("%s-%d-2", base, os.Getpid()); got != want {
+		t.Errorf("FreePrefix with %s-x taken = %q, want %q", first, got, want)
+	}
+	if err := DelNamespace(ctx, first+"-x"); err != nil {
+		t.Fatal(err)
+	}
+	if got := FreePrefix(base); got != first {
+		t.Errorf("FreePrefix after deleting = %q, want %q", got, first)
+	}
+}
