@@ -275,14 +275,17 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 	}, nil
 }
 
-// The CE's ForCES address inside the router namespace, and the /16 the
-// added /32s come from (inside 198.18.0.0/15, which routegen leaves out).
-var (
-	apiForCES   = "127.0.0.1:6700"
-	apiAddRange = netip.MustParsePrefix("198.18.0.0/16")
+// The CE's ForCES address inside the router namespace, and a next hop
+// that never resolves.
+const (
+	apiForCES = "127.0.0.1:6700"
 	// apiNoRoute is a next hop on no FE port's subnet: it never resolves.
 	apiNoRoute = "192.0.2.1"
 )
+
+// apiAddRange is the /16 the added /32s come from (inside 198.18.0.0/15,
+// which routegen leaves out).
+func apiAddRange() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, 0, 0}), 16) }
 
 // apiRun is one API call: its topology, daemons and the work it sends.
 type apiRun struct {
@@ -314,13 +317,13 @@ func (a *apiRun) up(ctx context.Context) error {
 	if err := t.setIPForward(ctx, false); err != nil {
 		return err
 	}
-	return harness.Exec(ctx, t.ns[roleSink], "ethtool", "-K", fwdPort[roleSink], "gro", "on")
+	return harness.Exec(ctx, t.ns[roleSink], "ethtool", "-K", fwdPort(roleSink), "gro", "on")
 }
 
 // bulkBatches makes the Bulk stream's batches: a REPLACE per prefix, next
 // hop the sink (the last unresolved ones: a next hop that never resolves).
 func bulkBatches(prefixes []netip.Prefix, size, unresolved int) []*spv1.RouteBatch {
-	via, nowhere := []string{fwdAddr[roleSink].String()}, []string{apiNoRoute}
+	via, nowhere := []string{fwdAddr(roleSink).String()}, []string{apiNoRoute}
 	var out []*spv1.RouteBatch
 	for start := 0; start < len(prefixes); start += size {
 		end := min(start+size, len(prefixes))
@@ -342,7 +345,7 @@ func bulkBatches(prefixes []netip.Prefix, size, unresolved int) []*spv1.RouteBat
 // bulkPacked makes the same batches as bulkBatches with the operations in
 // packed_ops.
 func bulkPacked(prefixes []netip.Prefix, size, unresolved int) ([]*spv1.RouteBatch, error) {
-	via, nowhere := []netip.Addr{fwdAddr[roleSink]}, []netip.Addr{netip.MustParseAddr(apiNoRoute)}
+	via, nowhere := []netip.Addr{fwdAddr(roleSink)}, []netip.Addr{netip.MustParseAddr(apiNoRoute)}
 	var out []*spv1.RouteBatch
 	for start := 0; start < len(prefixes); start += size {
 		end := min(start+size, len(prefixes))
@@ -367,14 +370,14 @@ func bulkPacked(prefixes []netip.Prefix, size, unresolved int) ([]*spv1.RouteBat
 func addDestinations(n int) ([]netip.Addr, error) {
 	excluded := false
 	for _, p := range routegen.Excluded() {
-		if p.Bits() <= apiAddRange.Bits() && p.Contains(apiAddRange.Addr()) {
+		if p.Bits() <= apiAddRange().Bits() && p.Contains(apiAddRange().Addr()) {
 			excluded = true
 		}
 	}
 	if !excluded {
-		return nil, fmt.Errorf("the route generator does not exclude %s, where the added routes go", apiAddRange)
+		return nil, fmt.Errorf("the route generator does not exclude %s, where the added routes go", apiAddRange())
 	}
-	base := apiAddRange.Addr().As4()
+	base := apiAddRange().Addr().As4()
 	out := make([]netip.Addr, n)
 	for i := range out {
 		// Skip .0 and .255 of every /24, which look like network and
@@ -426,7 +429,7 @@ forces_listen: %s
 sync_hold: 1ms   # no BGP: nothing to wait for
 status_socket: %s
 api_listen: unix:%s
-`, fwdAddr[roleRtrIn], apiForCES, c.path("ce.sock"), apiSock)
+`, fwdAddr(roleRtrIn), apiForCES, c.path("ce.sock"), apiSock)
 	feConf := fmt.Sprintf(`# FE of 'splitplane bench api'
 id: 1
 name: api-fe
@@ -435,7 +438,7 @@ ports: [%s, %s]
 kernel_routes: connected
 xdp_mode: native
 status_socket: %s
-`, apiForCES, fwdPort[roleRtrIn], fwdPort[roleRtrOut], c.path("fe.sock"))
+`, apiForCES, fwdPort(roleRtrIn), fwdPort(roleRtrOut), c.path("fe.sock"))
 	if err := os.WriteFile(c.path("ce.yaml"), []byte(ceConf), 0o644); err != nil {
 		return f, err
 	}
@@ -472,7 +475,7 @@ status_socket: %s
 		assoc = st.FEs[0].AssociatedAt
 		known := 0
 		for _, p := range st.Connected {
-			if p.Contains(fwdAddr[roleRtrIn]) || p.Contains(fwdAddr[roleRtrOut]) {
+			if p.Contains(fwdAddr(roleRtrIn)) || p.Contains(fwdAddr(roleRtrOut)) {
 				known++
 			}
 		}

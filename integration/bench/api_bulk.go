@@ -104,7 +104,7 @@ func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient, batches []*spv1
 func (a *apiRun) adds(ctx context.Context, rc spv1.RoutesClient, f *apiFigures, daemons []*harness.Proc) error {
 	tr := a.traffic
 	tr.forget() // the last round's adds
-	via := []string{fwdAddr[roleSink].String()}
+	via := []string{fwdAddr(roleSink).String()}
 	sent0, t0 := tr.sent.Load(), time.Now()
 	for i, dst := range a.dsts {
 		if err := ctx.Err(); err != nil {

@@ -51,7 +51,7 @@ func startAPITraffic(t *fwdTopo, interval time.Duration) (*apiTraffic, error) {
 // protocol, or for sending only (protocol 0, nothing received).
 func (tr *apiTraffic) socket(t *fwdTopo, role, protocol int) (int, error) {
 	fd := -1
-	err := t.in(portNS[role], func() error {
+	err := t.in(portNS(role), func() error {
 		s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(uint16(protocol))))
 		if err != nil {
 			return err
@@ -91,7 +91,7 @@ func (tr *apiTraffic) generate(fd, ifindex int, interval time.Duration) {
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 		frame := udpFrame()
 		to := &unix.SockaddrLinklayer{Ifindex: ifindex, Protocol: htons(unix.ETH_P_IP), Halen: 6}
-		copy(to.Addr[:], fwdMAC[roleRtrIn])
+		copy(to.Addr[:], fwdMAC(roleRtrIn))
 		// Frames go out at absolute times, a multiple of interval apart, so
 		// the time a send takes does not stretch the interval; one that is
 		// late moves the schedule rather than sending a burst.
@@ -146,7 +146,7 @@ func (tr *apiTraffic) receive(fd int) {
 	err := func() error {
 		defer unix.Close(fd)
 		buf := make([]byte, 2048)
-		src := fwdAddr[roleGen].As4()
+		src := fwdAddr(roleGen).As4()
 		for !tr.stopped.Load() {
 			n, err := unix.Read(fd, buf)
 			now := time.Now()
@@ -261,15 +261,15 @@ func (tr *apiTraffic) close() error {
 // ingress port, its destination to be set.
 func udpFrame() []byte {
 	b := make([]byte, 60)
-	copy(b[0:6], fwdMAC[roleRtrIn])
-	copy(b[6:12], fwdMAC[roleGen])
+	copy(b[0:6], fwdMAC(roleRtrIn))
+	copy(b[6:12], fwdMAC(roleGen))
 	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IP)
 	ip := b[14:34]
 	ip[0] = 0x45
 	binary.BigEndian.PutUint16(ip[2:], 60-14)
 	ip[8] = 64
 	ip[9] = unix.IPPROTO_UDP
-	src := fwdAddr[roleGen].As4()
+	src := fwdAddr(roleGen).As4()
 	copy(ip[12:16], src[:])
 	udp := b[34:42]
 	binary.BigEndian.PutUint16(udp[0:], 40000)

@@ -76,17 +76,19 @@ func isDigits(s string) bool {
 	return true
 }
 
-var (
-	birdProtoLine = regexp.MustCompile(`^(\S+)\s+BGP\s+\S+\s+(\S+)\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\s+(.*)$`)
-	birdRoutes    = regexp.MustCompile(`Routes:\s+(\d+) imported, (?:\d+ filtered, )?(\d+) exported`)
+// The lines of BIRD's replies that birdEstablished and birdRouteCounts read.
+const (
+	birdProtoLine = `^(\S+)\s+BGP\s+\S+\s+(\S+)\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\s+(.*)$`
+	birdRoutes    = `Routes:\s+(\d+) imported, (?:\d+ filtered, )?(\d+) exported`
 )
 
 // birdEstablished finds protocol name in the reply of `show protocols` and,
 // if its session is established, returns since when (the protocol time
 // format must be "iso long ms").
 func birdEstablished(lines []string, name string) (time.Time, bool) {
+	re := regexp.MustCompile(birdProtoLine)
 	for _, l := range lines {
-		m := birdProtoLine.FindStringSubmatch(l)
+		m := re.FindStringSubmatch(l)
 		if m == nil || m[1] != name || m[2] != "up" || !strings.HasPrefix(m[4], "Established") {
 			continue
 		}
@@ -99,8 +101,9 @@ func birdEstablished(lines []string, name string) (time.Time, bool) {
 // birdRouteCounts returns the imported and exported counts of the first
 // channel in the reply of `show protocols all NAME`.
 func birdRouteCounts(lines []string) (imported, exported int, ok bool) {
+	re := regexp.MustCompile(birdRoutes)
 	for _, l := range lines {
-		if m := birdRoutes.FindStringSubmatch(l); m != nil {
+		if m := re.FindStringSubmatch(l); m != nil {
 			imported, _ = strconv.Atoi(m[1])
 			exported, _ = strconv.Atoi(m[2])
 			return imported, exported, true

@@ -239,12 +239,12 @@ const (
 	cvgForCES    = "127.0.0.1:6700"
 )
 
-var (
-	cvgSenderRtr = netip.MustParseAddr("10.203.1.2") // sender, on the router link
-	cvgRouter    = netip.MustParseAddr("10.203.1.1")
-	cvgSenderBrd = netip.MustParseAddr("10.203.2.2") // sender, on the BIRD link
-	cvgBIRD      = netip.MustParseAddr("10.203.2.1")
-)
+// cvgSenderRtr is the sender's address on the router link, cvgRouter the
+// router's; cvgSenderBrd and cvgBIRD are the same on the BIRD link.
+func cvgSenderRtr() netip.Addr { return netip.AddrFrom4([4]byte{10, 203, 1, 2}) }
+func cvgRouter() netip.Addr    { return netip.AddrFrom4([4]byte{10, 203, 1, 1}) }
+func cvgSenderBrd() netip.Addr { return netip.AddrFrom4([4]byte{10, 203, 2, 2}) }
+func cvgBIRD() netip.Addr      { return netip.AddrFrom4([4]byte{10, 203, 2, 1}) }
 
 // convergeRun is one Converge call: its namespaces, processes and files.
 type convergeRun struct {
@@ -279,7 +279,7 @@ func (c *convergeRun) up(ctx context.Context) error {
 			return err
 		}
 	}
-	return c.link(ctx, c.ns.snd, "snd0", cvgSenderRtr, c.ns.rtr, "rtr0", cvgRouter)
+	return c.link(ctx, c.ns.snd, "snd0", cvgSenderRtr(), c.ns.rtr, "rtr0", cvgRouter())
 }
 
 func (c *convergeRun) addNamespace(ctx context.Context, ns string) error {
@@ -388,7 +388,7 @@ protocol bgp to_bird {
   connect retry time 1;
   ipv4 { import none; export all; };
 }
-`, cvgSenderRtr, c.path("routes.conf"), cvgSenderASN, cvgRouter, cvgRouterASN, cvgSenderBrd, cvgBIRD, cvgBIRDASN)
+`, cvgSenderRtr(), c.path("routes.conf"), cvgSenderASN, cvgRouter(), cvgRouterASN, cvgSenderBrd(), cvgBIRD(), cvgBIRDASN)
 	if err := os.WriteFile(c.path("sender.conf"), []byte(conf), 0o644); err != nil {
 		return err
 	}

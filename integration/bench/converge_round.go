@@ -42,7 +42,7 @@ neighbors:
   - address: %s
     asn: %d
     connect_retry: 1s
-`, cvgRouterASN, cvgRouter, cvgRouter.String(), cvgForCES, c.path("ce.sock"), cvgSenderRtr, cvgSenderASN)
+`, cvgRouterASN, cvgRouter(), cvgRouter().String(), cvgForCES, c.path("ce.sock"), cvgSenderRtr(), cvgSenderASN)
 	feConf := fmt.Sprintf(`# FE of 'splitplane bench converge'
 id: 1
 name: converge-fe
@@ -154,7 +154,7 @@ func (c *convergeRun) birdRound(ctx context.Context) (b birdFigures, err error) 
 			err = derr
 		}
 	}()
-	if err := c.link(ctx, c.ns.snd, "snd1", cvgSenderBrd, c.ns.brd, "brd0", cvgBIRD); err != nil {
+	if err := c.link(ctx, c.ns.snd, "snd1", cvgSenderBrd(), c.ns.brd, "brd0", cvgBIRD()); err != nil {
 		return b, err
 	}
 	conf := fmt.Sprintf(`# The receiving BIRD of 'splitplane bench converge' (the baseline)
@@ -173,7 +173,7 @@ protocol bgp from_sender {
   connect retry time 1;
   ipv4 { import all; export none; };
 }
-`, cvgBIRD, cvgBIRDASN, cvgSenderBrd, cvgSenderASN)
+`, cvgBIRD(), cvgBIRDASN, cvgSenderBrd(), cvgSenderASN)
 	if err := os.WriteFile(c.path("bird.conf"), []byte(conf), 0o644); err != nil {
 		return b, err
 	}
@@ -229,8 +229,8 @@ func (c *convergeRun) gobgpRound(ctx context.Context) (g birdFigures, err error)
 	defer c.endRound("to_ce", &enabled, &err, &proc)
 	sock := c.path("gobgp.sock")
 	proc, err = c.start("gobgp", c.ns.rtr, c.opts.Binary, "peer", "--routes", "0",
-		"--asn", strconv.Itoa(cvgRouterASN), "--router-id", cvgRouter.String(), "--next-hop", cvgRouter.String(),
-		"--neighbor", cvgSenderRtr.String(), "--neighbor-asn", strconv.Itoa(cvgSenderASN), "--control", sock)
+		"--asn", strconv.Itoa(cvgRouterASN), "--router-id", cvgRouter().String(), "--next-hop", cvgRouter().String(),
+		"--neighbor", cvgSenderRtr().String(), "--neighbor-asn", strconv.Itoa(cvgSenderASN), "--control", sock)
 	if err != nil {
 		return g, err
 	}

@@ -145,7 +145,7 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 	}
 	defer g.Close()
 	err = g.SetTraffic(gen.Header{
-		SrcMAC: fwdMAC[roleGen], DstMAC: fwdMAC[roleRtrIn], Src: fwdAddr[roleGen],
+		SrcMAC: fwdMAC(roleGen), DstMAC: fwdMAC(roleRtrIn), Src: fwdAddr(roleGen),
 		SrcPort: 40000, DstPort: 9, TTL: 64,
 	}, destinations(prefixes, opts.Seed))
 	if err != nil {
@@ -247,26 +247,39 @@ const (
 	roleRtrOut = 3
 )
 
-// Port names, addresses and MACs by port role; the ports live in the
+// nPorts is the number of port roles.
+const nPorts = 4
+
+// fwdPort is the name of the port of a port role; the ports live in the
 // namespace of their role (rtrIn and rtrOut in rtr).
-var (
-	fwdPort = [4]string{roleGen: "gen0", roleRtrIn: "rtr0", roleSink: "sink0", roleRtrOut: "rtr1"}
-	fwdAddr = [4]netip.Addr{
-		roleGen:    netip.MustParseAddr("10.201.1.2"),
-		roleRtrIn:  netip.MustParseAddr("10.201.1.1"),
-		roleRtrOut: netip.MustParseAddr("10.201.2.1"),
-		roleSink:   netip.MustParseAddr("10.201.2.2"),
-	}
-	fwdMAC = [4]net.HardwareAddr{
+func fwdPort(role int) string {
+	return [nPorts]string{roleGen: "gen0", roleRtrIn: "rtr0", roleSink: "sink0", roleRtrOut: "rtr1"}[role]
+}
+
+// fwdAddr is the address of the port of a port role.
+func fwdAddr(role int) netip.Addr {
+	return [nPorts]netip.Addr{
+		roleGen:    netip.AddrFrom4([4]byte{10, 201, 1, 2}),
+		roleRtrIn:  netip.AddrFrom4([4]byte{10, 201, 1, 1}),
+		roleRtrOut: netip.AddrFrom4([4]byte{10, 201, 2, 1}),
+		roleSink:   netip.AddrFrom4([4]byte{10, 201, 2, 2}),
+	}[role]
+}
+
+// fwdMAC is the MAC address of the port of a port role.
+func fwdMAC(role int) net.HardwareAddr {
+	return [nPorts]net.HardwareAddr{
 		roleGen:    {0x02, 0, 0, 0x5b, 1, 2},
 		roleRtrIn:  {0x02, 0, 0, 0x5b, 1, 1},
 		roleRtrOut: {0x02, 0, 0, 0x5b, 2, 1},
 		roleSink:   {0x02, 0, 0, 0x5b, 2, 2},
-	}
-)
+	}[role]
+}
 
-// portNS is the namespace role of each port role.
-var portNS = [4]int{roleGen: roleGen, roleRtrIn: roleRtr, roleSink: roleSink, roleRtrOut: roleRtr}
+// portNS is the namespace role of a port role.
+func portNS(role int) int {
+	return [nPorts]int{roleGen: roleGen, roleRtrIn: roleRtr, roleSink: roleSink, roleRtrOut: roleRtr}[role]
+}
 
 // fwdTopo is the gen -- rtr -- sink topology of one Forward call.
 type fwdTopo struct {
@@ -308,8 +321,8 @@ func (t *fwdTopo) up(ctx context.Context) error {
 	}
 	pair := func(a, b int) error {
 		return harness.AddVeth(ctx, harness.Veth{
-			A:      harness.End{NS: t.ns[portNS[a]], Dev: fwdPort[a], MAC: fwdMAC[a]},
-			B:      harness.End{NS: t.ns[portNS[b]], Dev: fwdPort[b], MAC: fwdMAC[b]},
+			A:      harness.End{NS: t.ns[portNS(a)], Dev: fwdPort(a), MAC: fwdMAC(a)},
+			B:      harness.End{NS: t.ns[portNS(b)], Dev: fwdPort(b), MAC: fwdMAC(b)},
 			Queues: t.queues,
 		})
 	}
@@ -322,12 +335,12 @@ func (t *fwdTopo) up(ctx context.Context) error {
 	// Each port's neighbour is the other end of its pair.
 	peer := [4]int{roleGen: roleRtrIn, roleRtrIn: roleGen, roleRtrOut: roleSink, roleSink: roleRtrOut}
 	var cmds [][]string
-	for p := range fwdPort {
-		ns, dev := t.ns[portNS[p]], fwdPort[p]
+	for p := range nPorts {
+		ns, dev := t.ns[portNS(p)], fwdPort(p)
 		cmds = append(cmds,
-			[]string{"-n", ns, "addr", "add", fwdAddr[p].String() + "/24", "dev", dev},
+			[]string{"-n", ns, "addr", "add", fwdAddr(p).String() + "/24", "dev", dev},
 			[]string{"-n", ns, "link", "set", dev, "up"},
-			[]string{"-n", ns, "neigh", "replace", fwdAddr[peer[p]].String(), "lladdr", fwdMAC[peer[p]].String(), "dev", dev, "nud", "permanent"})
+			[]string{"-n", ns, "neigh", "replace", fwdAddr(peer[p]).String(), "lladdr", fwdMAC(peer[p]).String(), "dev", dev, "nud", "permanent"})
 	}
 	for _, c := range cmds {
 		if err := harness.Run(ctx, "ip", c...); err != nil {
@@ -340,12 +353,12 @@ func (t *fwdTopo) up(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := harness.Exec(ctx, t.ns[roleRtr], "ethtool", "-K", fwdPort[roleRtrIn], "gro", "on"); err != nil {
+	if err := harness.Exec(ctx, t.ns[roleRtr], "ethtool", "-K", fwdPort(roleRtrIn), "gro", "on"); err != nil {
 		return err
 	}
-	for p := range fwdPort {
-		err := t.in(portNS[p], func() error {
-			ifi, err := net.InterfaceByName(fwdPort[p])
+	for p := range nPorts {
+		err := t.in(portNS(p), func() error {
+			ifi, err := net.InterfaceByName(fwdPort(p))
 			if err != nil {
 				return err
 			}
@@ -418,17 +431,17 @@ func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *data
 		}
 	}()
 	out := t.ifindex[roleRtrOut]
-	if err := d.SetNexthop(1, datapath.Nexthop{Ifindex: out, Gateway: fwdAddr[roleSink], SrcMAC: fwdMAC[roleRtrOut]}); err != nil {
+	if err := d.SetNexthop(1, datapath.Nexthop{Ifindex: out, Gateway: fwdAddr(roleSink), SrcMAC: fwdMAC(roleRtrOut)}); err != nil {
 		return nil, err
 	}
-	if err := d.SetNeighbor(out, fwdAddr[roleSink], fwdMAC[roleSink]); err != nil {
+	if err := d.SetNeighbor(out, fwdAddr(roleSink), fwdMAC(roleSink)); err != nil {
 		return nil, err
 	}
-	if err := d.SetNeighbor(t.ifindex[roleRtrIn], fwdAddr[roleGen], fwdMAC[roleGen]); err != nil {
+	if err := d.SetNeighbor(t.ifindex[roleRtrIn], fwdAddr(roleGen), fwdMAC(roleGen)); err != nil {
 		return nil, err
 	}
 	for _, p := range []int{roleRtrIn, roleRtrOut} {
-		if err := d.SetLocalAddr(fwdAddr[p]); err != nil {
+		if err := d.SetLocalAddr(fwdAddr(p)); err != nil {
 			return nil, err
 		}
 	}

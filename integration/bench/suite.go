@@ -64,7 +64,7 @@ func (m suiteMode) String() string {
 // port, port 9 (discard).
 func genHeader() gen.Header {
 	return gen.Header{
-		SrcMAC: fwdMAC[roleGen], DstMAC: fwdMAC[roleRtrIn], Src: fwdAddr[roleGen],
+		SrcMAC: fwdMAC(roleGen), DstMAC: fwdMAC(roleRtrIn), Src: fwdAddr(roleGen),
 		SrcPort: 40000, DstPort: 9, TTL: 64,
 	}
 }
@@ -549,7 +549,7 @@ func (t *fwdTopo) flushKernelRoutes(ctx context.Context) error {
 func (t *fwdTopo) installKernelTable(ctx context.Context, prefixes []netip.Prefix, table int) error {
 	var b bytes.Buffer
 	b.Grow(len(prefixes) * 56)
-	via, dev := fwdAddr[roleSink].String(), fwdPort[roleRtrOut]
+	via, dev := fwdAddr(roleSink).String(), fwdPort(roleRtrOut)
 	for _, p := range prefixes {
 		fmt.Fprintf(&b, "route add %s via %s dev %s table %d\n", p, via, dev, table)
 	}
@@ -571,8 +571,8 @@ func (t *fwdTopo) defaultRoute(ctx context.Context, table int, add bool) error {
 	if !add {
 		verb = "del"
 	}
-	args := []string{"-n", t.ns[roleRtr], "route", verb, "default", "via", fwdAddr[roleSink].String(),
-		"dev", fwdPort[roleRtrOut], "table", strconv.Itoa(table)}
+	args := []string{"-n", t.ns[roleRtr], "route", verb, "default", "via", fwdAddr(roleSink).String(),
+		"dev", fwdPort(roleRtrOut), "table", strconv.Itoa(table)}
 	if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, harness.FirstLines(out, 5))
 	}
@@ -639,7 +639,7 @@ func newProbeSender(t *fwdTopo) (*probeSender, error) {
 		return nil, err
 	}
 	ps.to = &unix.SockaddrLinklayer{Ifindex: t.ifindex[roleGen], Protocol: htons(unix.ETH_P_IP), Halen: 6}
-	copy(ps.to.Addr[:], fwdMAC[roleRtrIn])
+	copy(ps.to.Addr[:], fwdMAC(roleRtrIn))
 	return ps, nil
 }
 
