@@ -424,7 +424,8 @@ func results(protect bool, a, b snapshot, s session, u updates) DoSResult {
 		r.DelayP99 = delays[(n-1)*99/100]
 		r.DelayMax = delays[n-1]
 	}
-	for i, name := range floodNames {
+	for i := range nFloods {
+		name := floodName(i)
 		r.Offered[name] = rate(a.sent[i], b.sent[i])
 	}
 	r.RingDropped = rate(a.ring.xmitErr, b.ring.xmitErr)

@@ -126,31 +126,53 @@ type Options struct {
 
 // The lab's fixed addressing. Only private and documentation ranges, inside
 // the lab's own namespaces.
-var (
-	HostA    = netip.MustParseAddr("10.10.1.2")
-	HostB    = netip.MustParseAddr("10.10.2.2")
-	HostBNet = netip.MustParsePrefix("198.51.100.0/24") // announced by the peer, reached through host B
 
-	// The same over IPv6: links in fd00:10:N::/64, host B's address in the
-	// documentation prefix the peer announces (over the IPv4 BGP session).
-	HostA6     = netip.MustParseAddr("fd00:10:1::2")
-	HostB6     = netip.MustParseAddr("fd00:10:2::2")
-	HostBNet6  = netip.MustParsePrefix("2001:db8:b::/48")
-	HostBAddr6 = netip.MustParseAddr("2001:db8:b::10")
-	HostBAddr  = netip.MustParseAddr("198.51.100.10") // host B's address in it
-	RouterASN  = uint32(65001)
-	PeerASN    = uint32(65002)
-	Peer2ASN   = uint32(65003)
+// HostA is host A's address, on its link to the router.
+func HostA() netip.Addr { return netip.MustParseAddr("10.10.1.2") }
 
-	// The anycast prefixes: every BIRD or FRR peer owns their addresses
-	// (on its loopback) and announces them with itself as the next hop, so
-	// host A's traffic to them ends at a BGP peer, which answers; with two
-	// peers the router spreads it over both.
-	AnycastNet   = netip.MustParsePrefix("203.0.113.0/24")
-	AnycastAddr  = netip.MustParseAddr("203.0.113.10")
-	AnycastNet6  = netip.MustParsePrefix("2001:db8:e::/48")
-	AnycastAddr6 = netip.MustParseAddr("2001:db8:e::10")
+// HostB is host B's address, on its link to the router.
+func HostB() netip.Addr { return netip.MustParseAddr("10.10.2.2") }
+
+// HostBNet is announced by the peer and reached through host B.
+func HostBNet() netip.Prefix { return netip.MustParsePrefix("198.51.100.0/24") }
+
+// HostBAddr is host B's address in HostBNet.
+func HostBAddr() netip.Addr { return netip.MustParseAddr("198.51.100.10") }
+
+// HostA6 is host A's IPv6 address: the links are in fd00:10:N::/64.
+func HostA6() netip.Addr { return netip.MustParseAddr("fd00:10:1::2") }
+
+// HostB6 is host B's IPv6 address on its link.
+func HostB6() netip.Addr { return netip.MustParseAddr("fd00:10:2::2") }
+
+// HostBNet6 is the documentation prefix the peer announces (over the IPv4
+// BGP session) and host B holds HostBAddr6 in.
+func HostBNet6() netip.Prefix { return netip.MustParsePrefix("2001:db8:b::/48") }
+
+// HostBAddr6 is host B's address in HostBNet6.
+func HostBAddr6() netip.Addr { return netip.MustParseAddr("2001:db8:b::10") }
+
+// The lab's autonomous systems: the router's and its BGP peers'.
+const (
+	RouterASN uint32 = 65001
+	PeerASN   uint32 = 65002
+	Peer2ASN  uint32 = 65003
 )
+
+// AnycastNet is an anycast prefix: every BIRD or FRR peer owns its
+// addresses (on its loopback) and announces it with itself as the next
+// hop, so host A's traffic to it ends at a BGP peer, which answers; with
+// two peers the router spreads it over both.
+func AnycastNet() netip.Prefix { return netip.MustParsePrefix("203.0.113.0/24") }
+
+// AnycastAddr is the address in AnycastNet that host A sends to.
+func AnycastAddr() netip.Addr { return netip.MustParseAddr("203.0.113.10") }
+
+// AnycastNet6 is AnycastNet's IPv6 counterpart.
+func AnycastNet6() netip.Prefix { return netip.MustParsePrefix("2001:db8:e::/48") }
+
+// AnycastAddr6 is the address in AnycastNet6 that host A sends to.
+func AnycastAddr6() netip.Addr { return netip.MustParseAddr("2001:db8:e::10") }
 
 func (o *Options) defaults() error {
 	if o.Name == "" {
