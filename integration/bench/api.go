@@ -65,38 +65,19 @@ type APIOptions struct {
 }
 
 func (o *APIOptions) defaults() error {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
+	orDefault(&o.Routes, 1_000_000)
+	orDefault(&o.Rounds, 3)
+	orDefault(&o.Adds, 200)
+	orDefault(&o.Batch, 10_000)
+	orDefault(&o.Window, 8)
+	orDefault(&o.Interval, 100*time.Microsecond)
+	orDefault(&o.Seed, 1)
+	if err := defaultBinary(&o.Binary, "api"); err != nil {
+		return err
 	}
-	def(&o.Routes, 1_000_000)
-	def(&o.Rounds, 3)
-	def(&o.Adds, 200)
-	def(&o.Batch, 10_000)
-	def(&o.Window, 8)
-	if o.Interval == 0 {
-		o.Interval = 100 * time.Microsecond
-	}
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
-	if o.Binary == "" {
-		b, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench api: the splitplane binary: %w", err)
-		}
-		o.Binary = b
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
-	if o.Stall == 0 {
-		o.Stall = 30 * time.Second
-	}
-	if o.AddTimeout == 0 {
-		o.AddTimeout = 10 * time.Second
-	}
+	orDefault(&o.Timeout, 5*time.Minute)
+	orDefault(&o.Stall, 30*time.Second)
+	orDefault(&o.AddTimeout, 10*time.Second)
 	switch {
 	case o.Routes < 1 || o.Routes+o.Adds > datapath.MaxRoutes:
 		return fmt.Errorf("bench api: routes %d and adds %d: together 1 to %d", o.Routes, o.Adds, datapath.MaxRoutes)
@@ -547,11 +528,8 @@ status_socket: %s
 	if err := ceStatus.get(&st); err != nil {
 		return f, fmt.Errorf("CE status: %w", err)
 	}
-	switch {
-	case len(st.FEs) != 1 || !st.FEs[0].AssociatedAt.Equal(assoc):
-		return f, fmt.Errorf("%w: the FE's association ended or restarted during the transfer", ErrIncomplete)
-	case st.FEs[0].Failed != 0:
-		return f, fmt.Errorf("%w: the FE failed %d rows", ErrIncomplete, st.FEs[0].Failed)
+	if err := checkFE(st, assoc); err != nil {
+		return f, err
 	}
 
 	if asText {

@@ -54,31 +54,15 @@ type ConvergeOptions struct {
 }
 
 func (o *ConvergeOptions) defaults() error {
-	if o.Routes == 0 {
-		o.Routes = 1_000_000
+	orDefault(&o.Routes, 1_000_000)
+	orDefault(&o.Rounds, 1)
+	orDefault(&o.Seed, 1)
+	if err := defaultBinary(&o.Binary, "converge"); err != nil {
+		return err
 	}
-	if o.Rounds == 0 {
-		o.Rounds = 1
-	}
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
-	if o.Binary == "" {
-		b, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench converge: the splitplane binary: %w", err)
-		}
-		o.Binary = b
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
-	if o.Stall == 0 {
-		o.Stall = 30 * time.Second
-	}
-	if o.Settle == 0 {
-		o.Settle = 5 * time.Second
-	}
+	orDefault(&o.Timeout, 5*time.Minute)
+	orDefault(&o.Stall, 30*time.Second)
+	orDefault(&o.Settle, 5*time.Second)
 	switch {
 	case o.Routes < 1 || o.Routes > datapath.MaxRoutes:
 		return fmt.Errorf("bench converge: routes %d: must be 1 to %d", o.Routes, datapath.MaxRoutes)

@@ -121,12 +121,10 @@ status_socket: %s
 	if err := ceStatus.get(&st); err != nil {
 		return f, fmt.Errorf("CE status: %w", err)
 	}
-	switch {
-	case len(st.FEs) != 1 || !st.FEs[0].AssociatedAt.Equal(assoc):
-		return f, fmt.Errorf("%w: the FE's association ended or restarted during the transfer", ErrIncomplete)
-	case st.FEs[0].Failed != 0:
-		return f, fmt.Errorf("%w: the FE failed %d rows", ErrIncomplete, st.FEs[0].Failed)
-	case st.Routes != c.opts.Routes:
+	if err := checkFE(st, assoc); err != nil {
+		return f, err
+	}
+	if st.Routes != c.opts.Routes {
 		return f, fmt.Errorf("%w: the CE holds %d of %d routes", ErrIncomplete, st.Routes, c.opts.Routes)
 	}
 	for _, n := range st.Neighbors {
