@@ -17,6 +17,7 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/integration/harness"
+	"github.com/splitplane/splitplane/internal/nsthread"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -395,7 +396,7 @@ func (t *fwdTopo) down() error {
 // locked and ends with its goroutine, so no other goroutine ever runs in the
 // namespace.
 func (t *fwdTopo) in(role int, f func() error) error {
-	return harness.In(t.ns[role], f)
+	return nsthread.Run(t.ns[role], f)
 }
 
 func (t *fwdTopo) setIPForward(ctx context.Context, on bool) error {

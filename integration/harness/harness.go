@@ -2,7 +2,8 @@
 // network namespaces, veth pairs between them, commands run inside them,
 // daemons supervised by pid, and the end of a daemon's log for an error.
 // Everything it makes is named by the caller, so that a caller that
-// crashes can be cleaned up after by name.
+// crashes can be cleaned up after by name. Go code that must run inside a
+// namespace uses internal/nsthread.
 package harness
 
 import (
@@ -14,12 +15,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/vishvananda/netns"
 )
 
 // ErrExists is returned when a namespace to be created already exists: it is
@@ -180,27 +178,6 @@ func AddVeth(ctx context.Context, v Veth) error {
 		}
 	}
 	return nil
-}
-
-// In runs f on an OS thread in namespace ns. The thread stays locked and
-// ends with its goroutine, so no other goroutine ever runs in the namespace.
-func In(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- fmt.Errorf("namespace %s: %w", ns, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
 }
 
 // Tail returns the last n lines of the file at path, each indented by four

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitplane/splitplane/internal/nsthread"
 )
 
 func TestTail(t *testing.T) {
@@ -88,7 +90,7 @@ func TestNamespacesAndVeth(t *testing.T) {
 	if err := AddVeth(ctx, v); err != nil {
 		t.Fatal(err)
 	}
-	err := In(a, func() error {
+	err := nsthread.Run(a, func() error {
 		ifi, err := net.InterfaceByName("x0")
 		if err != nil {
 			return err
