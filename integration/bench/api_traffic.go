@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/splitplane/splitplane/integration/bench/gen"
 )
 
 // apiTraffic is the generator and the sink of the add measurements: a
@@ -283,12 +285,5 @@ func setDestination(frame []byte, dst uint32) {
 	ip := frame[14:34]
 	binary.BigEndian.PutUint32(ip[16:], dst)
 	ip[10], ip[11] = 0, 0
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(ip[10:], gen.Checksum(ip))
 }

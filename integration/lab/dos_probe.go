@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/internal/nsthread"
 	"github.com/splitplane/splitplane/internal/peer"
 	"github.com/splitplane/splitplane/internal/status"
@@ -77,14 +78,7 @@ func probeFrame(dst net.HardwareAddr) []byte {
 	src, dstIP := HostA().As4(), probeDst().As4()
 	copy(ip[12:], src[:])
 	copy(ip[16:], dstIP[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(ip[10:], gen.Checksum(ip))
 	binary.BigEndian.PutUint16(b[34:], 40000)
 	binary.BigEndian.PutUint16(b[36:], sinkPort)
 	binary.BigEndian.PutUint16(b[38:], 26)
