@@ -54,7 +54,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	if ping() == nil {
 		t.Fatal("the address answered before any route led to it")
 	}
-	if out, err := cli("route", "add", extra+"/32", "via", lab.HostB.String()); err != nil {
+	if out, err := cli("route", "add", extra+"/32", "via", lab.HostB().String()); err != nil {
 		t.Fatalf("route add: %v\n%s", err, out)
 	}
 	eventually(t, 20*time.Second, "ping through the API's route", ping)
@@ -68,7 +68,7 @@ func TestAPIEndToEnd(t *testing.T) {
 		t.Fatalf("route list: %v\n%s", err, out)
 	}
 	// A second add of the same prefix: exit code 4 (already exists).
-	if out, err := cli("route", "add", extra+"/32", "via", lab.HostB.String()); exitCode(err) != 4 {
+	if out, err := cli("route", "add", extra+"/32", "via", lab.HostB().String()); exitCode(err) != 4 {
 		t.Fatalf("second add: %v\n%s", err, out)
 	}
 
@@ -77,7 +77,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	// is lost.
 	eventually(t, 5*time.Second, "the API's route saved", func() error {
 		b, err := os.ReadFile(filepath.Join(o.Dir, "api-routes"))
-		if err != nil || !strings.Contains(string(b), extra+"/32 "+lab.HostB.String()+" 5\n") {
+		if err != nil || !strings.Contains(string(b), extra+"/32 "+lab.HostB().String()+" 5\n") {
 			return fmt.Errorf("api-routes: %q %v", b, err)
 		}
 		return nil

@@ -76,7 +76,7 @@ func TestClassifier(t *testing.T) {
 	// session's packets reach the kernel on CPU 0 only.
 	before := status()
 	ping := exec.Command("taskset", "-c", "1", "nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-q", "-c", "50", "-i", "0.02", lab.HostBAddr.String())
+		"ping", "-q", "-c", "50", "-i", "0.02", lab.HostBAddr().String())
 	if out, err := ping.CombinedOutput(); err != nil {
 		t.Fatalf("ping from CPU 1: %v\n%s", err, out)
 	}
@@ -99,7 +99,7 @@ func TestClassifier(t *testing.T) {
 	// to CPU 1 (forward_cpus) and forwarded there.
 	before = status()
 	ping = exec.Command("taskset", "-c", "0", "nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-q", "-c", "50", "-i", "0.02", lab.HostBAddr.String())
+		"ping", "-q", "-c", "50", "-i", "0.02", lab.HostBAddr().String())
 	if out, err := ping.CombinedOutput(); err != nil {
 		t.Fatalf("ping from CPU 0: %v\n%s", err, out)
 	}

@@ -118,7 +118,7 @@ func checkRedirection(t *testing.T, o lab.Options) {
 		}
 	}
 	echos := icmpInEchos(t, o.Namespace("a"))
-	frame := icmpEcho(hostMAC, toA.mac, [4]byte{10, 10, 1, 1}, lab.HostA.As4())
+	frame := icmpEcho(hostMAC, toA.mac, [4]byte{10, 10, 1, 1}, lab.HostA().As4())
 	q := url.Values{"fe": {"1"}, "port": {strconv.Itoa(toA.ifindex)}}
 	if err := status.PostBody(o.Socket("ce"), "/inject", q, frame); err != nil {
 		t.Fatalf("inject: %v", err)
@@ -241,7 +241,7 @@ func checkTTLExceeded(t *testing.T, o lab.Options) {
 	}
 	before := st.Counters["pass_ttl"]
 	out, _ := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-c", "1", "-t", "1", "-W", "2", lab.HostBAddr.String()).CombinedOutput()
+		"ping", "-c", "1", "-t", "1", "-W", "2", lab.HostBAddr().String()).CombinedOutput()
 	if !strings.Contains(string(out), "Time to live exceeded") {
 		t.Fatalf("no ICMP Time Exceeded for a TTL-1 ping through the router:\n%s", out)
 	}
@@ -261,7 +261,7 @@ func checkIPv6(t *testing.T, o lab.Options) {
 	t.Helper()
 	ping6 := func(count int) error {
 		out, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-			"ping", "-6", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "1", lab.HostBAddr6.String()).CombinedOutput()
+			"ping", "-6", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "1", lab.HostBAddr6().String()).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), " 0% packet loss") {
 			return fmt.Errorf("ping -6: %v: %s", err, out)
 		}

@@ -96,11 +96,11 @@ func TestFRRPeer(t *testing.T) {
 	}
 	checkIPv6(t, o) // 2001:db8:b::/48, announced by FRR over the IPv4 session
 	// The anycast prefixes, next hop FRR itself, whose namespace answers.
-	checkPing(t, o, lab.AnycastAddr)
-	checkPing(t, o, lab.AnycastAddr6)
+	checkPing(t, o, lab.AnycastAddr())
+	checkPing(t, o, lab.AnycastAddr6())
 
 	// FRR withdraws 198.51.100.0/24: it leaves the FE and the traffic stops.
-	frrWithdraw(t, o, "ipv4", lab.HostBNet.String())
+	frrWithdraw(t, o, "ipv4", lab.HostBNet().String())
 	eventually(t, 15*time.Second, "FRR's withdrawal reaches the FE", func() error {
 		st, err := lab.GetStatus(o)
 		if err != nil {
@@ -116,12 +116,12 @@ func TestFRRPeer(t *testing.T) {
 	}
 
 	// And the rest: every generated prefix and the IPv6 and anycast routes.
-	gen := []string{lab.AnycastNet.String()}
+	gen := []string{lab.AnycastNet().String()}
 	for _, p := range routegen.Generate(routes, 1) {
 		gen = append(gen, p.String())
 	}
 	frrWithdraw(t, o, "ipv4", gen...)
-	frrWithdraw(t, o, "ipv6", lab.HostBNet6.String(), lab.AnycastNet6.String())
+	frrWithdraw(t, o, "ipv6", lab.HostBNet6().String(), lab.AnycastNet6().String())
 	eventually(t, 20*time.Second, "all of FRR's routes withdrawn from the FE", func() error {
 		st, err := lab.GetStatus(o)
 		if err != nil {

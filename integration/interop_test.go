@@ -46,8 +46,8 @@ func ecmpLab(t *testing.T, o lab.Options) {
 	if out, err := splitplane(t, o.Binary, labUpArgs(o)...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
-	waitHops(t, o, lab.AnycastNet, bird4, frr4)
-	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
+	waitHops(t, o, lab.AnycastNet(), bird4, frr4)
+	waitHops(t, o, lab.AnycastNet6(), bird6, frr6)
 }
 
 // labUpArgs is the command line of lab up for o, as a user would type it.
@@ -69,7 +69,7 @@ func labUpArgs(o lab.Options) []string {
 }
 
 // The next hops of the two peers: BIRD's (the first peer) and FRR's.
-var (
+const (
 	bird4, bird6 = "10.10.3.2", "fd00:10:3::2"
 	frr4, frr6   = "10.10.4.2", "fd00:10:4::2"
 )
@@ -309,7 +309,7 @@ func frrFromCE(o lab.Options) (routes, stale int, err error) {
 		return 0, 0, fmt.Errorf("vtysh show bgp ipv4 unicast json: %w: %.200s", err, out)
 	}
 	for prefix, paths := range table.Routes {
-		if prefix == lab.AnycastNet.String() {
+		if prefix == lab.AnycastNet().String() {
 			continue
 		}
 		for _, p := range paths {
@@ -403,8 +403,8 @@ func TestInteropECMP(t *testing.T) {
 	}
 
 	// ECMP through the XDP datapath, IPv4 and IPv6.
-	checkSpread(t, o, lab.AnycastAddr)
-	checkSpread(t, o, lab.AnycastAddr6)
+	checkSpread(t, o, lab.AnycastAddr())
+	checkSpread(t, o, lab.AnycastAddr6())
 
 	// The CE killed and restarted under a steady ping stream.
 	routes, _, err := frrFromCE(o)
@@ -412,7 +412,7 @@ func TestInteropECMP(t *testing.T) {
 		t.Fatalf("FRR holds %d routes from the CE, want %d: %v", routes, o.Routes+1, err)
 	}
 	ping := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-q", "-i", "0.02", "-c", "400", "-W", "1", lab.AnycastAddr.String())
+		"ping", "-q", "-i", "0.02", "-c", "400", "-W", "1", lab.AnycastAddr().String())
 	var pingOut strings.Builder
 	ping.Stdout, ping.Stderr = &pingOut, &pingOut
 	if err := ping.Start(); err != nil {
@@ -474,21 +474,21 @@ func TestInteropECMP(t *testing.T) {
 	if err != nil || !strings.Contains(pingOut.String(), " 0% packet loss") {
 		t.Fatalf("packets lost while the CE restarted (%v):\n%s", err, pingOut.String())
 	}
-	waitHops(t, o, lab.AnycastNet, bird4, frr4)
-	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
+	waitHops(t, o, lab.AnycastNet(), bird4, frr4)
+	waitHops(t, o, lab.AnycastNet6(), bird6, frr6)
 
 	// FRR's link down: its next hops leave the FIB at once, every flow
 	// goes to BIRD; and come back with the link.
 	setLink(t, o, "peer2", "down")
 	down := time.Now()
-	waitHops(t, o, lab.AnycastNet, bird4)
-	waitHops(t, o, lab.AnycastNet6, bird6)
+	waitHops(t, o, lab.AnycastNet(), bird4)
+	waitHops(t, o, lab.AnycastNet6(), bird6)
 	t.Logf("FRR's link down: its next hops out of the FIB after %.1fs", time.Since(down).Seconds())
-	checkAllAt(t, o, lab.AnycastAddr, "peer")
-	checkAllAt(t, o, lab.AnycastAddr6, "peer")
+	checkAllAt(t, o, lab.AnycastAddr(), "peer")
+	checkAllAt(t, o, lab.AnycastAddr6(), "peer")
 	setLink(t, o, "peer2", "up")
-	waitHops(t, o, lab.AnycastNet, bird4, frr4)
-	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
+	waitHops(t, o, lab.AnycastNet(), bird4, frr4)
+	waitHops(t, o, lab.AnycastNet6(), bird6, frr6)
 	eventually(t, 30*time.Second, "the session to FRR established", func() error {
 		if s, err := neighborState(o, frr4); err != nil || s != "established" {
 			return fmt.Errorf("%q %v", s, err)
@@ -508,17 +508,17 @@ func TestInteropECMP(t *testing.T) {
 		return nil
 	})
 	expired := time.Now()
-	if hops, err := resolvedHops(o, lab.AnycastNet); err != nil || len(hops) != 2 {
+	if hops, err := resolvedHops(o, lab.AnycastNet()); err != nil || len(hops) != 2 {
 		t.Fatalf("FRR's path gone when its session ended (%v, %v); graceful restart should keep it for %s", hops, err, o.PeerRestartTime)
 	}
-	waitHops(t, o, lab.AnycastNet, bird4)
-	waitHops(t, o, lab.AnycastNet6, bird6)
+	waitHops(t, o, lab.AnycastNet(), bird4)
+	waitHops(t, o, lab.AnycastNet6(), bird6)
 	t.Logf("FRR silent: the session ended %.1fs later (hold time 9s), its paths swept %.1fs after that (restart time %s)",
 		expired.Sub(silent).Seconds(), time.Since(expired).Seconds(), o.PeerRestartTime)
-	checkAllAt(t, o, lab.AnycastAddr, "peer")
+	checkAllAt(t, o, lab.AnycastAddr(), "peer")
 	silence(t, o, "del")
-	waitHops(t, o, lab.AnycastNet, bird4, frr4)
-	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
+	waitHops(t, o, lab.AnycastNet(), bird4, frr4)
+	waitHops(t, o, lab.AnycastNet6(), bird6, frr6)
 	eventually(t, 30*time.Second, "the session to FRR established", func() error {
 		if s, err := neighborState(o, frr4); err != nil || s != "established" {
 			return fmt.Errorf("%q %v", s, err)
@@ -538,24 +538,24 @@ func TestInteropECMP(t *testing.T) {
 		}
 		return nil
 	})
-	if hops, err := resolvedHops(o, lab.AnycastNet); err != nil || len(hops) != 2 {
+	if hops, err := resolvedHops(o, lab.AnycastNet()); err != nil || len(hops) != 2 {
 		t.Fatalf("the CE dropped FRR's path at once (%v, %v); graceful restart should keep it for %s", hops, err, o.PeerRestartTime)
 	}
-	checkSpread(t, o, lab.AnycastAddr) // FRR's namespace still forwards: graceful restart's premise
-	waitHops(t, o, lab.AnycastNet, bird4)
-	waitHops(t, o, lab.AnycastNet6, bird6)
+	checkSpread(t, o, lab.AnycastAddr()) // FRR's namespace still forwards: graceful restart's premise
+	waitHops(t, o, lab.AnycastNet(), bird4)
+	waitHops(t, o, lab.AnycastNet6(), bird6)
 	if d := time.Since(killed); d < o.PeerRestartTime-time.Second {
 		t.Fatalf("FRR's stale paths swept %.1fs after it died, before its restart time, %s", d.Seconds(), o.PeerRestartTime)
 	}
 	t.Logf("FRR killed: its paths kept (stale) and swept %.1fs later (restart time %s)", time.Since(killed).Seconds(), o.PeerRestartTime)
-	checkAllAt(t, o, lab.AnycastAddr, "peer")
-	checkAllAt(t, o, lab.AnycastAddr6, "peer")
+	checkAllAt(t, o, lab.AnycastAddr(), "peer")
+	checkAllAt(t, o, lab.AnycastAddr6(), "peer")
 	if err := lab.Start(o, "peer2"); err != nil {
 		t.Fatal(err)
 	}
-	waitHops(t, o, lab.AnycastNet, bird4, frr4)
-	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
-	checkSpread(t, o, lab.AnycastAddr)
+	waitHops(t, o, lab.AnycastNet(), bird4, frr4)
+	waitHops(t, o, lab.AnycastNet6(), bird6, frr6)
+	checkSpread(t, o, lab.AnycastAddr())
 
 	// BIRD hangs (SIGSTOP): its kernel still holds the connection open, no
 	// FIN, and graceful restart would keep its routes through a hold timer
@@ -573,7 +573,7 @@ func TestInteropECMP(t *testing.T) {
 	hung := time.Now()
 	deadline := hung.Add(6 * time.Second) // well inside the hold time
 	for {
-		hops, err := resolvedHops(o, lab.AnycastNet)
+		hops, err := resolvedHops(o, lab.AnycastNet())
 		var c ce.Status
 		serr := status.Get(o.Socket("ce"), "/", &c) // BIRD's own status hangs with it
 		if err == nil && serr == nil && slices.Equal(hops, []string{frr4}) && c.Routes == 2 {
@@ -581,14 +581,14 @@ func TestInteropECMP(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s after BIRD hung: %s through %v (%v), CE %d routes (%v); want only FRR's anycast routes",
-				time.Since(hung), lab.AnycastNet, hops, err, c.Routes, serr)
+				time.Since(hung), lab.AnycastNet(), hops, err, c.Routes, serr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("BIRD hung: BFD took its session and routes down %.1fs later (graceful restart on)", time.Since(hung).Seconds())
-	waitHops(t, o, lab.AnycastNet6, frr6)
-	checkAllAt(t, o, lab.AnycastAddr, "peer2")
-	checkAllAt(t, o, lab.AnycastAddr6, "peer2")
+	waitHops(t, o, lab.AnycastNet6(), frr6)
+	checkAllAt(t, o, lab.AnycastAddr(), "peer2")
+	checkAllAt(t, o, lab.AnycastAddr6(), "peer2")
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +614,7 @@ func TestPeerFailureWithoutGR(t *testing.T) {
 	o := lab.Options{Name: "spn", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin,
 		Peer: "bird", Peer2: "frr", Routes: 100, NoGracefulRestart: true}
 	ecmpLab(t, o)
-	checkSpread(t, o, lab.AnycastAddr)
+	checkSpread(t, o, lab.AnycastAddr())
 
 	// FRR silent: a blackhole route in its namespace swallows everything
 	// it sends the router.
@@ -623,20 +623,20 @@ func TestPeerFailureWithoutGR(t *testing.T) {
 	// The hold timer runs for 9s from FRR's last keepalive, at most 3s
 	// before it fell silent: until 6s, nothing may change.
 	time.Sleep(4 * time.Second)
-	if hops, err := resolvedHops(o, lab.AnycastNet); err != nil || len(hops) != 2 {
+	if hops, err := resolvedHops(o, lab.AnycastNet()); err != nil || len(hops) != 2 {
 		t.Fatalf("FRR's path gone %s after it fell silent, before the hold time: %v %v", time.Since(silent), hops, err)
 	}
-	waitHops(t, o, lab.AnycastNet, bird4)
-	waitHops(t, o, lab.AnycastNet6, bird6)
+	waitHops(t, o, lab.AnycastNet(), bird4)
+	waitHops(t, o, lab.AnycastNet6(), bird6)
 	t.Logf("FRR silent: its paths withdrawn %.1fs later (hold time 9s)", time.Since(silent).Seconds())
 	if s, err := neighborState(o, frr4); err != nil || s == "established" {
 		t.Fatalf("FRR's paths withdrawn but the session %q (%v)", s, err)
 	}
-	checkAllAt(t, o, lab.AnycastAddr, "peer")
-	checkAllAt(t, o, lab.AnycastAddr6, "peer")
+	checkAllAt(t, o, lab.AnycastAddr(), "peer")
+	checkAllAt(t, o, lab.AnycastAddr6(), "peer")
 	silence(t, o, "del")
-	waitHops(t, o, lab.AnycastNet, bird4, frr4)
-	waitHops(t, o, lab.AnycastNet6, bird6, frr6)
+	waitHops(t, o, lab.AnycastNet(), bird4, frr4)
+	waitHops(t, o, lab.AnycastNet6(), bird6, frr6)
 
 	// BIRD killed: withdrawn at once.
 	if err := lab.Stop(o, "peer", true); err != nil {
@@ -645,19 +645,19 @@ func TestPeerFailureWithoutGR(t *testing.T) {
 	killed := time.Now()
 	deadline := killed.Add(6 * time.Second) // well inside the hold time
 	for {
-		hops, err := resolvedHops(o, lab.AnycastNet)
+		hops, err := resolvedHops(o, lab.AnycastNet())
 		st, serr := lab.GetStatus(o)
 		if err == nil && serr == nil && slices.Equal(hops, []string{frr4}) && st.CERoutes == 2 && st.FERoutes == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s after BIRD was killed: %s through %v (%v), CE %d routes, FE %d (%v); want only FRR's anycast routes",
-				time.Since(killed), lab.AnycastNet, hops, err, st.CERoutes, st.FERoutes, serr)
+				time.Since(killed), lab.AnycastNet(), hops, err, st.CERoutes, st.FERoutes, serr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("BIRD killed: its routes withdrawn %.1fs later", time.Since(killed).Seconds())
-	waitHops(t, o, lab.AnycastNet6, frr6)
-	checkAllAt(t, o, lab.AnycastAddr, "peer2")
-	checkAllAt(t, o, lab.AnycastAddr6, "peer2")
+	waitHops(t, o, lab.AnycastNet6(), frr6)
+	checkAllAt(t, o, lab.AnycastAddr(), "peer2")
+	checkAllAt(t, o, lab.AnycastAddr6(), "peer2")
 }

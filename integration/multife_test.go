@@ -66,26 +66,26 @@ func TestMultiFE(t *testing.T) {
 	}
 
 	// Traffic through each FE, from its own host A to its own host B.
-	checkThroughFE(t, o, 1, lab.HostBAddr)
-	checkThroughFE(t, o, 2, lab.HostBAddr)
+	checkThroughFE(t, o, 1, lab.HostBAddr())
+	checkThroughFE(t, o, 2, lab.HostBAddr())
 
 	// The peer withdraws host B's prefix: it leaves both FEs, and neither
 	// forwards to it; announced again, both do.
-	if out, err := splitplane(t, bin, args("lab", "peer", "withdraw", lab.HostBNet.String())...); err != nil {
+	if out, err := splitplane(t, bin, args("lab", "peer", "withdraw", lab.HostBNet().String())...); err != nil {
 		t.Fatalf("withdraw: %v\n%s", err, out)
 	}
 	waitFERoutes(t, o, want-1, want-1)
 	for n := 1; n <= 2; n++ {
-		if out, err := pingFromFE(o, n, lab.HostBAddr, 1); err == nil || !strings.Contains(out, "Unreachable") {
+		if out, err := pingFromFE(o, n, lab.HostBAddr(), 1); err == nil || !strings.Contains(out, "Unreachable") {
 			t.Fatalf("ping through FE %d after the withdrawal: %v, want an ICMP unreachable\n%s", n, err, out)
 		}
 	}
-	if out, err := splitplane(t, bin, args("lab", "peer", "announce", lab.HostBNet.String())...); err != nil {
+	if out, err := splitplane(t, bin, args("lab", "peer", "announce", lab.HostBNet().String())...); err != nil {
 		t.Fatalf("announce: %v\n%s", err, out)
 	}
 	waitFERoutes(t, o, want, want)
-	checkThroughFE(t, o, 1, lab.HostBAddr)
-	checkThroughFE(t, o, 2, lab.HostBAddr)
+	checkThroughFE(t, o, 1, lab.HostBAddr())
+	checkThroughFE(t, o, 2, lab.HostBAddr())
 
 	// A route through the peer, whose link only FE 1 has: the CE resolves
 	// it (through FE 1's to-peer) and gives it to both FEs, as it gives
@@ -124,7 +124,7 @@ func TestMultiFE(t *testing.T) {
 	// forgets FE 2.
 	before := st.CE.FEs[0]
 	ping := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-q", "-i", "0.02", "-c", "100", "-W", "1", lab.HostBAddr.String())
+		"ping", "-q", "-i", "0.02", "-c", "100", "-W", "1", lab.HostBAddr().String())
 	var out strings.Builder
 	ping.Stdout, ping.Stderr = &out, &out
 	if err := ping.Start(); err != nil {
@@ -160,7 +160,7 @@ func TestMultiFE(t *testing.T) {
 		t.Fatalf("FE 1 after FE 2 was killed: CE's view %+v (was %+v), CE routes %d, FE 1 routes %d, protocol errors %d, datapath errors %d",
 			after, before, c.Routes, f1.Routes, f1.ProtocolErrors, f1.DatapathErrors)
 	}
-	checkThroughFE(t, o, 1, lab.HostBAddr)
+	checkThroughFE(t, o, 1, lab.HostBAddr())
 
 	// FE 2 back: a new association, a full sync, forwarding again.
 	if err := lab.Start(o, "fe2"); err != nil {
@@ -176,7 +176,7 @@ func TestMultiFE(t *testing.T) {
 		}
 		return nil
 	})
-	checkThroughFE(t, o, 2, lab.HostBAddr)
+	checkThroughFE(t, o, 2, lab.HostBAddr())
 
 	// lab down, not told how many FEs there were, removes every namespace.
 	if out, err := splitplane(t, bin, args("lab", "down")...); err != nil {

@@ -58,7 +58,7 @@ func splitplane(t *testing.T, bin string, args ...string) (string, error) {
 
 func pingB(o lab.Options, count int) error {
 	out, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "1", lab.HostBAddr.String()).CombinedOutput()
+		"ping", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "1", lab.HostBAddr().String()).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ping: %w: %s", err, out)
 	}
@@ -147,8 +147,8 @@ func TestSkeletonEndToEnd(t *testing.T) {
 	}
 
 	// The FE copied the route into the router's kernel, the slow path.
-	if out, err := exec.Command("ip", "-n", o.Namespace("rtr"), "route", "show", lab.HostBNet.String(), "proto", "201").CombinedOutput(); err != nil || !strings.Contains(string(out), "via "+lab.HostB.String()) {
-		t.Fatalf("the router's kernel has no copy of %s via %s: %v %s", lab.HostBNet, lab.HostB, err, out)
+	if out, err := exec.Command("ip", "-n", o.Namespace("rtr"), "route", "show", lab.HostBNet().String(), "proto", "201").CombinedOutput(); err != nil || !strings.Contains(string(out), "via "+lab.HostB().String()) {
+		t.Fatalf("the router's kernel has no copy of %s via %s: %v %s", lab.HostBNet(), lab.HostB(), err, out)
 	}
 
 	// Host A reaches host B's address, which only the BGP route covers. The
@@ -181,7 +181,7 @@ func TestSkeletonEndToEnd(t *testing.T) {
 	checkTTLExceeded(t, o)
 
 	// The peer withdraws the route: it leaves the FE and the traffic stops.
-	if out, err := splitplane(t, bin, args("lab", "peer", "withdraw", lab.HostBNet.String())...); err != nil {
+	if out, err := splitplane(t, bin, args("lab", "peer", "withdraw", lab.HostBNet().String())...); err != nil {
 		t.Fatalf("withdraw: %v\n%s", err, out)
 	}
 	eventually(t, 15*time.Second, "route withdrawn from the FE", func() error {
@@ -197,7 +197,7 @@ func TestSkeletonEndToEnd(t *testing.T) {
 	st, _ = lab.GetStatus(o)
 	noRoute := st.Counters["pass_no_route"]
 	pingOut, err := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-c", "2", "-i", "0.2", "-W", "1", lab.HostBAddr.String()).CombinedOutput()
+		"ping", "-c", "2", "-i", "0.2", "-W", "1", lab.HostBAddr().String()).CombinedOutput()
 	if err == nil {
 		t.Fatal("ping A -> B still works after the peer withdrew the route")
 	}
@@ -211,7 +211,7 @@ func TestSkeletonEndToEnd(t *testing.T) {
 	}
 
 	// And it comes back when announced again.
-	if out, err := splitplane(t, bin, args("lab", "peer", "announce", lab.HostBNet.String())...); err != nil {
+	if out, err := splitplane(t, bin, args("lab", "peer", "announce", lab.HostBNet().String())...); err != nil {
 		t.Fatalf("announce: %v\n%s", err, out)
 	}
 	eventually(t, 20*time.Second, "ping A -> B after re-announcement", func() error { return pingB(o, 1) })
@@ -291,7 +291,7 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	if err := exec.Command("ip", "-n", o.Namespace("b"), "addr", "add", stale.String()+"/32", "dev", "eth0").Run(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := splitplane(t, bin, "route", "add", "192.0.2.0/24", "via", lab.HostB.String(), "--api", "unix:"+o.Socket("api")); err != nil {
+	if out, err := splitplane(t, bin, "route", "add", "192.0.2.0/24", "via", lab.HostB().String(), "--api", "unix:"+o.Socket("api")); err != nil {
 		t.Fatalf("route add: %v\n%s", err, out)
 	}
 	feRoutes := func(n int) func() error {
@@ -310,7 +310,7 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	checkXDPPing(t, o, stale)
 
 	ping := exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-q", "-i", "0.02", "-c", "500", "-W", "1", lab.HostBAddr.String())
+		"ping", "-q", "-i", "0.02", "-c", "500", "-W", "1", lab.HostBAddr().String())
 	var out strings.Builder
 	ping.Stdout, ping.Stderr = &out, &out
 	if err := ping.Start(); err != nil {
@@ -390,7 +390,7 @@ func TestCERestartWithoutLoss(t *testing.T) {
 	// routes (stale) until the peer is back and has sent them again, so the
 	// traffic through them never stops.
 	ping = exec.Command("nsenter", "--net=/run/netns/"+o.Namespace("a"),
-		"ping", "-q", "-i", "0.02", "-c", "300", "-W", "1", lab.HostBAddr.String())
+		"ping", "-q", "-i", "0.02", "-c", "300", "-W", "1", lab.HostBAddr().String())
 	out.Reset()
 	ping.Stdout, ping.Stderr = &out, &out
 	if err := ping.Start(); err != nil {
@@ -453,7 +453,7 @@ func TestBIRDPeer(t *testing.T) {
 	for _, r := range []struct {
 		prefix netip.Prefix
 		via    string
-	}{{lab.AnycastNet, bird4}, {lab.AnycastNet6, bird6}, {lab.HostBNet, bird4}} {
+	}{{lab.AnycastNet(), bird4}, {lab.AnycastNet6(), bird6}, {lab.HostBNet(), bird4}} {
 		if hops, err := resolvedHops(o, r.prefix); err != nil || !slices.Equal(hops, []string{r.via}) {
 			t.Fatalf("%s through %v (%v), want %s", r.prefix, hops, err, r.via)
 		}
@@ -462,8 +462,8 @@ func TestBIRDPeer(t *testing.T) {
 	// Traffic to BIRD's prefixes leaves through the peer port, forwarded by
 	// XDP, and BIRD's namespace answers.
 	txBefore := portTx(st, "to-peer")
-	checkPing(t, o, lab.AnycastAddr)
-	checkPing(t, o, lab.AnycastAddr6)
+	checkPing(t, o, lab.AnycastAddr())
+	checkPing(t, o, lab.AnycastAddr6())
 	if st, err = lab.GetStatus(o); err != nil {
 		t.Fatal(err)
 	}
@@ -509,13 +509,13 @@ func TestBIRDPeer(t *testing.T) {
 	}
 	birdc("disable", "table6")
 	waitRoutes(t, o, all-1)
-	if hops, err := resolvedHops(o, lab.AnycastNet6); err != nil || hops != nil {
-		t.Fatalf("%s still through %v after BIRD withdrew it (%v)", lab.AnycastNet6, hops, err)
+	if hops, err := resolvedHops(o, lab.AnycastNet6()); err != nil || hops != nil {
+		t.Fatalf("%s still through %v after BIRD withdrew it (%v)", lab.AnycastNet6(), hops, err)
 	}
-	if err := pingOnce(o, lab.AnycastAddr6); err == nil {
+	if err := pingOnce(o, lab.AnycastAddr6()); err == nil {
 		t.Fatal("ping -6 still answered after BIRD withdrew the route")
 	}
-	checkPing(t, o, lab.AnycastAddr)
+	checkPing(t, o, lab.AnycastAddr())
 
 	// And IPv4: every route leaves.
 	birdc("disable", "table4")

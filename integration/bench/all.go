@@ -148,15 +148,9 @@ func (o *AllOptions) defaults() error {
 			o.frames = sendFrames / 4
 		}
 	}
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
-	if o.Binary == "" {
-		b, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench all: the splitplane binary: %w", err)
-		}
-		o.Binary = b
+	orDefault(&o.Seed, 1)
+	if err := defaultBinary(&o.Binary, "all"); err != nil {
+		return err
 	}
 	o.LookupSizes = slices.Sorted(slices.Values(o.LookupSizes))
 	o.LookupSizes = slices.Compact(o.LookupSizes)

@@ -19,12 +19,7 @@ import (
 // positive, with its baseline; the report, the plots and the raw JSON must
 // be written; no namespace may be left behind.
 func TestAllQuick(t *testing.T) {
-	bin := convergeBinary(t) // root, BIRD, the binary
-	for _, prog := range []string{"nsenter", "ip", "ethtool"} {
-		if _, err := exec.LookPath(prog); err != nil {
-			t.Skipf("needs %s (apt-get install iproute2 util-linux ethtool)", prog)
-		}
-	}
+	bin := benchBinary(t, "bird", "nsenter", "ip", "ethtool")
 	dir := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -115,6 +110,29 @@ func TestAllScaling(t *testing.T) {
 	}
 	checkRequired(t, rep.Metrics, req)
 	noNamespacesOf(t, os.Getpid())
+}
+
+// benchBinary skips the test unless it runs as root with the programs
+// progs, and builds the splitplane binary that runs the CE and the FE.
+func benchBinary(t *testing.T, progs ...string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and attaches XDP")
+	}
+	for _, prog := range progs {
+		if _, err := exec.LookPath(prog); err != nil {
+			if prog == "bird" {
+				t.Skip("needs BIRD 2 as the sender and the baseline (apt-get install bird2)")
+			}
+			t.Skipf("needs %s (apt-get install iproute2 util-linux ethtool)", prog)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "splitplane")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/splitplane/splitplane/cmd/splitplane").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // noNamespacesOf fails the test if a namespace of the benchmarks of process

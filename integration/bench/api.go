@@ -2,23 +2,14 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -27,6 +18,7 @@ import (
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -73,38 +65,19 @@ type APIOptions struct {
 }
 
 func (o *APIOptions) defaults() error {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
+	orDefault(&o.Routes, 1_000_000)
+	orDefault(&o.Rounds, 3)
+	orDefault(&o.Adds, 200)
+	orDefault(&o.Batch, 10_000)
+	orDefault(&o.Window, 8)
+	orDefault(&o.Interval, 100*time.Microsecond)
+	orDefault(&o.Seed, 1)
+	if err := defaultBinary(&o.Binary, "api"); err != nil {
+		return err
 	}
-	def(&o.Routes, 1_000_000)
-	def(&o.Rounds, 3)
-	def(&o.Adds, 200)
-	def(&o.Batch, 10_000)
-	def(&o.Window, 8)
-	if o.Interval == 0 {
-		o.Interval = 100 * time.Microsecond
-	}
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
-	if o.Binary == "" {
-		b, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench api: the splitplane binary: %w", err)
-		}
-		o.Binary = b
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Minute
-	}
-	if o.Stall == 0 {
-		o.Stall = 30 * time.Second
-	}
-	if o.AddTimeout == 0 {
-		o.AddTimeout = 10 * time.Second
-	}
+	orDefault(&o.Timeout, 5*time.Minute)
+	orDefault(&o.Stall, 30*time.Second)
+	orDefault(&o.AddTimeout, 10*time.Second)
 	switch {
 	case o.Routes < 1 || o.Routes+o.Adds > datapath.MaxRoutes:
 		return fmt.Errorf("bench api: routes %d and adds %d: together 1 to %d", o.Routes, o.Adds, datapath.MaxRoutes)
@@ -210,11 +183,7 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 		return nil, fmt.Errorf("bench api: %w", err)
 	}
 
-	a.topo = newFwdTopo()
-	prefix := fmt.Sprintf("bapi-%d-%d", os.Getpid(), fwdTopoSeq.Add(1))
-	for role, name := range []string{"gen", "rtr", "sink"} {
-		a.topo.ns[role] = prefix + "-" + name
-	}
+	a.topo = newFwdTopo("bapi")
 	defer func() {
 		if cerr := a.topo.down(); cerr != nil && err == nil {
 			err = fmt.Errorf("bench api: cleanup: %w", cerr)
@@ -287,14 +256,17 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 	}, nil
 }
 
-// The CE's ForCES address inside the router namespace, and the /16 the
-// added /32s come from (inside 198.18.0.0/15, which routegen leaves out).
-var (
-	apiForCES   = "127.0.0.1:6700"
-	apiAddRange = netip.MustParsePrefix("198.18.0.0/16")
+// The CE's ForCES address inside the router namespace, and a next hop
+// that never resolves.
+const (
+	apiForCES = "127.0.0.1:6700"
 	// apiNoRoute is a next hop on no FE port's subnet: it never resolves.
 	apiNoRoute = "192.0.2.1"
 )
+
+// apiAddRange is the /16 the added /32s come from (inside 198.18.0.0/15,
+// which routegen leaves out).
+func apiAddRange() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, 0, 0}), 16) }
 
 // apiRun is one API call: its topology, daemons and the work it sends.
 type apiRun struct {
@@ -326,13 +298,13 @@ func (a *apiRun) up(ctx context.Context) error {
 	if err := t.setIPForward(ctx, false); err != nil {
 		return err
 	}
-	return runCmd(ctx, "nsenter", "--net=/run/netns/"+t.ns[roleSink], "ethtool", "-K", fwdPort[roleSink], "gro", "on")
+	return harness.Exec(ctx, t.ns[roleSink], "ethtool", "-K", fwdPort(roleSink), "gro", "on")
 }
 
 // bulkBatches makes the Bulk stream's batches: a REPLACE per prefix, next
 // hop the sink (the last unresolved ones: a next hop that never resolves).
 func bulkBatches(prefixes []netip.Prefix, size, unresolved int) []*spv1.RouteBatch {
-	via, nowhere := []string{fwdAddr[roleSink].String()}, []string{apiNoRoute}
+	via, nowhere := []string{fwdAddr(roleSink).String()}, []string{apiNoRoute}
 	var out []*spv1.RouteBatch
 	for start := 0; start < len(prefixes); start += size {
 		end := min(start+size, len(prefixes))
@@ -354,7 +326,7 @@ func bulkBatches(prefixes []netip.Prefix, size, unresolved int) []*spv1.RouteBat
 // bulkPacked makes the same batches as bulkBatches with the operations in
 // packed_ops.
 func bulkPacked(prefixes []netip.Prefix, size, unresolved int) ([]*spv1.RouteBatch, error) {
-	via, nowhere := []netip.Addr{fwdAddr[roleSink]}, []netip.Addr{netip.MustParseAddr(apiNoRoute)}
+	via, nowhere := []netip.Addr{fwdAddr(roleSink)}, []netip.Addr{netip.MustParseAddr(apiNoRoute)}
 	var out []*spv1.RouteBatch
 	for start := 0; start < len(prefixes); start += size {
 		end := min(start+size, len(prefixes))
@@ -379,14 +351,14 @@ func bulkPacked(prefixes []netip.Prefix, size, unresolved int) ([]*spv1.RouteBat
 func addDestinations(n int) ([]netip.Addr, error) {
 	excluded := false
 	for _, p := range routegen.Excluded() {
-		if p.Bits() <= apiAddRange.Bits() && p.Contains(apiAddRange.Addr()) {
+		if p.Bits() <= apiAddRange().Bits() && p.Contains(apiAddRange().Addr()) {
 			excluded = true
 		}
 	}
 	if !excluded {
-		return nil, fmt.Errorf("the route generator does not exclude %s, where the added routes go", apiAddRange)
+		return nil, fmt.Errorf("the route generator does not exclude %s, where the added routes go", apiAddRange())
 	}
-	base := apiAddRange.Addr().As4()
+	base := apiAddRange().Addr().As4()
 	out := make([]netip.Addr, n)
 	for i := range out {
 		// Skip .0 and .255 of every /24, which look like network and
@@ -438,7 +410,7 @@ forces_listen: %s
 sync_hold: 1ms   # no BGP: nothing to wait for
 status_socket: %s
 api_listen: unix:%s
-`, fwdAddr[roleRtrIn], apiForCES, c.path("ce.sock"), apiSock)
+`, fwdAddr(roleRtrIn), apiForCES, c.path("ce.sock"), apiSock)
 	feConf := fmt.Sprintf(`# FE of 'splitplane bench api'
 id: 1
 name: api-fe
@@ -447,7 +419,7 @@ ports: [%s, %s]
 kernel_routes: connected
 xdp_mode: native
 status_socket: %s
-`, apiForCES, fwdPort[roleRtrIn], fwdPort[roleRtrOut], c.path("fe.sock"))
+`, apiForCES, fwdPort(roleRtrIn), fwdPort(roleRtrOut), c.path("fe.sock"))
 	if err := os.WriteFile(c.path("ce.yaml"), []byte(ceConf), 0o644); err != nil {
 		return f, err
 	}
@@ -455,9 +427,9 @@ status_socket: %s
 		return f, err
 	}
 	os.Remove(apiSock)
-	var ceProc, feProc *cvgProc
+	var ceProc, feProc *harness.Proc
 	defer func() {
-		for _, p := range []*cvgProc{feProc, ceProc} {
+		for _, p := range []*harness.Proc{feProc, ceProc} {
 			if p != nil {
 				c.stopProc(p, &err)
 			}
@@ -470,7 +442,7 @@ status_socket: %s
 	if feProc, err = c.start("fe", rtr, a.opts.Binary, "fe", "--config", c.path("fe.yaml")); err != nil {
 		return f, err
 	}
-	daemons := []*cvgProc{ceProc, feProc}
+	daemons := []*harness.Proc{ceProc, feProc}
 	ceStatus, feStatus := newStatusClient(c.path("ce.sock")), newStatusClient(c.path("fe.sock"))
 	defer ceStatus.close()
 	defer feStatus.close()
@@ -484,7 +456,7 @@ status_socket: %s
 		assoc = st.FEs[0].AssociatedAt
 		known := 0
 		for _, p := range st.Connected {
-			if p.Contains(fwdAddr[roleRtrIn]) || p.Contains(fwdAddr[roleRtrOut]) {
+			if p.Contains(fwdAddr(roleRtrIn)) || p.Contains(fwdAddr(roleRtrOut)) {
 				known++
 			}
 		}
@@ -525,7 +497,7 @@ status_socket: %s
 	}
 	var faults [2]uint64 // what cannot be read stays 0
 	for i, p := range daemons {
-		faults[i], _, _ = procFaults(p.pid())
+		faults[i], _, _ = procFaults(p.Pid())
 	}
 	start, acked, err := a.bulk(ctx, rc, batches)
 	if err != nil {
@@ -545,7 +517,7 @@ status_socket: %s
 		return f, err
 	}
 	for i, p := range daemons {
-		if n, _, err := procFaults(p.pid()); err == nil && faults[i] != 0 {
+		if n, _, err := procFaults(p.Pid()); err == nil && faults[i] != 0 {
 			f.faults[i] = n - faults[i]
 		}
 	}
@@ -556,11 +528,8 @@ status_socket: %s
 	if err := ceStatus.get(&st); err != nil {
 		return f, fmt.Errorf("CE status: %w", err)
 	}
-	switch {
-	case len(st.FEs) != 1 || !st.FEs[0].AssociatedAt.Equal(assoc):
-		return f, fmt.Errorf("%w: the FE's association ended or restarted during the transfer", ErrIncomplete)
-	case st.FEs[0].Failed != 0:
-		return f, fmt.Errorf("%w: the FE failed %d rows", ErrIncomplete, st.FEs[0].Failed)
+	if err := checkFE(st, assoc); err != nil {
+		return f, err
 	}
 
 	if asText {
@@ -571,487 +540,3 @@ status_socket: %s
 	}
 	return f, nil
 }
-
-// bulkResult is the outcome of the Bulk stream: when its last
-// acknowledgement came (since the first batch), or why it failed.
-type bulkResult struct {
-	done  chan struct{}
-	after time.Duration
-	err   error
-}
-
-// failure returns the stream's error if it has ended with one, without
-// waiting.
-func (b *bulkResult) failure() error {
-	select {
-	case <-b.done:
-		return b.err
-	default:
-		return nil
-	}
-}
-
-func (b *bulkResult) wait(ctx context.Context) (time.Duration, error) {
-	select {
-	case <-b.done:
-		return b.after, b.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
-// bulk opens a Bulk stream and sends every batch, at most Window of them
-// unacknowledged, in the background. It returns when the first batch went
-// out, with the time it did.
-func (a *apiRun) bulk(ctx context.Context, rc spv1.RoutesClient, batches []*spv1.RouteBatch) (time.Time, *bulkResult, error) {
-	res := &bulkResult{done: make(chan struct{})}
-	sctx, cancel := context.WithCancel(ctx)
-	stream, err := rc.Bulk(sctx)
-	if err != nil {
-		cancel()
-		return time.Time{}, nil, fmt.Errorf("bulk stream: %w", err)
-	}
-	window := make(chan struct{}, a.opts.Window)
-	started := make(chan time.Time, 1)
-	sendErr := make(chan error, 1)
-	go func() {
-		for i, b := range batches {
-			select {
-			case window <- struct{}{}:
-			case <-sctx.Done():
-				sendErr <- sctx.Err()
-				return
-			}
-			if i == 0 {
-				started <- time.Now()
-			}
-			if err := stream.Send(b); err != nil {
-				sendErr <- err // the reason comes with Recv
-				return
-			}
-		}
-		sendErr <- stream.CloseSend()
-	}()
-	var start time.Time
-	select {
-	case start = <-started:
-	case err := <-sendErr:
-		cancel()
-		return time.Time{}, nil, fmt.Errorf("bulk stream: %w", err)
-	}
-	go func() {
-		defer close(res.done)
-		defer cancel()
-		applied := 0
-		for i := range batches {
-			ack, err := stream.Recv()
-			if err != nil {
-				res.err = fmt.Errorf("%w: Bulk: batch %d of %d: %v", ErrIncomplete, i+1, len(batches), err)
-				return
-			}
-			applied += int(ack.GetApplied())
-			<-window
-		}
-		res.after = time.Since(start)
-		if applied != a.opts.Routes {
-			res.err = fmt.Errorf("%w: Bulk: the CE applied %d of %d operations", ErrIncomplete, applied, a.opts.Routes)
-		}
-	}()
-	return start, res, nil
-}
-
-// adds times the single adds: for each destination, the generator switches
-// to it, the sink must not have seen it after a few frames, then Add; the
-// time until the sink first sees it is the figure.
-func (a *apiRun) adds(ctx context.Context, rc spv1.RoutesClient, f *apiFigures, daemons []*cvgProc) error {
-	tr := a.traffic
-	tr.forget() // the last round's adds
-	via := []string{fwdAddr[roleSink].String()}
-	sent0, t0 := tr.sent.Load(), time.Now()
-	for i, dst := range a.dsts {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		mark := tr.sent.Load()
-		tr.send(dst)
-		// A frame already being built may still carry the last destination.
-		for tr.sent.Load() < mark+3 {
-			if err := tr.failed(); err != nil {
-				return err
-			}
-			time.Sleep(a.opts.Interval)
-		}
-		if at, ok := tr.seen(dst); ok {
-			return fmt.Errorf("%s arrived at the sink (%s) before its route was added", dst, at.Format(time.StampMicro))
-		}
-		route := &spv1.Route{Prefix: netip.PrefixFrom(dst, 32).String(), NextHops: via}
-		cctx, cancel := context.WithTimeout(ctx, a.opts.AddTimeout)
-		start := time.Now()
-		_, err := rc.Add(cctx, &spv1.AddRouteRequest{Route: route})
-		returned := time.Now()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%w: add %d of %d (%s): %v", ErrIncomplete, i+1, len(a.dsts), route.Prefix, err)
-		}
-		at, err := tr.wait(ctx, dst, start.Add(a.opts.AddTimeout))
-		if err != nil {
-			if xerr := exitedErr(daemons); xerr != nil {
-				err = xerr
-			}
-			return fmt.Errorf("%w: add %d of %d (%s): %v", ErrIncomplete, i+1, len(a.dsts), route.Prefix, err)
-		}
-		f.toForward = append(f.toForward, at.Sub(start))
-		f.call = append(f.call, returned.Sub(start))
-	}
-	tr.send(netip.Addr{})
-	if n := tr.sent.Load() - sent0; n > 0 {
-		f.interval = time.Since(t0) / time.Duration(n)
-	}
-	return nil
-}
-
-// apiTraffic is the generator and the sink of the add measurements: a
-// thread in the gen namespace sends a UDP frame to the current destination
-// every interval from an AF_PACKET socket; a thread in the sink namespace
-// reads the sink's port with another and notes when each destination first
-// arrived.
-type apiTraffic struct {
-	dst     atomic.Uint32 // the current destination, 0: none
-	sent    atomic.Uint64 // frames sent
-	stopped atomic.Bool
-	done    chan error // one per thread
-
-	mu     sync.Mutex
-	first  map[uint32]time.Time
-	notify chan struct{}
-	err    error // of a thread that ended early
-}
-
-func startAPITraffic(t *fwdTopo, interval time.Duration) (*apiTraffic, error) {
-	tr := &apiTraffic{done: make(chan error, 2), first: map[uint32]time.Time{}, notify: make(chan struct{}, 1)}
-	rx, err := tr.socket(t, roleSink, unix.ETH_P_IP)
-	if err != nil {
-		return nil, fmt.Errorf("sink socket: %w", err)
-	}
-	tx, err := tr.socket(t, roleGen, 0)
-	if err != nil {
-		unix.Close(rx)
-		return nil, fmt.Errorf("generator socket: %w", err)
-	}
-	go tr.receive(rx)
-	go tr.generate(tx, t.ifindex[roleGen], interval)
-	return tr, nil
-}
-
-// socket opens an AF_PACKET socket on role's port in its namespace: bound to
-// protocol, or for sending only (protocol 0, nothing received).
-func (tr *apiTraffic) socket(t *fwdTopo, role, protocol int) (int, error) {
-	fd := -1
-	err := t.in(portNS[role], func() error {
-		s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(uint16(protocol))))
-		if err != nil {
-			return err
-		}
-		if protocol != 0 {
-			if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: htons(uint16(protocol)), Ifindex: t.ifindex[role]}); err != nil {
-				unix.Close(s)
-				return err
-			}
-		}
-		fd = s
-		return nil
-	})
-	if err != nil {
-		return -1, err
-	}
-	if protocol != 0 {
-		tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
-		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			unix.Close(fd)
-			return -1, err
-		}
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
-	}
-	return fd, nil
-}
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// generate sends from its own locked thread, sleeping with
-// clock_nanosleep and a timer slack of 1ns so that the interval is close to
-// what was asked.
-func (tr *apiTraffic) generate(fd, ifindex int, interval time.Duration) {
-	runtime.LockOSThread() // the timer slack is the thread's
-	err := func() error {
-		defer unix.Close(fd)
-		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-		frame := udpFrame()
-		to := &unix.SockaddrLinklayer{Ifindex: ifindex, Protocol: htons(unix.ETH_P_IP), Halen: 6}
-		copy(to.Addr[:], fwdMAC[roleRtrIn])
-		// Frames go out at absolute times, a multiple of interval apart, so
-		// the time a send takes does not stretch the interval; one that is
-		// late moves the schedule rather than sending a burst.
-		monotonic := func() int64 {
-			var ts unix.Timespec
-			_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-			return ts.Nano()
-		}
-		sleepUntil := func(t int64) error {
-			ts := unix.NsecToTimespec(t)
-			if err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
-				return fmt.Errorf("generator: %w", err)
-			}
-			return nil
-		}
-		var last uint32
-		next := monotonic()
-		for !tr.stopped.Load() {
-			d := tr.dst.Load()
-			if d == 0 {
-				// Nothing to send (the bulk transfer): wake up seldom.
-				next = monotonic() + time.Millisecond.Nanoseconds()
-				if err := sleepUntil(next); err != nil {
-					return err
-				}
-				continue
-			}
-			if d != last {
-				setDestination(frame, d)
-				last = d
-			}
-			if err := unix.Sendto(fd, frame, 0, to); err != nil && !errors.Is(err, unix.ENOBUFS) {
-				return fmt.Errorf("generator: %w", err)
-			}
-			tr.sent.Add(1)
-			next += interval.Nanoseconds()
-			if now := monotonic(); next < now {
-				next = now
-			}
-			if err := sleepUntil(next); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
-	tr.end(err)
-}
-
-// receive reads the sink's port and notes each destination's first frame
-// from the generator.
-func (tr *apiTraffic) receive(fd int) {
-	err := func() error {
-		defer unix.Close(fd)
-		buf := make([]byte, 2048)
-		src := fwdAddr[roleGen].As4()
-		for !tr.stopped.Load() {
-			n, err := unix.Read(fd, buf)
-			now := time.Now()
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("sink: %w", err)
-			}
-			b := buf[:n]
-			// Ethernet, IPv4 from the generator, UDP.
-			if n < 42 || binary.BigEndian.Uint16(b[12:]) != unix.ETH_P_IP || b[23] != unix.IPPROTO_UDP || [4]byte(b[26:30]) != src {
-				continue
-			}
-			d := binary.BigEndian.Uint32(b[30:])
-			tr.mu.Lock()
-			if _, ok := tr.first[d]; !ok {
-				tr.first[d] = now
-				select {
-				case tr.notify <- struct{}{}:
-				default:
-				}
-			}
-			tr.mu.Unlock()
-		}
-		return nil
-	}()
-	tr.end(err)
-}
-
-func (tr *apiTraffic) end(err error) {
-	if err != nil {
-		tr.mu.Lock()
-		if tr.err == nil {
-			tr.err = err
-		}
-		tr.mu.Unlock()
-		select {
-		case tr.notify <- struct{}{}:
-		default:
-		}
-	}
-	tr.done <- err
-}
-
-// send makes the generator send to dst from now on (none: the zero Addr).
-func (tr *apiTraffic) send(dst netip.Addr) {
-	var v uint32
-	if dst.IsValid() {
-		v = binary.BigEndian.Uint32(dst.AsSlice())
-	}
-	tr.dst.Store(v)
-}
-
-func (tr *apiTraffic) failed() error {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return tr.err
-}
-
-// forget clears what the sink has seen.
-func (tr *apiTraffic) forget() {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	clear(tr.first)
-}
-
-// seen returns when dst first arrived at the sink.
-func (tr *apiTraffic) seen(dst netip.Addr) (time.Time, bool) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	at, ok := tr.first[binary.BigEndian.Uint32(dst.AsSlice())]
-	return at, ok
-}
-
-// wait returns when dst first arrived at the sink, waiting for it until
-// deadline.
-func (tr *apiTraffic) wait(ctx context.Context, dst netip.Addr, deadline time.Time) (time.Time, error) {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for {
-		if at, ok := tr.seen(dst); ok {
-			return at, nil
-		}
-		if err := tr.failed(); err != nil {
-			return time.Time{}, err
-		}
-		select {
-		case <-tr.notify:
-		case <-timer.C:
-			if at, ok := tr.seen(dst); ok {
-				return at, nil
-			}
-			return time.Time{}, errors.New("no frame for it reached the sink")
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		}
-	}
-}
-
-// close stops both threads and returns the first error either had.
-func (tr *apiTraffic) close() error {
-	tr.stopped.Store(true)
-	var errs []error
-	for range 2 {
-		errs = append(errs, <-tr.done)
-	}
-	return errors.Join(errs...)
-}
-
-// udpFrame is a 60-byte UDP frame from the generator to the router's
-// ingress port, its destination to be set.
-func udpFrame() []byte {
-	b := make([]byte, 60)
-	copy(b[0:6], fwdMAC[roleRtrIn])
-	copy(b[6:12], fwdMAC[roleGen])
-	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IP)
-	ip := b[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], 60-14)
-	ip[8] = 64
-	ip[9] = unix.IPPROTO_UDP
-	src := fwdAddr[roleGen].As4()
-	copy(ip[12:16], src[:])
-	udp := b[34:42]
-	binary.BigEndian.PutUint16(udp[0:], 40000)
-	binary.BigEndian.PutUint16(udp[2:], 9)
-	binary.BigEndian.PutUint16(udp[4:], 60-34)
-	return b
-}
-
-// setDestination writes the destination and the IPv4 header checksum.
-func setDestination(frame []byte, dst uint32) {
-	ip := frame[14:34]
-	binary.BigEndian.PutUint32(ip[16:], dst)
-	ip[10], ip[11] = 0, 0
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-}
-
-// settle waits until the CPUs have been at least 90% idle over 250ms, for
-// at most limit, and returns how long it waited and how busy they were in
-// the last sample.
-func settle(ctx context.Context, limit time.Duration) (time.Duration, float64, error) {
-	start := time.Now()
-	busy := 1.0
-	prevIdle, prevTotal, err := cpuTimes()
-	if err != nil {
-		return 0, 0, err
-	}
-	for time.Since(start) < limit {
-		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
-			return 0, 0, err
-		}
-		idle, total, err := cpuTimes()
-		if err != nil {
-			return 0, 0, err
-		}
-		if total > prevTotal {
-			busy = 1 - float64(idle-prevIdle)/float64(total-prevTotal)
-		}
-		prevIdle, prevTotal = idle, total
-		if busy <= 0.1 {
-			break
-		}
-	}
-	return time.Since(start), busy, nil
-}
-
-// cpuTimes returns the idle (idle and iowait) and total jiffies of all
-// CPUs from /proc/stat.
-func cpuTimes() (idle, total uint64, err error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	fields := strings.Fields(line)
-	if len(fields) < 6 || fields[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: %q", line)
-	}
-	for i, f := range fields[1:] {
-		v, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
-		}
-		total += v
-		if i == 3 || i == 4 {
-			idle += v
-		}
-	}
-	return idle, total, nil
-}
-
-// percentile returns the q-th percentile (nearest rank) of d.
-func percentile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(math.Ceil(q/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }

@@ -3,47 +3,14 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// apiBinary skips the test unless it can run API (root, the tools it
-// calls) and builds the splitplane binary that runs the CE and the FE.
-func apiBinary(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and attaches XDP")
-	}
-	for _, prog := range []string{"nsenter", "ip", "ethtool"} {
-		if _, err := exec.LookPath(prog); err != nil {
-			t.Skipf("needs %s (apt-get install iproute2 util-linux ethtool)", prog)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "splitplane")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/splitplane/splitplane/cmd/splitplane").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// noAPINamespacesLeft fails the test if a namespace of this process's API
-// runs is still there.
-func noAPINamespacesLeft(t *testing.T) {
-	t.Helper()
-	left, _ := filepath.Glob(fmt.Sprintf("/run/netns/bapi-%d-*", os.Getpid()))
-	if len(left) > 0 {
-		t.Errorf("namespaces left behind: %v", left)
-	}
-}
-
 func TestAPI(t *testing.T) {
-	bin := apiBinary(t)
+	bin := benchBinary(t, "nsenter", "ip", "ethtool")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var progress strings.Builder
@@ -52,7 +19,7 @@ func TestAPI(t *testing.T) {
 		Routes: 20_000, Adds: 20, Rounds: 1, Binary: bin, Dir: t.TempDir(), Progress: &progress,
 	})
 	t.Log(progress.String())
-	noAPINamespacesLeft(t)
+	noNamespacesOf(t, os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +58,13 @@ func TestAPI(t *testing.T) {
 // ErrIncomplete, not produce a figure: here ten routes have a next hop no
 // port of the FE reaches, so the CE never installs them.
 func TestAPIIncomplete(t *testing.T) {
-	bin := apiBinary(t)
+	bin := benchBinary(t, "nsenter", "ip", "ethtool")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	results, err := API(ctx, APIOptions{
 		Routes: 5_000, Adds: 1, Rounds: 1, Binary: bin, Dir: t.TempDir(), Stall: 3 * time.Second, unresolved: 10,
 	})
-	noAPINamespacesLeft(t)
+	noNamespacesOf(t, os.Getpid())
 	if !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("got %v, %v; want an error wrapping ErrIncomplete", results, err)
 	}

@@ -3,45 +3,14 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// convergeBinary skips the test unless it can run Converge (root, BIRD 2)
-// and builds the splitplane binary that runs the CE and the FE.
-func convergeBinary(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and attaches XDP")
-	}
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skip("needs BIRD 2 as the sender and the baseline (apt-get install bird2)")
-	}
-	bin := filepath.Join(t.TempDir(), "splitplane")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/splitplane/splitplane/cmd/splitplane").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// noNamespacesLeft fails the test if a namespace of this process's
-// Converge runs is still there.
-func noNamespacesLeft(t *testing.T) {
-	t.Helper()
-	left, _ := filepath.Glob(fmt.Sprintf("/run/netns/cvg-%d-*", os.Getpid()))
-	if len(left) > 0 {
-		t.Errorf("namespaces left behind: %v", left)
-	}
-}
-
 func TestConverge(t *testing.T) {
-	bin := convergeBinary(t)
+	bin := benchBinary(t, "bird", "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var progress strings.Builder
@@ -49,7 +18,7 @@ func TestConverge(t *testing.T) {
 		Routes: 20_000, Binary: bin, Dir: t.TempDir(), Settle: 500 * time.Millisecond, Progress: &progress,
 	})
 	t.Log(progress.String())
-	noNamespacesLeft(t)
+	noNamespacesOf(t, os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +54,14 @@ func TestConverge(t *testing.T) {
 // ErrIncomplete, not produce a figure: here the sender holds back ten routes,
 // so the FE can never get all of them.
 func TestConvergeIncomplete(t *testing.T) {
-	bin := convergeBinary(t)
+	bin := benchBinary(t, "bird", "nsenter", "ip")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
 	results, err := Converge(ctx, ConvergeOptions{
 		Routes: 5_000, Binary: bin, Dir: t.TempDir(), Stall: 3 * time.Second, withhold: 10,
 	})
-	noNamespacesLeft(t)
+	noNamespacesOf(t, os.Getpid())
 	if !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("got %v, %v; want an error wrapping ErrIncomplete", results, err)
 	}

@@ -423,8 +423,8 @@ func idleRound(ctx context.Context, opts ForcesOptions) (float64, error) {
 	return rtt.P99, h.stop()
 }
 
-// harness is an in-process CE and, once started, one FE associated with it.
-type harness struct {
+// ceHarness is an in-process CE and, once started, one FE associated with it.
+type ceHarness struct {
 	opts     ForcesOptions
 	ce       *ce.CE
 	fe       *fe.Agent
@@ -443,7 +443,7 @@ type harness struct {
 // startTimeout bounds the start of a CE, which only has to listen.
 const startTimeout = 10 * time.Second
 
-func startCE(ctx context.Context, opts ForcesOptions) (*harness, error) {
+func startCE(ctx context.Context, opts ForcesOptions) (*ceHarness, error) {
 	log := slog.New(slog.DiscardHandler)
 	c, err := ce.New(ce.Config{
 		ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0",
@@ -454,7 +454,7 @@ func startCE(ctx context.Context, opts ForcesOptions) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{opts: opts, ce: c, ceDone: make(chan error, 1)}
+	h := &ceHarness{opts: opts, ce: c, ceDone: make(chan error, 1)}
 	cctx, cancel := context.WithCancel(ctx)
 	h.cancelCE = cancel
 	go func() { h.ceDone <- c.Run(cctx) }()
@@ -480,7 +480,7 @@ func startCE(ctx context.Context, opts ForcesOptions) (*harness, error) {
 	return nil, fmt.Errorf("bench forces: CE did not start: %w", runErr)
 }
 
-func (h *harness) startFE(ctx context.Context) error {
+func (h *ceHarness) startFE(ctx context.Context) error {
 	h.dp = newMemDatapath(h.opts.Routes)
 	h.dp.setRouteErr = h.opts.setRouteErr
 	a, err := fe.New(fe.Config{
@@ -501,7 +501,7 @@ func (h *harness) startFE(ctx context.Context) error {
 }
 
 // feed gives the CE routes in batches of the size a BGP speaker produces.
-func (h *harness) feed(ctx context.Context, ws []work) error {
+func (h *ceHarness) feed(ctx context.Context, ws []work) error {
 	for chunk := range slices.Chunk(ws, 10_000) {
 		us := make([]ce.RouteUpdate, len(chunk)) // the CE keeps it
 		for i, w := range chunk {
@@ -516,7 +516,7 @@ func (h *harness) feed(ctx context.Context, ws []work) error {
 
 // wait polls done every millisecond until it holds, failing after timeout
 // or when the CE or FE stops.
-func (h *harness) wait(ctx context.Context, timeout time.Duration, what string, done func() bool) error {
+func (h *ceHarness) wait(ctx context.Context, timeout time.Duration, what string, done func() bool) error {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -542,7 +542,7 @@ func (h *harness) wait(ctx context.Context, timeout time.Duration, what string, 
 // waitCE waits until done holds for the CE's status. It fails when the FE's
 // association ends or restarts: the figures would then include a second
 // full sync.
-func (h *harness) waitCE(ctx context.Context, timeout time.Duration, what string, done func(ce.Status) bool) error {
+func (h *ceHarness) waitCE(ctx context.Context, timeout time.Duration, what string, done func(ce.Status) bool) error {
 	var lost error
 	err := h.wait(ctx, timeout, what, func() bool {
 		st, err := h.ce.Status(ctx)
@@ -569,7 +569,7 @@ func (h *harness) waitCE(ctx context.Context, timeout time.Duration, what string
 }
 
 // describe says where things stand, for a timeout's error.
-func (h *harness) describe(ctx context.Context) string {
+func (h *ceHarness) describe(ctx context.Context) string {
 	st, err := h.ce.Status(ctx)
 	if err != nil {
 		return "CE status: " + err.Error()
@@ -587,7 +587,7 @@ func (h *harness) describe(ctx context.Context) string {
 
 // stop stops the FE, then the CE, and waits for both; it returns the first
 // error either Run returned.
-func (h *harness) stop() error {
+func (h *ceHarness) stop() error {
 	h.once.Do(func() {
 		if h.cancelFE != nil {
 			h.cancelFE()

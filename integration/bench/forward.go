@@ -8,20 +8,16 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
+	"github.com/splitplane/splitplane/integration/harness"
+	"github.com/splitplane/splitplane/internal/nsthread"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -133,7 +129,7 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		return nil, fmt.Errorf("bench forward: route generator returned %d of %d prefixes", len(prefixes), opts.Routes)
 	}
 
-	t := newFwdTopo()
+	t := newFwdTopo("spb")
 	defer func() {
 		if cerr := t.down(); cerr != nil && err == nil {
 			err = cerr
@@ -150,7 +146,7 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 	}
 	defer g.Close()
 	err = g.SetTraffic(gen.Header{
-		SrcMAC: fwdMAC[roleGen], DstMAC: fwdMAC[roleRtrIn], Src: fwdAddr[roleGen],
+		SrcMAC: fwdMAC(roleGen), DstMAC: fwdMAC(roleRtrIn), Src: fwdAddr(roleGen),
 		SrcPort: 40000, DstPort: 9, TTL: 64,
 	}, destinations(prefixes, opts.Seed))
 	if err != nil {
@@ -252,28 +248,39 @@ const (
 	roleRtrOut = 3
 )
 
-// Port names, addresses and MACs by port role; the ports live in the
+// nPorts is the number of port roles.
+const nPorts = 4
+
+// fwdPort is the name of the port of a port role; the ports live in the
 // namespace of their role (rtrIn and rtrOut in rtr).
-var (
-	fwdPort = [4]string{roleGen: "gen0", roleRtrIn: "rtr0", roleSink: "sink0", roleRtrOut: "rtr1"}
-	fwdAddr = [4]netip.Addr{
-		roleGen:    netip.MustParseAddr("10.201.1.2"),
-		roleRtrIn:  netip.MustParseAddr("10.201.1.1"),
-		roleRtrOut: netip.MustParseAddr("10.201.2.1"),
-		roleSink:   netip.MustParseAddr("10.201.2.2"),
-	}
-	fwdMAC = [4]net.HardwareAddr{
+func fwdPort(role int) string {
+	return [nPorts]string{roleGen: "gen0", roleRtrIn: "rtr0", roleSink: "sink0", roleRtrOut: "rtr1"}[role]
+}
+
+// fwdAddr is the address of the port of a port role.
+func fwdAddr(role int) netip.Addr {
+	return [nPorts]netip.Addr{
+		roleGen:    netip.AddrFrom4([4]byte{10, 201, 1, 2}),
+		roleRtrIn:  netip.AddrFrom4([4]byte{10, 201, 1, 1}),
+		roleRtrOut: netip.AddrFrom4([4]byte{10, 201, 2, 1}),
+		roleSink:   netip.AddrFrom4([4]byte{10, 201, 2, 2}),
+	}[role]
+}
+
+// fwdMAC is the MAC address of the port of a port role.
+func fwdMAC(role int) net.HardwareAddr {
+	return [nPorts]net.HardwareAddr{
 		roleGen:    {0x02, 0, 0, 0x5b, 1, 2},
 		roleRtrIn:  {0x02, 0, 0, 0x5b, 1, 1},
 		roleRtrOut: {0x02, 0, 0, 0x5b, 2, 1},
 		roleSink:   {0x02, 0, 0, 0x5b, 2, 2},
-	}
-)
+	}[role]
+}
 
-// portNS is the namespace role of each port role.
-var portNS = [4]int{roleGen: roleGen, roleRtrIn: roleRtr, roleSink: roleSink, roleRtrOut: roleRtr}
-
-var fwdTopoSeq atomic.Uint32
+// portNS is the namespace role of a port role.
+func portNS(role int) int {
+	return [nPorts]int{roleGen: roleGen, roleRtrIn: roleRtr, roleSink: roleSink, roleRtrOut: roleRtr}[role]
+}
 
 // fwdTopo is the gen -- rtr -- sink topology of one Forward call.
 type fwdTopo struct {
@@ -292,9 +299,10 @@ type fwdTopo struct {
 	genCPUs []int
 }
 
-func newFwdTopo() *fwdTopo {
+// newFwdTopo names the namespaces of a topology BASE-PID-N-{gen,rtr,sink}.
+func newFwdTopo(base string) *fwdTopo {
 	t := &fwdTopo{}
-	prefix := fmt.Sprintf("spb-%d-%d", os.Getpid(), fwdTopoSeq.Add(1))
+	prefix := harness.FreePrefix(base)
 	for role, name := range []string{"gen", "rtr", "sink"} {
 		t.ns[role] = prefix + "-" + name
 	}
@@ -307,24 +315,17 @@ func newFwdTopo() *fwdTopo {
 // resolves the ifindexes.
 func (t *fwdTopo) up(ctx context.Context) error {
 	for _, ns := range t.ns {
-		if _, err := os.Stat("/run/netns/" + ns); err == nil {
-			return fmt.Errorf("namespace %s already exists", ns)
-		}
-		if err := runCmd(ctx, "ip", "netns", "add", ns); err != nil {
+		if err := harness.AddNamespace(ctx, ns); err != nil {
 			return err
 		}
 		t.created = append(t.created, ns)
 	}
-	var queues []string
-	if t.queues > 1 {
-		q := strconv.Itoa(t.queues)
-		queues = []string{"numtxqueues", q, "numrxqueues", q}
-	}
 	pair := func(a, b int) error {
-		args := []string{"link", "add", fwdPort[a], "netns", t.ns[portNS[a]], "address", fwdMAC[a].String()}
-		args = append(args, queues...)
-		args = append(args, "type", "veth", "peer", "name", fwdPort[b], "netns", t.ns[portNS[b]], "address", fwdMAC[b].String())
-		return runCmd(ctx, "ip", append(args, queues...)...)
+		return harness.AddVeth(ctx, harness.Veth{
+			A:      harness.End{NS: t.ns[portNS(a)], Dev: fwdPort(a), MAC: fwdMAC(a)},
+			B:      harness.End{NS: t.ns[portNS(b)], Dev: fwdPort(b), MAC: fwdMAC(b)},
+			Queues: t.queues,
+		})
 	}
 	if err := pair(roleGen, roleRtrIn); err != nil {
 		return err
@@ -335,33 +336,30 @@ func (t *fwdTopo) up(ctx context.Context) error {
 	// Each port's neighbour is the other end of its pair.
 	peer := [4]int{roleGen: roleRtrIn, roleRtrIn: roleGen, roleRtrOut: roleSink, roleSink: roleRtrOut}
 	var cmds [][]string
-	for _, ns := range t.ns {
-		cmds = append(cmds, []string{"-n", ns, "link", "set", "lo", "up"})
-	}
-	for p := range fwdPort {
-		ns, dev := t.ns[portNS[p]], fwdPort[p]
+	for p := range nPorts {
+		ns, dev := t.ns[portNS(p)], fwdPort(p)
 		cmds = append(cmds,
-			[]string{"-n", ns, "addr", "add", fwdAddr[p].String() + "/24", "dev", dev},
+			[]string{"-n", ns, "addr", "add", fwdAddr(p).String() + "/24", "dev", dev},
 			[]string{"-n", ns, "link", "set", dev, "up"},
-			[]string{"-n", ns, "neigh", "replace", fwdAddr[peer[p]].String(), "lladdr", fwdMAC[peer[p]].String(), "dev", dev, "nud", "permanent"})
+			[]string{"-n", ns, "neigh", "replace", fwdAddr(peer[p]).String(), "lladdr", fwdMAC(peer[p]).String(), "dev", dev, "nud", "permanent"})
 	}
 	for _, c := range cmds {
-		if err := runCmd(ctx, "ip", c...); err != nil {
+		if err := harness.Run(ctx, "ip", c...); err != nil {
 			return err
 		}
 	}
 	for _, ns := range t.ns {
 		// No IPv6 chatter (DAD, router solicitations) on the measured ports.
-		if err := t.sysctl(ctx, ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
+		if err := harness.NoIPv6(ctx, ns); err != nil {
 			return err
 		}
 	}
-	if err := runCmd(ctx, "nsenter", "--net=/run/netns/"+t.ns[roleRtr], "ethtool", "-K", fwdPort[roleRtrIn], "gro", "on"); err != nil {
+	if err := harness.Exec(ctx, t.ns[roleRtr], "ethtool", "-K", fwdPort(roleRtrIn), "gro", "on"); err != nil {
 		return err
 	}
-	for p := range fwdPort {
-		err := t.in(portNS[p], func() error {
-			ifi, err := net.InterfaceByName(fwdPort[p])
+	for p := range nPorts {
+		err := t.in(portNS(p), func() error {
+			ifi, err := net.InterfaceByName(fwdPort(p))
 			if err != nil {
 				return err
 			}
@@ -386,7 +384,7 @@ func (t *fwdTopo) down() error {
 	}
 	t.closers = nil
 	for _, ns := range t.created {
-		if err := runCmd(context.Background(), "ip", "netns", "del", ns); err != nil {
+		if err := harness.DelNamespace(context.Background(), ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -398,26 +396,7 @@ func (t *fwdTopo) down() error {
 // locked and ends with its goroutine, so no other goroutine ever runs in the
 // namespace.
 func (t *fwdTopo) in(role int, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(t.ns[role])
-		if err != nil {
-			errc <- fmt.Errorf("namespace %s: %w", t.ns[role], err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", t.ns[role], err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
-
-func (t *fwdTopo) sysctl(ctx context.Context, ns string, settings ...string) error {
-	return runCmd(ctx, "ip", append([]string{"netns", "exec", ns, "sysctl", "-q", "-w"}, settings...)...)
+	return nsthread.Run(t.ns[role], f)
 }
 
 func (t *fwdTopo) setIPForward(ctx context.Context, on bool) error {
@@ -425,7 +404,7 @@ func (t *fwdTopo) setIPForward(ctx context.Context, on bool) error {
 	if on {
 		v = "1"
 	}
-	return t.sysctl(ctx, t.ns[roleRtr], "net.ipv4.ip_forward="+v)
+	return harness.Sysctl(ctx, t.ns[roleRtr], "net.ipv4.ip_forward="+v)
 }
 
 // installKernelRoutes puts the prefixes into the router namespace's kernel
@@ -453,17 +432,17 @@ func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *data
 		}
 	}()
 	out := t.ifindex[roleRtrOut]
-	if err := d.SetNexthop(1, datapath.Nexthop{Ifindex: out, Gateway: fwdAddr[roleSink], SrcMAC: fwdMAC[roleRtrOut]}); err != nil {
+	if err := d.SetNexthop(1, datapath.Nexthop{Ifindex: out, Gateway: fwdAddr(roleSink), SrcMAC: fwdMAC(roleRtrOut)}); err != nil {
 		return nil, err
 	}
-	if err := d.SetNeighbor(out, fwdAddr[roleSink], fwdMAC[roleSink]); err != nil {
+	if err := d.SetNeighbor(out, fwdAddr(roleSink), fwdMAC(roleSink)); err != nil {
 		return nil, err
 	}
-	if err := d.SetNeighbor(t.ifindex[roleRtrIn], fwdAddr[roleGen], fwdMAC[roleGen]); err != nil {
+	if err := d.SetNeighbor(t.ifindex[roleRtrIn], fwdAddr(roleGen), fwdMAC(roleGen)); err != nil {
 		return nil, err
 	}
 	for _, p := range []int{roleRtrIn, roleRtrOut} {
-		if err := d.SetLocalAddr(fwdAddr[p]); err != nil {
+		if err := d.SetLocalAddr(fwdAddr(p)); err != nil {
 			return nil, err
 		}
 	}
@@ -670,24 +649,4 @@ func (t *fwdTopo) measure(ctx context.Context, g *gen.Gen, dur time.Duration) (f
 		return 0, fmt.Errorf("the sink received nothing: %w", ErrIncomplete)
 	}
 	return float64(n1-n0) / t1.Sub(t0).Seconds(), nil
-}
-
-// runCmd runs a command and returns its output in the error if it fails.
-func runCmd(ctx context.Context, name string, args ...string) error {
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, firstLines(out, 5))
-	}
-	return nil
-}
-
-func firstLines(b []byte, n int) string {
-	lines := strings.SplitN(strings.TrimSpace(string(b)), "\n", n+1)
-	if len(lines) > n {
-		lines = append(lines[:n], "...")
-	}
-	return strings.Join(lines, "; ")
 }

@@ -17,13 +17,18 @@ import (
 
 // Colours of the systems in every plot: splitplane, the kernel (the
 // baseline), the bare redirect (the machine's limit) and a second baseline.
-var (
-	colSplitplane = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	colKernel     = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
-	colLimit      = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
-	colTrie       = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
-	colOther      = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+const (
+	colSplitplane = 0x1f77b4
+	colKernel     = 0xd62728
+	colLimit      = 0x7f7f7f
+	colTrie       = 0xff7f0e
+	colOther      = 0x9467bd
 )
+
+// rgb is the opaque colour of a 0xRRGGBB constant.
+func rgb(c uint32) color.RGBA {
+	return color.RGBA{R: uint8(c >> 16), G: uint8(c >> 8), B: uint8(c), A: 0xff}
+}
 
 // Plot names: WritePlots writes those the report has figures for.
 const (
@@ -218,9 +223,9 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			sp, kern, lim = append(sp, r.Splitplane/1e6), append(kern, r.Kernel/1e6), append(lim, r.Limit/1e6)
 		}
 		p, err := barPlot("Forwarding rate, 64-byte frames, one core", "Mpps (million packets/s)", groups, []bars{
-			{"splitplane (XDP, DIR-24-8)", colSplitplane, sp},
-			{"Linux kernel forwarding (baseline)", colKernel, kern},
-			{"bare XDP redirect, no lookup (limit)", colLimit, lim},
+			{"splitplane (XDP, DIR-24-8)", rgb(colSplitplane), sp},
+			{"Linux kernel forwarding (baseline)", rgb(colKernel), kern},
+			{"bare XDP redirect, no lookup (limit)", rgb(colLimit), lim},
 		})
 		if err := save(PlotForward, p, err); err != nil {
 			return written, err
@@ -235,17 +240,17 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 		}
 		title := fmt.Sprintf("Throughput against payload size, %s routes, one core", datapath.SizeLabel(rep.Settings.BigRoutes))
 		p, err := linePlot(title, "UDP payload (bytes)", "Mpps (million packets/s)", false, 0, []series{
-			{name: "splitplane", col: colSplitplane, xs: xs, ys: sp},
-			{name: "Linux kernel (baseline)", col: colKernel, xs: xs, ys: kern},
-			{name: "bare XDP redirect (limit)", col: colLimit, dashed: true, xs: xs, ys: lim},
+			{name: "splitplane", col: rgb(colSplitplane), xs: xs, ys: sp},
+			{name: "Linux kernel (baseline)", col: rgb(colKernel), xs: xs, ys: kern},
+			{name: "bare XDP redirect (limit)", col: rgb(colLimit), dashed: true, xs: xs, ys: lim},
 		})
 		if err := save(PlotPayloadPPS, p, err); err != nil {
 			return written, err
 		}
 		p, err = linePlot(title, "UDP payload (bytes)", "payload Mbps (megabits/s of UDP payload)", false, 0, []series{
-			{name: "splitplane", col: colSplitplane, xs: xs, ys: spM},
-			{name: "Linux kernel (baseline)", col: colKernel, xs: xs, ys: kernM},
-			{name: "bare XDP redirect (limit)", col: colLimit, dashed: true, xs: xs, ys: limM},
+			{name: "splitplane", col: rgb(colSplitplane), xs: xs, ys: spM},
+			{name: "Linux kernel (baseline)", col: rgb(colKernel), xs: xs, ys: kernM},
+			{name: "bare XDP redirect (limit)", col: rgb(colLimit), dashed: true, xs: xs, ys: limM},
 		})
 		if err := save(PlotPayloadMbps, p, err); err != nil {
 			return written, err
@@ -260,10 +265,10 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			spb, bareb = append(spb, r.SplitplaneBatch), append(bareb, r.BareBatch)
 		}
 		p, err := linePlot("Per-packet cost of the XDP program (BPF_PROG_TEST_RUN)", "UDP payload (bytes)", "ns per packet (kernel-timed)", false, 20, []series{
-			pctSeries("splitplane, single runs", colSplitplane, false, xs, sp, 1),
-			pctSeries("bare redirect, single runs (harness floor)", colLimit, true, xs, bare, 1),
-			pctSeries("splitplane, per run of batches of "+strconv.Itoa(overheadBatch), colTrie, false, xs, spb, 1),
-			pctSeries("bare redirect, batches", colOther, true, xs, bareb, 1),
+			pctSeries("splitplane, single runs", rgb(colSplitplane), false, xs, sp, 1),
+			pctSeries("bare redirect, single runs (harness floor)", rgb(colLimit), true, xs, bare, 1),
+			pctSeries("splitplane, per run of batches of "+strconv.Itoa(overheadBatch), rgb(colTrie), false, xs, spb, 1),
+			pctSeries("bare redirect, batches", rgb(colOther), true, xs, bareb, 1),
 		})
 		if err := save(PlotOverhead, p, err); err != nil {
 			return written, err
@@ -277,9 +282,9 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			sp, kern, bare = append(sp, r.Splitplane), append(kern, r.Kernel), append(bare, r.Bare)
 		}
 		p, err := linePlot("End-to-end latency of timestamped probes through the router", "UDP payload (bytes)", "latency (µs)", false, 20, []series{
-			pctSeries("splitplane", colSplitplane, false, xs, sp, 1),
-			pctSeries("Linux kernel (baseline)", colKernel, false, xs, kern, 1),
-			pctSeries("bare XDP redirect (floor)", colLimit, true, xs, bare, 1),
+			pctSeries("splitplane", rgb(colSplitplane), false, xs, sp, 1),
+			pctSeries("Linux kernel (baseline)", rgb(colKernel), false, xs, kern, 1),
+			pctSeries("bare XDP redirect (floor)", rgb(colLimit), true, xs, bare, 1),
 		})
 		if err := save(PlotLatency, p, err); err != nil {
 			return written, err
@@ -292,9 +297,9 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			fib, trie, kern = append(fib, r.FIB), append(trie, r.Trie), append(kern, r.Kernel)
 		}
 		p, err := linePlot("Forwarding cost against table size, random destinations", "routes in the table (log scale)", "ns per packet (BPF_PROG_TEST_RUN)", true, 0, []series{
-			{name: "splitplane DIR-24-8 FIB", col: colSplitplane, xs: xs, ys: fib},
-			{name: "BPF LPM_TRIE map (baseline)", col: colTrie, xs: xs, ys: trie},
-			{name: "kernel FIB via bpf_fib_lookup (baseline)", col: colKernel, xs: xs, ys: kern},
+			{name: "splitplane DIR-24-8 FIB", col: rgb(colSplitplane), xs: xs, ys: fib},
+			{name: "BPF LPM_TRIE map (baseline)", col: rgb(colTrie), xs: xs, ys: trie},
+			{name: "kernel FIB via bpf_fib_lookup (baseline)", col: rgb(colKernel), xs: xs, ys: kern},
 		})
 		if err := save(PlotLookup, p, err); err != nil {
 			return written, err
@@ -351,8 +356,8 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			sp, lim = append(sp, r.Splitplane/1e6), append(lim, r.Limit/1e6)
 		}
 		p, err := linePlot("Forwarding rate against forwarding cores, 64-byte frames", "forwarding cores", "Mpps (million packets/s)", false, 0, []series{
-			{name: "splitplane", col: colSplitplane, xs: xs, ys: sp},
-			{name: "bare XDP redirect (limit)", col: colLimit, dashed: true, xs: xs, ys: lim},
+			{name: "splitplane", col: rgb(colSplitplane), xs: xs, ys: sp},
+			{name: "bare XDP redirect (limit)", col: rgb(colLimit), dashed: true, xs: xs, ys: lim},
 		})
 		if err == nil {
 			p.X.Tick.Marker = intTicks{}
@@ -385,23 +390,23 @@ func programmingBars(rep *Report) (groups []string, vs []float64, cols []color.C
 		}
 	}
 	if r, ok := rep.Result(datapath.MetricFIBInstallPerSecond); ok {
-		add("FIB install (datapath)", r.Value, colSplitplane)
+		add("FIB install (datapath)", r.Value, rgb(colSplitplane))
 	}
 	if r, ok := rep.Result(MetricForcesTransfer); ok {
-		add("ForCES full sync", r.Value, colSplitplane)
+		add("ForCES full sync", r.Value, rgb(colSplitplane))
 	}
 	if r, ok := rep.Result(MetricAPIBulkRoutesPerSecond); ok {
-		add("gRPC bulk API to XDP", r.Value, colSplitplane)
+		add("gRPC bulk API to XDP", r.Value, rgb(colSplitplane))
 	}
 	if r, ok := rep.Result(MetricAPIBulkTextRoutesPerSecond); ok {
-		add("gRPC bulk API, text ops", r.Value, colSplitplane)
+		add("gRPC bulk API, text ops", r.Value, rgb(colSplitplane))
 	}
 	n := float64(rep.Settings.ProgrammingRoutes)
 	conv, _, _, _ := ConvergeMetrics(rep.Settings.ProgrammingRoutes)
 	if r, ok := rep.Result(conv); ok && r.Value > 0 {
-		add("BGP to XDP (splitplane)", n/r.Value, colSplitplane)
+		add("BGP to XDP (splitplane)", n/r.Value, rgb(colSplitplane))
 		if r.BaselineValue > 0 {
-			add("BGP to kernel (BIRD, baseline)", n/r.BaselineValue, colKernel)
+			add("BGP to kernel (BIRD, baseline)", n/r.BaselineValue, rgb(colKernel))
 		}
 	}
 	return groups, vs, cols

@@ -36,7 +36,7 @@ func scaling(ctx context.Context, o *AllOptions, rep *Report, progress func(stri
 	if ncpu <= 2 {
 		cpus = []int{1, 0}[:ncpu]
 	}
-	t := newFwdTopo()
+	t := newFwdTopo("spb")
 	t.queues, t.frames = ncpu, o.frames
 	defer func() {
 		if cerr := t.down(); cerr != nil && err == nil {

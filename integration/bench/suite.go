@@ -21,6 +21,7 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/integration/bench/probe"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -63,7 +64,7 @@ func (m suiteMode) String() string {
 // port, port 9 (discard).
 func genHeader() gen.Header {
 	return gen.Header{
-		SrcMAC: fwdMAC[roleGen], DstMAC: fwdMAC[roleRtrIn], Src: fwdAddr[roleGen],
+		SrcMAC: fwdMAC(roleGen), DstMAC: fwdMAC(roleRtrIn), Src: fwdAddr(roleGen),
 		SrcPort: 40000, DstPort: 9, TTL: 64,
 	}
 }
@@ -72,7 +73,7 @@ func genHeader() gen.Header {
 // others go on, unless the topology itself fails (the returned error).
 func (s *fwdSuite) run(ctx context.Context, fail func(string, error)) (err error) {
 	o := s.opts
-	s.t = newFwdTopo()
+	s.t = newFwdTopo("spb")
 	s.t.frames = o.frames
 	defer func() {
 		if s.d != nil {
@@ -540,7 +541,7 @@ func (s *fwdSuite) latency(ctx context.Context) (err error) {
 // flushKernelRoutes deletes the routes installKernelRoutes added (all
 // static routes of the main table; connected routes stay).
 func (t *fwdTopo) flushKernelRoutes(ctx context.Context) error {
-	return runCmd(ctx, "ip", "-n", t.ns[roleRtr], "route", "flush", "table", "main", "proto", "boot")
+	return harness.Run(ctx, "ip", "-n", t.ns[roleRtr], "route", "flush", "table", "main", "proto", "boot")
 }
 
 // installKernelTable puts the prefixes into routing table table of the
@@ -548,7 +549,7 @@ func (t *fwdTopo) flushKernelRoutes(ctx context.Context) error {
 func (t *fwdTopo) installKernelTable(ctx context.Context, prefixes []netip.Prefix, table int) error {
 	var b bytes.Buffer
 	b.Grow(len(prefixes) * 56)
-	via, dev := fwdAddr[roleSink].String(), fwdPort[roleRtrOut]
+	via, dev := fwdAddr(roleSink).String(), fwdPort(roleRtrOut)
 	for _, p := range prefixes {
 		fmt.Fprintf(&b, "route add %s via %s dev %s table %d\n", p, via, dev, table)
 	}
@@ -558,7 +559,7 @@ func (t *fwdTopo) installKernelTable(ctx context.Context, prefixes []netip.Prefi
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("ip -batch: %w: %s", err, firstLines(out, 5))
+		return fmt.Errorf("ip -batch: %w: %s", err, harness.FirstLines(out, 5))
 	}
 	return nil
 }
@@ -570,10 +571,10 @@ func (t *fwdTopo) defaultRoute(ctx context.Context, table int, add bool) error {
 	if !add {
 		verb = "del"
 	}
-	args := []string{"-n", t.ns[roleRtr], "route", verb, "default", "via", fwdAddr[roleSink].String(),
-		"dev", fwdPort[roleRtrOut], "table", strconv.Itoa(table)}
+	args := []string{"-n", t.ns[roleRtr], "route", verb, "default", "via", fwdAddr(roleSink).String(),
+		"dev", fwdPort(roleRtrOut), "table", strconv.Itoa(table)}
 	if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, firstLines(out, 5))
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, harness.FirstLines(out, 5))
 	}
 	return nil
 }
@@ -638,7 +639,7 @@ func newProbeSender(t *fwdTopo) (*probeSender, error) {
 		return nil, err
 	}
 	ps.to = &unix.SockaddrLinklayer{Ifindex: t.ifindex[roleGen], Protocol: htons(unix.ETH_P_IP), Halen: 6}
-	copy(ps.to.Addr[:], fwdMAC[roleRtrIn])
+	copy(ps.to.Addr[:], fwdMAC(roleRtrIn))
 	return ps, nil
 }
 

@@ -288,7 +288,7 @@ func dosMode(ctx context.Context, o DoSOptions, protect bool) (r DoSResult, err 
 // while a program is attached none), and waits until it has the routes again.
 func dosPorts(ctx context.Context, o *Options, protect bool) error {
 	rtr := o.Namespace("rtr")
-	if err := run("nsenter", "--net=/run/netns/"+rtr, "ethtool", "-L", "to-peer", "rx", "2"); err != nil {
+	if err := inNS(rtr, "ethtool", "-L", "to-peer", "rx", "2"); err != nil {
 		return fmt.Errorf("%w: two receive queues on to-peer: %w", ErrDoSSetup, err)
 	}
 	if err := writeNetSysfs(rtr, "to-peer", "threaded", "1"); err != nil {
@@ -424,7 +424,8 @@ func results(protect bool, a, b snapshot, s session, u updates) DoSResult {
 		r.DelayP99 = delays[(n-1)*99/100]
 		r.DelayMax = delays[n-1]
 	}
-	for i, name := range floodNames {
+	for i := range nFloods {
+		name := floodName(i)
 		r.Offered[name] = rate(a.sent[i], b.sent[i])
 	}
 	r.RingDropped = rate(a.ring.xmitErr, b.ring.xmitErr)

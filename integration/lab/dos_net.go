@@ -1,12 +1,11 @@
 package lab
 
 import (
-	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/nsthread"
 )
 
@@ -209,7 +209,7 @@ func parseNlAttrs(b []byte) ([]syscall.NetlinkRouteAttr, error) {
 // ethtoolStats returns the counters 'ethtool -S' shows for a device of
 // namespace ns.
 func ethtoolStats(ns, dev string) (map[string]uint64, error) {
-	out, err := cmdOutput("nsenter", "--net=/run/netns/"+ns, "ethtool", "-S", dev)
+	out, err := harness.Output(context.Background(), "nsenter", "--net="+harness.Path(ns), "ethtool", "-S", dev)
 	if err != nil {
 		return nil, err
 	}
@@ -229,17 +229,4 @@ func ethtoolStats(ns, dev string) (map[string]uint64, error) {
 // cpuMask is the hexadecimal mask of CPUs 0..n-1, as rps_cpus takes it.
 func cpuMask(n int) string {
 	return strconv.FormatUint(1<<n-1, 16)
-}
-
-// cmdOutput runs a command and returns its standard output, or an error
-// with the command line and its standard error.
-func cmdOutput(name string, args ...string) (string, error) {
-	var stderr bytes.Buffer
-	cmd := exec.Command(name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return string(out), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/internal/nsthread"
 	"github.com/splitplane/splitplane/internal/peer"
 	"github.com/splitplane/splitplane/internal/status"
@@ -22,10 +23,9 @@ import (
 // ProbePrefix is the prefix the DoS test has the peer announce and withdraw
 // in turn (TEST-NET-3, outside the generated table), and probeDst an
 // address in it.
-var (
-	ProbePrefix = netip.MustParsePrefix("203.0.113.0/24")
-	probeDst    = netip.MustParseAddr("203.0.113.1")
-)
+func ProbePrefix() netip.Prefix { return netip.MustParsePrefix("203.0.113.0/24") }
+
+func probeDst() netip.Addr { return netip.AddrFrom4([4]byte{203, 0, 113, 1}) }
 
 // XDP actions, as the FE's program returns them.
 const (
@@ -75,17 +75,10 @@ func probeFrame(dst net.HardwareAddr) []byte {
 	ip := b[14:34]
 	ip[0], ip[8], ip[9] = 0x45, 64, 17
 	binary.BigEndian.PutUint16(ip[2:], 46)
-	src, dstIP := HostA.As4(), probeDst.As4()
+	src, dstIP := HostA().As4(), probeDst().As4()
 	copy(ip[12:], src[:])
 	copy(ip[16:], dstIP[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	binary.BigEndian.PutUint16(ip[10:], gen.Checksum(ip))
 	binary.BigEndian.PutUint16(b[34:], 40000)
 	binary.BigEndian.PutUint16(b[36:], sinkPort)
 	binary.BigEndian.PutUint16(b[38:], 26)
@@ -112,7 +105,7 @@ func (p *routeProbe) routed() (bool, error) {
 	case xdpPass:
 		return false, nil
 	}
-	return false, fmt.Errorf("probe the FE's XDP program: action %d for a packet to %s", ret, probeDst)
+	return false, fmt.Errorf("probe the FE's XDP program: action %d for a packet to %s", ret, probeDst())
 }
 
 func (p *routeProbe) close() { p.prog.Close() }
@@ -141,7 +134,7 @@ func probeUpdates(ctx context.Context, o *Options, interval time.Duration, end t
 		}
 		defer p.close()
 		if r, err := p.routed(); err != nil || r {
-			return fmt.Errorf("the FE forwards to %s before the test announces it (%v)", probeDst, err)
+			return fmt.Errorf("the FE forwards to %s before the test announces it (%v)", probeDst(), err)
 		}
 		announced := false
 		for next := time.Now(); next.Before(end); next = next.Add(interval) {
@@ -154,8 +147,8 @@ func probeUpdates(ctx context.Context, o *Options, interval time.Duration, end t
 			}
 			announced = !announced
 			t0 := time.Now()
-			if err := status.Post(o.Socket("peer"), "/"+verb, url.Values{"prefix": {ProbePrefix.String()}}); err != nil {
-				return fmt.Errorf("peer %s %s: %w", verb, ProbePrefix, err)
+			if err := status.Post(o.Socket("peer"), "/"+verb, url.Values{"prefix": {ProbePrefix().String()}}); err != nil {
+				return fmt.Errorf("peer %s %s: %w", verb, ProbePrefix(), err)
 			}
 			u.Sent++
 			for {

@@ -133,7 +133,7 @@ func TestProbeFrame(t *testing.T) {
 	if sum != 0xffff {
 		t.Errorf("IPv4 checksum does not verify: % x", ip)
 	}
-	if f[0] != 2 || f[5] != 9 || ip[9] != 17 || [4]byte(ip[16:20]) != probeDst.As4() {
+	if f[0] != 2 || f[5] != 9 || ip[9] != 17 || [4]byte(ip[16:20]) != probeDst().As4() {
 		t.Errorf("frame % x", f[:42])
 	}
 }

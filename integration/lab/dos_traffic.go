@@ -26,18 +26,22 @@ const (
 	nFloods
 )
 
-var floodNames = [nFloods]string{"forward", "syn", "udp"}
+// floodName names a flood in errors and reports.
+func floodName(f int) string { return [nFloods]string{"forward", "syn", "udp"}[f] }
 
 // The floods' fixed header fields. The forwarded flood goes to the discard
 // port, which host B's sink counts and drops; its source is in the
 // benchmarking range (RFC 2544). The attack's destination ports: BGP, and
 // the traceroute range, where nothing listens.
-var (
-	floodFwdSrc   = netip.MustParseAddr("198.18.0.1")
-	sinkPort      = uint16(9)
-	udpFloodPorts = gen.Ports{Dst: true, Count: 4096} // 33434 ... 37529
-	synFloodPorts = gen.Ports{Count: 32768}           // source ports 1024 ... 33791
-)
+const sinkPort uint16 = 9
+
+func floodFwdSrc() netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0, 1}) }
+
+// udpFloodPorts are destination ports 33434 ... 37529.
+func udpFloodPorts() gen.Ports { return gen.Ports{Dst: true, Count: 4096} }
+
+// synFloodPorts are source ports 1024 ... 33791.
+func synFloodPorts() gen.Ports { return gen.Ports{Count: 32768} }
 
 // genFrames is how many frames one BPF_PROG_RUN sends. Each call costs a
 // fixed ~24 ms, which a million frames make small; the generators stop
@@ -108,18 +112,18 @@ func newFloods(o *Options, cpu int) (_ *floods, err error) {
 	}
 	h := gen.Header{SrcMAC: peerMAC, DstMAC: rtrMAC, TTL: 64}
 	fwd := h
-	fwd.Src, fwd.SrcPort, fwd.DstPort = floodFwdSrc, 40000, sinkPort
+	fwd.Src, fwd.SrcPort, fwd.DstPort = floodFwdSrc(), 40000, sinkPort
 	if err := f.gens[floodForward].SetTraffic(fwd, hosts); err != nil {
 		return nil, err
 	}
 	syn := h
 	syn.TCP, syn.SrcPort, syn.DstPort = true, 1024, 179
-	if err := f.gens[floodSYN].SetFlood(syn, peerLinkRouter, hosts, synFloodPorts); err != nil {
+	if err := f.gens[floodSYN].SetFlood(syn, peerLinkRouter(), hosts, synFloodPorts()); err != nil {
 		return nil, err
 	}
 	udp := h
 	udp.SrcPort, udp.DstPort = 53, 33434
-	if err := f.gens[floodUDP].SetFlood(udp, peerLinkRouter, hosts, udpFloodPorts); err != nil {
+	if err := f.gens[floodUDP].SetFlood(udp, peerLinkRouter(), hosts, udpFloodPorts()); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -127,7 +131,7 @@ func newFloods(o *Options, cpu int) (_ *floods, err error) {
 
 // peerLinkRouter is the router's address on the peer link: the BGP session's
 // local end, and the attack's target.
-var peerLinkRouter = netip.MustParseAddr("10.10.3.1")
+func peerLinkRouter() netip.Addr { return netip.AddrFrom4([4]byte{10, 10, 3, 1}) }
 
 // randomHosts returns gen.MaxDsts random host addresses inside prefixes.
 func randomHosts(prefixes []netip.Prefix, seed int64) []netip.Addr {
@@ -180,7 +184,7 @@ func (f *floods) start(ctx context.Context) {
 			})
 			if err != nil {
 				f.errMu.Lock()
-				f.err = errors.Join(f.err, fmt.Errorf("%s flood: %w", floodNames[i], err))
+				f.err = errors.Join(f.err, fmt.Errorf("%s flood: %w", floodName(i), err))
 				f.errMu.Unlock()
 			}
 		}()

@@ -26,7 +26,7 @@
 package lab
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,13 +34,14 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/splitplane/splitplane/integration/harness"
 )
 
 // Options configure a lab. The zero value plus a binary path is the default lab.
@@ -125,31 +126,53 @@ type Options struct {
 
 // The lab's fixed addressing. Only private and documentation ranges, inside
 // the lab's own namespaces.
-var (
-	HostA    = netip.MustParseAddr("10.10.1.2")
-	HostB    = netip.MustParseAddr("10.10.2.2")
-	HostBNet = netip.MustParsePrefix("198.51.100.0/24") // announced by the peer, reached through host B
 
-	// The same over IPv6: links in fd00:10:N::/64, host B's address in the
-	// documentation prefix the peer announces (over the IPv4 BGP session).
-	HostA6     = netip.MustParseAddr("fd00:10:1::2")
-	HostB6     = netip.MustParseAddr("fd00:10:2::2")
-	HostBNet6  = netip.MustParsePrefix("2001:db8:b::/48")
-	HostBAddr6 = netip.MustParseAddr("2001:db8:b::10")
-	HostBAddr  = netip.MustParseAddr("198.51.100.10") // host B's address in it
-	RouterASN  = uint32(65001)
-	PeerASN    = uint32(65002)
-	Peer2ASN   = uint32(65003)
+// HostA is host A's address, on its link to the router.
+func HostA() netip.Addr { return netip.MustParseAddr("10.10.1.2") }
 
-	// The anycast prefixes: every BIRD or FRR peer owns their addresses
-	// (on its loopback) and announces them with itself as the next hop, so
-	// host A's traffic to them ends at a BGP peer, which answers; with two
-	// peers the router spreads it over both.
-	AnycastNet   = netip.MustParsePrefix("203.0.113.0/24")
-	AnycastAddr  = netip.MustParseAddr("203.0.113.10")
-	AnycastNet6  = netip.MustParsePrefix("2001:db8:e::/48")
-	AnycastAddr6 = netip.MustParseAddr("2001:db8:e::10")
+// HostB is host B's address, on its link to the router.
+func HostB() netip.Addr { return netip.MustParseAddr("10.10.2.2") }
+
+// HostBNet is announced by the peer and reached through host B.
+func HostBNet() netip.Prefix { return netip.MustParsePrefix("198.51.100.0/24") }
+
+// HostBAddr is host B's address in HostBNet.
+func HostBAddr() netip.Addr { return netip.MustParseAddr("198.51.100.10") }
+
+// HostA6 is host A's IPv6 address: the links are in fd00:10:N::/64.
+func HostA6() netip.Addr { return netip.MustParseAddr("fd00:10:1::2") }
+
+// HostB6 is host B's IPv6 address on its link.
+func HostB6() netip.Addr { return netip.MustParseAddr("fd00:10:2::2") }
+
+// HostBNet6 is the documentation prefix the peer announces (over the IPv4
+// BGP session) and host B holds HostBAddr6 in.
+func HostBNet6() netip.Prefix { return netip.MustParsePrefix("2001:db8:b::/48") }
+
+// HostBAddr6 is host B's address in HostBNet6.
+func HostBAddr6() netip.Addr { return netip.MustParseAddr("2001:db8:b::10") }
+
+// The lab's autonomous systems: the router's and its BGP peers'.
+const (
+	RouterASN uint32 = 65001
+	PeerASN   uint32 = 65002
+	Peer2ASN  uint32 = 65003
 )
+
+// AnycastNet is an anycast prefix: every BIRD or FRR peer owns its
+// addresses (on its loopback) and announces it with itself as the next
+// hop, so host A's traffic to it ends at a BGP peer, which answers; with
+// two peers the router spreads it over both.
+func AnycastNet() netip.Prefix { return netip.MustParsePrefix("203.0.113.0/24") }
+
+// AnycastAddr is the address in AnycastNet that host A sends to.
+func AnycastAddr() netip.Addr { return netip.MustParseAddr("203.0.113.10") }
+
+// AnycastNet6 is AnycastNet's IPv6 counterpart.
+func AnycastNet6() netip.Prefix { return netip.MustParsePrefix("2001:db8:e::/48") }
+
+// AnycastAddr6 is the address in AnycastNet6 that host A sends to.
+func AnycastAddr6() netip.Addr { return netip.MustParseAddr("2001:db8:e::10") }
 
 func (o *Options) defaults() error {
 	if o.Name == "" {
@@ -368,10 +391,10 @@ func Stop(o Options, name string, kill bool) error {
 	if !ok {
 		return nil
 	}
-	if kill && alive(pid, o.program(s, name)) {
+	if kill && harness.Alive(pid, o.program(s, name)) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if err := stopPid(pid, o.program(s, name)); err != nil {
+	if err := harness.StopPid(pid, o.program(s, name), stopGrace); err != nil {
 		return err
 	}
 	delete(s.Processes, name)
@@ -390,7 +413,7 @@ func Pid(o Options, name string) (int, error) {
 		return 0, fmt.Errorf("lab %q: %w (is it up?)", o.Name, err)
 	}
 	pid, ok := s.Processes[name]
-	if !ok || !alive(pid, o.program(s, name)) {
+	if !ok || !harness.Alive(pid, o.program(s, name)) {
 		return 0, fmt.Errorf("lab %q: %s is not running", o.Name, name)
 	}
 	return pid, nil
@@ -410,7 +433,7 @@ func Start(o Options, name string) error {
 	if !ok {
 		return fmt.Errorf("lab %q has no daemon %q (%s)", o.Name, name, strings.Join(slices.Sorted(maps.Keys(s.Commands)), ", "))
 	}
-	if pid, ok := s.Processes[name]; ok && alive(pid, o.program(s, name)) {
+	if pid, ok := s.Processes[name]; ok && harness.Alive(pid, o.program(s, name)) {
 		return fmt.Errorf("%s is running (pid %d)", name, pid)
 	}
 	pid, err := o.start(name, c.Namespace, c.Args...)
@@ -438,91 +461,25 @@ func (o *Options) saveState(s state) error {
 
 // run runs a command and returns its error with the command line and stderr.
 func run(name string, args ...string) error {
-	var stderr bytes.Buffer
-	cmd := exec.Command(name, args...)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	return harness.Run(context.Background(), name, args...)
 }
 
 // inNS runs a command inside a lab namespace.
 func inNS(ns string, name string, args ...string) error {
-	return run("nsenter", append([]string{"--net=/run/netns/" + ns, name}, args...)...)
+	return harness.Exec(context.Background(), ns, name, args...)
 }
 
 // start launches a daemon in a namespace as a background process with its own
 // session, logging to Dir/NAME.log, and returns its pid.
 func (o *Options) start(name, ns string, args ...string) (int, error) {
-	logf, err := os.OpenFile(filepath.Join(o.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, err
+	if !external(args[0]) {
+		args = append([]string{o.Binary}, args...)
 	}
-	defer logf.Close()
-	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, o.Binary}, args...)...)
-	if external(args[0]) {
-		cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns}, args...)...)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start %s: %w", name, err)
-	}
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
-	return pid, nil
+	return harness.StartDetached(name, ns, filepath.Join(o.Dir, name+".log"), args...)
 }
 
-// stopPid stops a process the lab started: SIGTERM, then SIGKILL after a grace
-// period. A pid that no longer runs, or now belongs to another program, is left alone.
-func stopPid(pid int, wantCmd string) error {
-	if !alive(pid, wantCmd) {
-		return nil
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if !alive(pid, wantCmd) {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	// A killed process with a big heap takes a while to give its memory
-	// back, and holds its sockets until then: the daemon started next
-	// would find them in use.
-	deadline = time.Now().Add(10 * time.Second)
-	for alive(pid, wantCmd) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d (%s) survived SIGKILL", pid, wantCmd)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil
-}
-
-// alive reports whether pid runs a command line containing want (and is not a zombie).
-// A process in the middle of exec (nsenter becoming splitplane) briefly shows
-// an empty command line, so only a process that is gone, a zombie, or
-// running something else counts as not alive. A multi-threaded process
-// that is exiting shows its main thread a zombie while the others still
-// close its files and free its memory: it is alive until they are gone.
-func alive(pid int, want string) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-		threads, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		return len(threads) > 1
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	return want == "" || len(b) == 0 || bytes.Contains(b, []byte(want))
-}
+// stopGrace is how long a daemon has to stop after SIGTERM before SIGKILL.
+const stopGrace = 5 * time.Second
 
 // Down stops every process the lab started, by pid, and deletes its
 // namespaces (which removes its veth links). It works after a failed Up too,
@@ -556,7 +513,7 @@ func Down(o Options) error {
 		}
 		want := o.program(s, name)
 		fmt.Fprintf(o.Out, "stopping %s (pid %d)\n", name, pid)
-		if err := stopPid(pid, want); err != nil {
+		if err := harness.StopPid(pid, want, stopGrace); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -571,7 +528,7 @@ func Down(o Options) error {
 	for _, ns := range slices.Compact(all) {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
 			fmt.Fprintf(o.Out, "deleting namespace %s\n", ns)
-			if err := run("ip", "netns", "del", ns); err != nil {
+			if err := harness.DelNamespace(context.Background(), ns); err != nil {
 				errs = append(errs, err)
 			}
 		}

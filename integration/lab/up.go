@@ -14,6 +14,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -21,6 +22,14 @@ import (
 type link struct {
 	ns1, if1, addr1, addr61 string
 	ns2, if2, addr2, addr62 string
+}
+
+// veth is the pair that makes l, with its IPv4 and IPv6 addresses.
+func (l link) veth() harness.Veth {
+	return harness.Veth{
+		A: harness.End{NS: l.ns1, Dev: l.if1, Addrs: []netip.Prefix{netip.MustParsePrefix(l.addr1), netip.MustParsePrefix(l.addr61)}},
+		B: harness.End{NS: l.ns2, Dev: l.if2, Addrs: []netip.Prefix{netip.MustParsePrefix(l.addr2), netip.MustParsePrefix(l.addr62)}},
+	}
 }
 
 // links are every veth pair of the lab: FE 1's ports (to its hosts and
@@ -40,8 +49,8 @@ func (o *Options) feLinks(n int) []link {
 	_, sfx := FEName(n)
 	r := o.Namespace("rtr" + sfx)
 	ls := []link{
-		{r, "to-a", "10.10.1.1/24", "fd00:10:1::1/64", o.Namespace("a" + sfx), "eth0", HostA.String() + "/24", HostA6.String() + "/64"},
-		{r, "to-b", "10.10.2.1/24", "fd00:10:2::1/64", o.Namespace("b" + sfx), "eth0", HostB.String() + "/24", HostB6.String() + "/64"},
+		{r, "to-a", "10.10.1.1/24", "fd00:10:1::1/64", o.Namespace("a" + sfx), "eth0", HostA().String() + "/24", HostA6().String() + "/64"},
+		{r, "to-b", "10.10.2.1/24", "fd00:10:2::1/64", o.Namespace("b" + sfx), "eth0", HostB().String() + "/24", HostB6().String() + "/64"},
 	}
 	if n > 1 {
 		return ls
@@ -80,7 +89,7 @@ func (o *Options) forcesAddr() string {
 // it to each other FE's namespace. It carries only ForCES: no FE forwards
 // on it (it is no FE port), as a real router's management network is
 // apart from the ports it forwards between.
-func (o *Options) upMgmt() error {
+func (o *Options) upMgmt(ctx context.Context) error {
 	r := o.Namespace("rtr")
 	fmt.Fprintf(o.Out, "management LAN: bridge %s/mgmt %s\n", r, mgmtAddr(1))
 	for _, c := range [][]string{
@@ -96,16 +105,14 @@ func (o *Options) upMgmt() error {
 		_, sfx := FEName(n)
 		rn, br := o.Namespace("rtr"+sfx), "mgmt"+sfx
 		fmt.Fprintf(o.Out, "link %s/%s <-> %s/mgmt %s\n", r, br, rn, mgmtAddr(n))
-		if err := run("ip", "link", "add", br, "netns", r, "type", "veth", "peer", "name", "mgmt", "netns", rn); err != nil {
+		v := harness.Veth{
+			A: harness.End{NS: r, Dev: br},
+			B: harness.End{NS: rn, Dev: "mgmt", Addrs: []netip.Prefix{netip.PrefixFrom(mgmtAddr(n), 24)}},
+		}
+		if err := harness.AddVeth(ctx, v); err != nil {
 			return err
 		}
 		if err := inNS(r, "ip", "link", "set", br, "master", "mgmt", "up"); err != nil {
-			return err
-		}
-		if err := inNS(rn, "ip", "addr", "add", mgmtAddr(n).String()+"/24", "dev", "mgmt"); err != nil {
-			return err
-		}
-		if err := inNS(rn, "ip", "link", "set", "mgmt", "up"); err != nil {
 			return err
 		}
 	}
@@ -142,32 +149,18 @@ func Up(ctx context.Context, o Options) (err error) {
 
 	fmt.Fprintf(o.Out, "creating namespaces %v\n", o.namespaces())
 	for _, ns := range o.namespaces() {
-		if err := run("ip", "netns", "add", ns); err != nil {
+		if err := harness.AddNamespace(ctx, ns); err != nil {
 			return err
 		}
 		s.Namespaces = append(s.Namespaces, ns)
 		if err := save(); err != nil {
 			return err
 		}
-		if err := inNS(ns, "ip", "link", "set", "lo", "up"); err != nil {
-			return err
-		}
 	}
 	for _, l := range o.links() {
 		fmt.Fprintf(o.Out, "link %s/%s %s <-> %s/%s %s\n", l.ns1, l.if1, l.addr1, l.ns2, l.if2, l.addr2)
-		if err := run("ip", "link", "add", l.if1, "netns", l.ns1, "type", "veth", "peer", "name", l.if2, "netns", l.ns2); err != nil {
+		if err := harness.AddVeth(ctx, l.veth()); err != nil {
 			return err
-		}
-		for _, e := range [][4]string{{l.ns1, l.if1, l.addr1, l.addr61}, {l.ns2, l.if2, l.addr2, l.addr62}} {
-			if err := inNS(e[0], "ip", "addr", "add", e[2], "dev", e[1]); err != nil {
-				return err
-			}
-			if err := inNS(e[0], "ip", "-6", "addr", "add", e[3], "dev", e[1], "nodad"); err != nil {
-				return err
-			}
-			if err := inNS(e[0], "ip", "link", "set", e[1], "up"); err != nil {
-				return err
-			}
 		}
 		// A native XDP redirect into a veth is delivered only if the peer
 		// end runs NAPI: GRO on the hosts' ends turns it on.
@@ -194,15 +187,15 @@ func Up(ctx context.Context, o Options) (err error) {
 				return err
 			}
 		}
-		if err := inNS(o.Namespace("b"+sfx), "ip", "addr", "add", HostBAddr.String()+"/32", "dev", "eth0"); err != nil {
+		if err := inNS(o.Namespace("b"+sfx), "ip", "addr", "add", HostBAddr().String()+"/32", "dev", "eth0"); err != nil {
 			return err
 		}
-		if err := inNS(o.Namespace("b"+sfx), "ip", "-6", "addr", "add", HostBAddr6.String()+"/128", "dev", "eth0", "nodad"); err != nil {
+		if err := inNS(o.Namespace("b"+sfx), "ip", "-6", "addr", "add", HostBAddr6().String()+"/128", "dev", "eth0", "nodad"); err != nil {
 			return err
 		}
 	}
 	if o.FEs > 1 {
-		if err := o.upMgmt(); err != nil {
+		if err := o.upMgmt(ctx); err != nil {
 			return err
 		}
 	}
@@ -214,8 +207,8 @@ func Up(ctx context.Context, o Options) (err error) {
 		}
 		ns := o.Namespace(p.role)
 		for _, c := range [][]string{
-			{"ip", "addr", "add", AnycastAddr.String() + "/32", "dev", "lo"},
-			{"ip", "-6", "addr", "add", AnycastAddr6.String() + "/128", "dev", "lo"},
+			{"ip", "addr", "add", AnycastAddr().String() + "/32", "dev", "lo"},
+			{"ip", "-6", "addr", "add", AnycastAddr6().String() + "/128", "dev", "lo"},
 			{"ip", "route", "add", "default", "via", p.router.String()},
 			{"ip", "-6", "route", "add", "default", "via", p.router6.String()},
 		} {
@@ -293,9 +286,9 @@ func Up(ctx context.Context, o Options) (err error) {
 		// BIRD announces host B's prefix with itself as the next hop,
 		// where it ends: its traffic goes to the anycast addresses, which
 		// it owns.
-		to, to6 := HostBAddr, HostBAddr6
+		to, to6 := HostBAddr(), HostBAddr6()
 		if o.Peer == "bird" {
-			to, to6 = AnycastAddr, AnycastAddr6
+			to, to6 = AnycastAddr(), AnycastAddr6()
 		}
 		pings := [][]string{
 			{"traffic", "ping", "-q", "-i", "0.2", to.String()},
@@ -324,8 +317,8 @@ func (o *Options) waitFor(ctx context.Context, timeout time.Duration, cond func(
 	for time.Now().Before(deadline) {
 		if s, err := o.loadState(); err == nil {
 			for name, pid := range s.Processes {
-				if !strings.HasPrefix(name, "traffic") && !alive(pid, o.program(s, name)) {
-					return fmt.Errorf("%s (pid %d) exited; its log:\n%s", name, pid, tail(filepath.Join(o.Dir, name+".log"), 20))
+				if !strings.HasPrefix(name, "traffic") && !harness.Alive(pid, o.program(s, name)) {
+					return fmt.Errorf("%s (pid %d) exited; its log:\n%s", name, pid, harness.Tail(filepath.Join(o.Dir, name+".log"), 20))
 				}
 			}
 		}
@@ -346,22 +339,6 @@ func (o *Options) waitFor(ctx context.Context, timeout time.Duration, cond func(
 	return fmt.Errorf("lab not ready after %s: %w", timeout, last)
 }
 
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	out := ""
-	for _, l := range lines {
-		out += "    " + l + "\n"
-	}
-	return out
-}
-
 // peerArgs is the command line of one of the lab's BGP peers.
 func (o *Options) peerArgs(p bgpPeer) []string {
 	switch p.impl {
@@ -376,8 +353,8 @@ func (o *Options) peerArgs(p bgpPeer) []string {
 	}
 	hold, _ := o.timers()
 	return []string{"peer", "--asn", fmt.Sprint(p.asn), "--router-id", p.addr.String(),
-		"--neighbor", p.router.String(), "--neighbor-asn", fmt.Sprint(RouterASN), "--next-hop", HostB.String(),
-		"--extra", HostBNet.String() + "," + HostBNet6.String(), "--next-hop6", HostB6.String(), "--routes", strconv.Itoa(o.Routes), "--seed", strconv.FormatInt(o.Seed, 10),
+		"--neighbor", p.router.String(), "--neighbor-asn", fmt.Sprint(RouterASN), "--next-hop", HostB().String(),
+		"--extra", HostBNet().String() + "," + HostBNet6().String(), "--next-hop6", HostB6().String(), "--routes", strconv.Itoa(o.Routes), "--seed", strconv.FormatInt(o.Seed, 10),
 		"--control", o.Socket(p.role), "--graceful-restart", gr, "--hold-time", fmt.Sprintf("%ds", hold)}
 }
 
@@ -399,15 +376,15 @@ func (o *Options) writeBIRD(p bgpPeer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# BIRD as the lab's BGP %s (generated by 'splitplane lab up')\n", p.role)
 	fmt.Fprintf(&b, "log stderr all;\nrouter id %s;\nprotocol device { }\n", p.addr)
-	fmt.Fprintf(&b, "protocol static table4 {\n  ipv4;\n  route %s blackhole;\n", AnycastNet)
+	fmt.Fprintf(&b, "protocol static table4 {\n  ipv4;\n  route %s blackhole;\n", AnycastNet())
 	if p.role == "peer" {
-		fmt.Fprintf(&b, "  route %s blackhole;\n", HostBNet)
+		fmt.Fprintf(&b, "  route %s blackhole;\n", HostBNet())
 		for _, r := range routegen.Generate(o.Routes, o.Seed) {
 			fmt.Fprintf(&b, "  route %s blackhole;\n", r)
 		}
 	}
 	fmt.Fprintf(&b, "}\n")
-	fmt.Fprintf(&b, "protocol static table6 {\n  ipv6;\n  route %s blackhole;\n}\n", AnycastNet6)
+	fmt.Fprintf(&b, "protocol static table6 {\n  ipv6;\n  route %s blackhole;\n}\n", AnycastNet6())
 	gr := fmt.Sprintf("graceful restart on;\n  graceful restart time %d;", int(o.PeerRestartTime.Seconds()))
 	if o.NoGracefulRestart {
 		gr = "graceful restart off;"

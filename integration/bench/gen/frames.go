@@ -62,7 +62,7 @@ func setLengths(frame []byte, payload int) {
 	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+payload))
 	binary.BigEndian.PutUint16(frame[38:], uint16(8+payload))
 	ip[10], ip[11] = 0, 0
-	binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
+	binary.BigEndian.PutUint16(ip[10:], Checksum(ip))
 }
 
 // Frame returns one UDP frame as the generator sends it after SetTraffic(h,

@@ -49,7 +49,7 @@ func TestSetPayload(t *testing.T) {
 		if got := int(binary.BigEndian.Uint16(out[38:])); got != 8+payload {
 			t.Errorf("payload %d: UDP length %d", payload, got)
 		}
-		if ipChecksum(ip) != 0 {
+		if Checksum(ip) != 0 {
 			t.Errorf("payload %d: IPv4 checksum does not verify", payload)
 		}
 		if want := Frame(h, dst, payload); !bytes.Equal(out, want) {

@@ -66,7 +66,7 @@ func TestGenRewritesHeader(t *testing.T) {
 		if got, want := netip.AddrFrom4([4]byte(ip[16:20])), dsts[i%len(dsts)]; got != want {
 			t.Errorf("run %d: destination %s, want %s", i, got, want)
 		}
-		if ipChecksum(ip) != 0 {
+		if Checksum(ip) != 0 {
 			t.Errorf("run %d: IPv4 checksum %#04x does not verify", i, binary.BigEndian.Uint16(ip[10:]))
 		}
 		if sp, dp := binary.BigEndian.Uint16(out[34:]), binary.BigEndian.Uint16(out[36:]); sp != 1234 || dp != 9 {
@@ -110,7 +110,7 @@ func TestGenFloodTCPSYN(t *testing.T) {
 		if got := netip.AddrFrom4([4]byte(ip[16:20])); got != dst {
 			t.Errorf("run %d: destination %s, want %s", i, got, dst)
 		}
-		if ipChecksum(ip) != 0 {
+		if Checksum(ip) != 0 {
 			t.Errorf("run %d: IPv4 checksum does not verify", i)
 		}
 		tcp := out[34:54]
@@ -123,7 +123,7 @@ func TestGenFloodTCPSYN(t *testing.T) {
 		// The checksum over the pseudo-header and the segment, checksum
 		// field included, is 0 when it verifies.
 		pseudo := append(append([]byte{}, ip[12:20]...), 0, 6, 0, 20)
-		if ipChecksum(append(pseudo, tcp...)) != 0 {
+		if Checksum(append(pseudo, tcp...)) != 0 {
 			t.Errorf("run %d: TCP checksum %#04x does not verify", i, binary.BigEndian.Uint16(tcp[16:]))
 		}
 	}
@@ -147,7 +147,7 @@ func TestGenFloodUDPPorts(t *testing.T) {
 			t.Fatal(err)
 		}
 		ip := out[14:34]
-		if ip[9] != 17 || ipChecksum(ip) != 0 || netip.AddrFrom4([4]byte(ip[12:16])) != srcs[i%2] {
+		if ip[9] != 17 || Checksum(ip) != 0 || netip.AddrFrom4([4]byte(ip[12:16])) != srcs[i%2] {
 			t.Errorf("run %d: IPv4 header % x", i, ip)
 		}
 		if sp, dp := binary.BigEndian.Uint16(out[34:]), binary.BigEndian.Uint16(out[36:]); sp != 53 || dp != uint16(40000+i) {

@@ -196,7 +196,7 @@ func header(h Header, fixed netip.Addr, src bool, ports Ports) [hdrLen]byte {
 		ip[9] = unix.IPPROTO_UDP
 		binary.BigEndian.PutUint16(l4[4:], FrameLen-34) // checksum 0: none, as IPv4 allows
 	}
-	binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
+	binary.BigEndian.PutUint16(ip[10:], Checksum(ip))
 	return b
 }
 
@@ -207,10 +207,12 @@ func tcpChecksum(ip, segment []byte) uint16 {
 	pseudo = append(pseudo, ip[12:20]...)
 	pseudo = append(pseudo, 0, unix.IPPROTO_TCP, 0, byte(len(segment)))
 	pseudo = append(pseudo, segment...)
-	return ipChecksum(pseudo)
+	return Checksum(pseudo)
 }
 
-func ipChecksum(hdr []byte) uint16 {
+// Checksum is the Internet checksum (RFC 1071) of hdr: of an IPv4 header
+// with its checksum field 0, the value to write there; of a whole header, 0.
+func Checksum(hdr []byte) uint16 {
 	var sum uint32
 	for i := 0; i+1 < len(hdr); i += 2 {
 		sum += uint32(binary.BigEndian.Uint16(hdr[i:]))
