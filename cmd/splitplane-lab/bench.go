@@ -62,7 +62,7 @@ func benchFIBCmd() *cobra.Command {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			results, err := bench.FIB(ctx, bench.FIBSizes, bench.FIB6Sizes, rounds)
+			results, err := bench.FIB(ctx, bench.FIBSizes(), bench.FIB6Sizes(), rounds)
 			if err != nil {
 				return err
 			}

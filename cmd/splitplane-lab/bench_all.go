@@ -51,8 +51,8 @@ that the suite works, not figures to quote.`,
 				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
 			}
 			for _, s := range o.Only {
-				if !slices.Contains(bench.Sections, s) {
-					return fmt.Errorf("%w: --only %s: sections are %s", errUsage, s, strings.Join(bench.Sections, ", "))
+				if !slices.Contains(bench.Sections(), s) {
+					return fmt.Errorf("%w: --only %s: sections are %s", errUsage, s, strings.Join(bench.Sections(), ", "))
 				}
 			}
 			if os.Geteuid() != 0 {
@@ -85,7 +85,7 @@ that the suite works, not figures to quote.`,
 	cmd.Flags().StringVar(&out, "out", "", "directory of the report (default results/DATE-TIME)")
 	cmd.Flags().BoolVar(&o.Quick, "quick", false, "small tables and short measurements: check the suite, do not quote the figures")
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 0, "rounds; each figure is the median (default 3, with --quick 1)")
-	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these sections (comma-separated: "+strings.Join(bench.Sections, ", ")+")")
+	cmd.Flags().StringSliceVar(&o.Only, "only", nil, "run only these sections (comma-separated: "+strings.Join(bench.Sections(), ", ")+")")
 	cmd.Flags().BoolVar(&o.Scaling, "scaling", false, "measure scaling with cores even on a machine of two CPUs")
 	return cmd
 }

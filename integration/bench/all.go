@@ -30,11 +30,13 @@ const (
 )
 
 // Sections lists every section of the suite, in the order All runs them.
-var Sections = []string{SectionForward, SectionPayload, SectionOverhead, SectionLatency, SectionLookup, SectionScaling, SectionProgramming}
+func Sections() []string {
+	return []string{SectionForward, SectionPayload, SectionOverhead, SectionLatency, SectionLookup, SectionScaling, SectionProgramming}
+}
 
 // Percentiles are the ones reported for per-packet figures, after the i3
 // paper's tables.
-var Percentiles = []int{10, 25, 50, 75, 90}
+func Percentiles() []int { return []int{10, 25, 50, 75, 90} }
 
 // AllOptions configures All. Zero values take the defaults of a full run,
 // or with Quick those of a quick one (small tables, short measurements: a
@@ -157,8 +159,8 @@ func (o *AllOptions) defaults() error {
 	o.Payloads = slices.Sorted(slices.Values(o.Payloads))
 	o.Payloads = slices.Compact(o.Payloads)
 	for _, s := range o.Only {
-		if !slices.Contains(Sections, s) {
-			return fmt.Errorf("bench all: no section %q (sections: %s)", s, strings.Join(Sections, ", "))
+		if !slices.Contains(Sections(), s) {
+			return fmt.Errorf("bench all: no section %q (sections: %s)", s, strings.Join(Sections(), ", "))
 		}
 	}
 	switch {
@@ -614,7 +616,7 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 	}
 	if opts.runs(SectionOverhead) {
 		for _, p := range opts.Payloads {
-			for _, q := range Percentiles {
+			for _, q := range Percentiles() {
 				sp, bare := OverheadMetrics(q, p)
 				add(sp, bare)
 				add(bare, "")
@@ -626,7 +628,7 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 	}
 	if opts.runs(SectionLatency) {
 		for _, p := range opts.Payloads {
-			for _, q := range Percentiles {
+			for _, q := range Percentiles() {
 				sp, kern, bare := LatencyMetrics(q, p)
 				add(sp, kern)
 				add(kern, "")

@@ -7,11 +7,11 @@ import (
 )
 
 // FIBSizes are the table sizes `splitplane bench fib` measures lookups at.
-var FIBSizes = []int{1_000, 100_000, 1_000_000}
+func FIBSizes() []int { return []int{1_000, 100_000, 1_000_000} }
 
 // FIB6Sizes are the IPv6 table sizes `splitplane bench fib` measures
 // lookups at (random IPv6 tables of 1M routes need about 2.4 GB).
-var FIB6Sizes = []int{1_000, 100_000}
+func FIB6Sizes() []int { return []int{1_000, 100_000} }
 
 // FIB measures the XDP datapath's FIBs: lookup cost with random destinations
 // at each size (IPv4 DIR-24-8 at sizes, the IPv6 stride table at sizes6,

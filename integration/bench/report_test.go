@@ -50,7 +50,7 @@ func sampleReport(t *testing.T) *Report {
 		rep.Overhead = append(rep.Overhead, ov)
 		lat := LatencyRow{Payload: p, Splitplane: Pcts{1.5, 1.7, 1.8, 2, 2.5}, Kernel: Pcts{2, 2.2, 2.4, 2.6, 3}, Bare: Pcts{1, 1.1, 1.2, 1.3, 1.5}}
 		rep.Latency = append(rep.Latency, lat)
-		for j, q := range Percentiles {
+		for j, q := range Percentiles() {
 			sp, bare := OverheadMetrics(q, p)
 			add(sp, ov.Splitplane[j], "ns", bare, ov.Bare[j])
 			add(bare, ov.Bare[j], "ns", "", 0)

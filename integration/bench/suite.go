@@ -441,7 +441,7 @@ func (s *fwdSuite) overhead(ctx context.Context) error {
 		row := OverheadRow{Payload: p, Splitplane: medianPcts(all[i].sp), Bare: medianPcts(all[i].bare),
 			SplitplaneBatch: medianPcts(all[i].spBatch), BareBatch: medianPcts(all[i].bareBatch)}
 		s.rep.Overhead = append(s.rep.Overhead, row)
-		for j, q := range Percentiles {
+		for j, q := range Percentiles() {
 			sp, bare := OverheadMetrics(q, p)
 			spb, bareb := OverheadBatchMetrics(q, p)
 			s.rep.Metrics = append(s.rep.Metrics,
@@ -527,7 +527,7 @@ func (s *fwdSuite) latency(ctx context.Context) (err error) {
 	for i, p := range o.Payloads {
 		row := LatencyRow{Payload: p, Splitplane: medianPcts(all[i][modeSplitplane]), Kernel: medianPcts(all[i][modeKernel]), Bare: medianPcts(all[i][modeBare])}
 		s.rep.Latency = append(s.rep.Latency, row)
-		for j, q := range Percentiles {
+		for j, q := range Percentiles() {
 			sp, kern, bare := LatencyMetrics(q, p)
 			s.rep.Metrics = append(s.rep.Metrics,
 				Result{Metric: sp, Value: row.Splitplane[j], Unit: "us", Baseline: kern, BaselineValue: row.Kernel[j]},
@@ -589,11 +589,11 @@ func setDst(frame []byte, dst netip.Addr) {
 func pcts(v []float64) Pcts {
 	s := slices.Clone(v)
 	slices.Sort(s)
-	out := make(Pcts, len(Percentiles))
+	out := make(Pcts, len(Percentiles()))
 	if len(s) == 0 {
 		return out
 	}
-	for i, q := range Percentiles {
+	for i, q := range Percentiles() {
 		k := int(math.Ceil(float64(q)/100*float64(len(s)))) - 1
 		out[i] = s[max(0, min(k, len(s)-1))]
 	}
@@ -602,7 +602,7 @@ func pcts(v []float64) Pcts {
 
 // medianPcts returns, for each percentile, the median over the rounds.
 func medianPcts(rounds []Pcts) Pcts {
-	out := make(Pcts, len(Percentiles))
+	out := make(Pcts, len(Percentiles()))
 	for i := range out {
 		var v []float64
 		for _, r := range rounds {
