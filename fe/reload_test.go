@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/fe/fedptest"
 )
 
 // classifierFake is the recording datapath with a classifier: it logs the
 // classifier calls as text.
 type classifierFake struct {
-	*fakeDatapath
+	*fedptest.Datapath
 	calls []string
 }
 
@@ -47,7 +48,7 @@ func TestReload(t *testing.T) {
 	if _, err := a.Reload(base()); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("reload before Run: %v, want ErrNotRunning", err)
 	}
-	dp := &classifierFake{fakeDatapath: newFake()}
+	dp := &classifierFake{Datapath: newFake()}
 	a.dp = dp
 
 	r, err := a.Reload(base())
