@@ -287,9 +287,11 @@ func (d *Datapath) Writes() int {
 	return d.writes
 }
 
-// String renders the datapath's state, one sorted line per entry, for
-// golden files: attached ports, local addresses, neighbours, nexthops,
-// groups and routes.
+// String renders the datapath's state for golden files: attached ports,
+// local addresses, neighbours, nexthops, groups and routes, one line each,
+// sorted. Nexthops and groups are shown by what they hold and routes by
+// where they lead, not by ID: the IDs are the FE's to allocate, in an order
+// that need not be stable.
 func (d *Datapath) String() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -309,20 +311,45 @@ func (d *Datapath) String() string {
 	}) {
 		add("neighbor %s dev %d lladdr %s", n.ip, n.ifindex, d.neighbors[n])
 	}
-	for _, id := range sortedKeys(d.nexthops, cmp.Compare[uint32]) {
-		nh := d.nexthops[id]
-		add("nexthop %d via %s dev %d src %s", id, nh.Gateway, nh.Ifindex, nh.SrcMAC)
+	var nhs, groups []string
+	for _, nh := range d.nexthops {
+		nhs = append(nhs, fmt.Sprintf("nexthop via %s dev %d src %s", nh.Gateway, nh.Ifindex, nh.SrcMAC))
 	}
-	for _, id := range sortedKeys(d.groups, cmp.Compare[uint32]) {
-		add("group %d members %v", id, d.groups[id])
+	for _, members := range d.groups {
+		groups = append(groups, "group via "+d.members(members))
 	}
+	slices.Sort(nhs)
+	slices.Sort(groups)
+	lines = append(append(lines, nhs...), groups...)
 	for _, p := range sortedKeys(d.routes, comparePrefix) {
-		add("route %s nexthop %d via %s", p, d.routes[p], d.gateway(d.routes[p]))
+		id := d.routes[p]
+		if members, ok := d.groups[id]; ok {
+			add("route %s via %s", p, d.members(members))
+		} else if nh, ok := d.nexthops[id]; ok {
+			add("route %s via %s dev %d", p, nh.Gateway, nh.Ifindex)
+		} else {
+			add("route %s to missing nexthop", p)
+		}
 	}
 	if len(lines) == 0 {
 		return ""
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// members renders a group's gateways, sorted: the order of a group's
+// members is the FE's.
+func (d *Datapath) members(ids []uint32) string {
+	var gws []string
+	for _, m := range ids {
+		if nh, ok := d.nexthops[m]; ok {
+			gws = append(gws, nh.Gateway.String())
+		} else {
+			gws = append(gws, "missing")
+		}
+	}
+	slices.Sort(gws)
+	return strings.Join(gws, ",")
 }
 
 func comparePrefix(a, b netip.Prefix) int {
