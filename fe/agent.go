@@ -83,7 +83,7 @@ type Agent struct {
 	prog        *programmed            // what the datapath holds for them
 	connected   map[prefix4]uint32     // prefix -> local nexthop ID
 	connected6  map[netip.Prefix]uint32
-	neighbors   map[neighKey]net.HardwareAddr
+	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
 	hb          forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 	sendEvery   atomic.Int64           // heartbeat interval (ns), 0: send none
 	deadAfter   atomic.Int64           // CE dead interval (ns)
@@ -168,7 +168,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 		load:  func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
 		kick:  make(chan struct{}, 1),
 		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{}, connected6: map[netip.Prefix]uint32{},
-		neighbors: map[neighKey]net.HardwareAddr{},
+		neighbors: neighborTable{m: map[neighKey]net.HardwareAddr{}},
 	}
 	a.prom = metrics.New(log, &feCollector{a: a})
 	a.egressPort = a.kernelEgressPort
@@ -320,7 +320,7 @@ func (a *Agent) Status() Status {
 	a.mu.Lock()
 	st := Status{
 		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: a.table.v4.len() + a.table.v6.len(),
-		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: len(a.neighbors),
+		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: a.neighbors.len(),
 		Programmed: a.prog.routes.len() + a.prog.routes6.len(), DatapathErrors: a.prog.errors,
 	}
 	for _, s := range a.prog.slots {

@@ -287,7 +287,7 @@ func (lab *ecmpLab) waitProgrammed(t *testing.T, gws ...netip.Addr) {
 			if s == nil || s.ifindex == 0 {
 				return false
 			}
-			if _, ok := a.neighbors[neighKey{s.ifindex, s.gw}]; !ok {
+			if !a.neighbors.has(s.ifindex, s.gw) {
 				return false
 			}
 			got = append(got, s.gw)
