@@ -79,7 +79,7 @@ type Agent struct {
 	prog        *programmed            // what the datapath holds for them
 	connected   map[prefix4]uint32     // prefix -> local nexthop ID
 	connected6  map[netip.Prefix]uint32
-	neighbors   map[neighKey]net.HardwareAddr
+	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
 	hb          forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 	sendEvery   atomic.Int64           // heartbeat interval (ns), 0: send none
 	deadAfter   atomic.Int64           // CE dead interval (ns)
@@ -95,18 +95,23 @@ type Agent struct {
 	protocolErrors atomic.Uint64 // malformed or misaddressed messages from the CE
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
 	prom           *metrics.Registry // Prometheus metrics (metrics.go)
+
+	// reloadMu serialises Reload; live is the configuration as last
+	// applied (cfg, with what Reload changed at run time).
+	reloadMu sync.Mutex
+	live     Config
 }
 
+// port is one of the FE's ports; the status reports it as a
+// forces.FEPortStatus.
 type port struct {
-	Name    string         `json:"name"`
-	Ifindex int            `json:"ifindex"`
-	MAC     string         `json:"mac"`
-	Addrs   []netip.Prefix `json:"addresses"`
-	Mode    string         `json:"xdp_mode"`
-	Up      bool           `json:"up"`
-	// Counters are the XDP program's packets and bytes on this port.
-	Counters datapath.PortCounters `json:"counters"`
-	mac      net.HardwareAddr
+	Name    string
+	Ifindex int
+	MAC     string
+	Addrs   []netip.Prefix
+	Mode    string // the XDP attach mode
+	Up      bool
+	mac     net.HardwareAddr
 	// rxQueues is the port's receive queue count, from netlink.
 	rxQueues int
 }
@@ -116,34 +121,10 @@ type neighKey struct {
 	addr    netip.Addr
 }
 
-// Status is a snapshot of the FE for operators.
-type Status struct {
-	ID         string `json:"id"`
-	Associated bool   `json:"associated"`
-	CE         string `json:"ce"`
-	Ports      []port `json:"ports"`
-	// Routes and Nexthops count the CE's rows; Programmed the routes in the
-	// datapath (a route whose nexthop row is missing, or that a connected
-	// route shadows, is not); Gateways the distinct next hops and Resolved
-	// those whose egress port is known.
-	Routes         int               `json:"routes"`
-	Nexthops       int               `json:"nexthops"`
-	Programmed     int               `json:"programmed_routes"`
-	Gateways       int               `json:"gateways"`
-	Resolved       int               `json:"gateways_resolved"`
-	Neighbors      int               `json:"neighbors"`
-	DatapathErrors uint64            `json:"datapath_errors"`
-	Lanes          []Lane            `json:"lanes"`
-	Low            LowStatus         `json:"low_channel"`
-	KernelRoutes   int               `json:"kernel_routes"`
-	KernelErrors   uint64            `json:"kernel_route_errors"`
-	ProtocolErrors uint64            `json:"protocol_errors"`
-	Counters       datapath.Counters `json:"counters"`
-	// Classifier: the control flows steered, policing and GTSM (nil: off).
-	Classifier *ClassifierStatus `json:"classifier,omitempty"`
-	// PerCPU are the same counters for each CPU: which core did the work.
-	PerCPU []datapath.Counters `json:"counters_per_cpu"`
-}
+// Status is a snapshot of the FE for operators: the document the FE
+// returns to the CE's status query, defined in forces so that its readers
+// need not import the FE.
+type Status = forces.FEStatus
 
 // Option changes how New builds an agent.
 type Option func(*Agent)
@@ -179,11 +160,11 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 		log = slog.Default()
 	}
 	a := &Agent{
-		cfg: cfg, log: log, id: forces.FEID(cfg.ID),
+		cfg: cfg, live: cfg, log: log, id: forces.FEID(cfg.ID),
 		load:  func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
 		kick:  make(chan struct{}, 1),
 		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{}, connected6: map[netip.Prefix]uint32{},
-		neighbors: map[neighKey]net.HardwareAddr{},
+		neighbors: neighborTable{m: map[neighKey]net.HardwareAddr{}},
 	}
 	a.prom = metrics.New(log, &feCollector{a: a})
 	a.egressPort = a.kernelEgressPort
@@ -325,12 +306,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// status is the port as the FE's status reports it (without counters).
+func (p *port) status() forces.FEPortStatus {
+	return forces.FEPortStatus{Name: p.Name, Ifindex: p.Ifindex, MAC: p.MAC, Addrs: p.Addrs, Mode: p.Mode, Up: p.Up}
+}
+
 // Status returns a snapshot of the FE.
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	st := Status{
 		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: a.table.v4.len() + a.table.v6.len(),
-		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: len(a.neighbors),
+		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: a.neighbors.len(),
 		Programmed: a.prog.routes.len() + a.prog.routes6.len(), DatapathErrors: a.prog.errors,
 	}
 	for _, s := range a.prog.slots {
@@ -343,12 +329,12 @@ func (a *Agent) Status() Status {
 		ks := a.kernel.stats()
 		st.KernelRoutes, st.KernelErrors = ks.routes, ks.errors
 	}
-	st.Low = LowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
+	st.Low = forces.FELowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
 		Injected: a.low.injected.Load(), Events: a.low.events.Load()}
 	for _, name := range a.cfg.Ports {
 		for _, p := range a.ports {
 			if p.Name == name {
-				st.Ports = append(st.Ports, *p)
+				st.Ports = append(st.Ports, p.status())
 			}
 		}
 	}
@@ -366,11 +352,18 @@ func (a *Agent) Status() Status {
 		st.Lanes = lanes("/sys", "/proc/interrupts", queues)
 	}
 	if dp != nil {
-		st.Counters, _ = dp.Counters()
-		st.PerCPU, _ = dp.CPUCounters()
+		if c, err := dp.Counters(); err == nil {
+			st.Counters = forces.FECounters(c)
+		}
+		if cs, err := dp.CPUCounters(); err == nil {
+			st.PerCPU = make([]forces.FECounters, len(cs))
+			for i, c := range cs {
+				st.PerCPU[i] = forces.FECounters(c)
+			}
+		}
 		if pc, err := dp.PortCounters(); err == nil {
 			for i := range st.Ports {
-				st.Ports[i].Counters = pc[st.Ports[i].Ifindex]
+				st.Ports[i].Counters = forces.FEPortCounters(pc[st.Ports[i].Ifindex])
 			}
 		}
 	}

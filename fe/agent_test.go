@@ -11,116 +11,17 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/fe/fedptest"
 	"github.com/splitplane/splitplane/forces"
 )
 
-// fakeDatapath records what the agent told it, as the real one would hold it.
-type fakeDatapath struct {
-	mu       sync.Mutex
-	routes   map[netip.Prefix]uint32
-	nexthops map[uint32]datapath.Nexthop
-	groups   map[uint32][]uint32
-	writes   int // route, nexthop and group updates and deletes
-}
+// fakeDatapath is the recording datapath the agent's tests program.
+type fakeDatapath = fedptest.Datapath
 
-func newFake() *fakeDatapath {
-	return &fakeDatapath{routes: map[netip.Prefix]uint32{}, nexthops: map[uint32]datapath.Nexthop{}, groups: map[uint32][]uint32{}}
-}
-
-func (f *fakeDatapath) Attach(int, datapath.Mode) error { return nil }
-func (f *fakeDatapath) SetRoute(p netip.Prefix, nh uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.routes[p] = nh
-	f.writes++
-	return nil
-}
-func (f *fakeDatapath) DeleteRoute(p netip.Prefix) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.routes[p]; !ok {
-		return datapath.ErrNotFound
-	}
-	delete(f.routes, p)
-	f.writes++
-	return nil
-}
-func (f *fakeDatapath) SetNexthop(id uint32, nh datapath.Nexthop) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nexthops[id] = nh
-	f.writes++
-	return nil
-}
-func (f *fakeDatapath) DeleteNexthop(id uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.nexthops, id)
-	f.writes++
-	return nil
-}
-func (f *fakeDatapath) SetNexthopGroup(id uint32, members []uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if id < datapath.GroupIDBase {
-		return datapath.ErrInvalid
-	}
-	f.groups[id] = append([]uint32(nil), members...)
-	f.writes++
-	return nil
-}
-func (f *fakeDatapath) DeleteNexthopGroup(id uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.groups, id)
-	f.writes++
-	return nil
-}
-func (f *fakeDatapath) SetNeighbor(int, netip.Addr, net.HardwareAddr) error { return nil }
-func (f *fakeDatapath) DeleteNeighbor(int, netip.Addr) error                { return nil }
-func (f *fakeDatapath) SetLocalAddr(netip.Addr) error                       { return nil }
-func (f *fakeDatapath) Counters() (datapath.Counters, error)                { return datapath.Counters{}, nil }
-func (f *fakeDatapath) Close() error                                        { return nil }
-
-func (f *fakeDatapath) route(p string) (uint32, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	nh, ok := f.routes[netip.MustParsePrefix(p)]
-	return nh, ok
-}
-
-// gateway returns the gateway the datapath forwards p to ("" if none).
-func (f *fakeDatapath) gateway(p string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id, ok := f.routes[netip.MustParsePrefix(p)]
-	if !ok {
-		return ""
-	}
-	if members, ok := f.groups[id]; ok {
-		var gws []string
-		for _, m := range members {
-			gws = append(gws, f.nexthops[m].Gateway.String())
-		}
-		return strings.Join(gws, ",")
-	}
-	nh, ok := f.nexthops[id]
-	if !ok {
-		return "slot-without-nexthop"
-	}
-	return nh.Gateway.String()
-}
-
-func (f *fakeDatapath) writeCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.writes
-}
+func newFake() *fakeDatapath { return fedptest.New() }
 
 func testAgent(t *testing.T, cfg Config) (*Agent, *fakeDatapath) {
 	t.Helper()
@@ -202,7 +103,7 @@ func TestApplyConfig(t *testing.T) {
 			t.Fatalf("results %v, want all success", results(t, resp))
 		}
 	}
-	if gw := dp.gateway("198.51.100.0/24"); gw != "192.0.2.1" {
+	if gw := dp.Gateway("198.51.100.0/24"); gw != "192.0.2.1" {
 		t.Fatalf("route 198.51.100.0/24 -> %q in the datapath, want gateway 192.0.2.1", gw)
 	}
 
@@ -222,16 +123,16 @@ func TestApplyConfig(t *testing.T) {
 	if !failed || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("results %v (failed=%v), want %v", got, failed, want)
 	}
-	if _, ok := dp.route("203.0.113.0/24"); ok {
+	if _, ok := dp.Route("203.0.113.0/24"); ok {
 		t.Error("row 2's old prefix is still installed after the row was rewritten")
 	}
-	if _, ok := dp.route("203.0.113.128/25"); !ok {
+	if _, ok := dp.Route("203.0.113.128/25"); !ok {
 		t.Error("row 2's new prefix is not installed")
 	}
-	if _, ok := dp.route("198.51.100.0/24"); ok {
+	if _, ok := dp.Route("198.51.100.0/24"); ok {
 		t.Error("deleted row 1 is still installed")
 	}
-	if _, ok := dp.route("192.0.2.0/24"); ok {
+	if _, ok := dp.Route("192.0.2.0/24"); ok {
 		t.Error("a route to a missing nexthop was installed")
 	}
 	if st := a.Status(); st.Routes != 1 || st.Nexthops != 1 || st.Programmed != 1 || st.Gateways != 1 || st.Resolved != 1 {
@@ -245,13 +146,13 @@ func TestConnectedRouteWins(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	conn := netip.MustParsePrefix("10.10.1.0/24")
 	a.connected[toPrefix4(conn)] = forces.MaxNexthopID + 1
-	dp.routes[conn] = forces.MaxNexthopID + 1
+	dp.SetRoute(conn, forces.MaxNexthopID+1)
 	a.applyConfig(configMsg(t, setNH(1, "10.10.2.2"), setRoute(1, "10.10.1.0/24", 1)))
-	if nh, _ := dp.route("10.10.1.0/24"); nh != forces.MaxNexthopID+1 {
+	if nh, _ := dp.Route("10.10.1.0/24"); nh != forces.MaxNexthopID+1 {
 		t.Fatalf("connected route now points at nexthop %d", nh)
 	}
 	a.applyConfig(configMsg(t, del(forces.ClassIPv4UcastLPM, 1)))
-	if _, ok := dp.route("10.10.1.0/24"); !ok {
+	if _, ok := dp.Route("10.10.1.0/24"); !ok {
 		t.Fatal("deleting the CE's route removed the connected route")
 	}
 }
@@ -366,7 +267,7 @@ func TestAssociationAndHeartbeatLoss(t *testing.T) {
 	if a.Status().Associated {
 		t.Error("still associated after the teardown")
 	}
-	if _, ok := dp.route("198.51.100.0/24"); !ok {
+	if _, ok := dp.Route("198.51.100.0/24"); !ok {
 		t.Error("the FIB was flushed when the CE went away; the FE must keep forwarding")
 	}
 }
@@ -455,8 +356,8 @@ func TestExecutionModes(t *testing.T) {
 				t.Fatalf("results %v, want NOT_FOUND for every row", results(t, resp))
 			}
 		}
-		if st := a.Status(); st.Routes != 0 || st.Nexthops != 0 || dp.writeCount() != 0 {
-			t.Fatalf("all-or-none left %d routes, %d nexthops, %d datapath writes", st.Routes, st.Nexthops, dp.writeCount())
+		if st := a.Status(); st.Routes != 0 || st.Nexthops != 0 || dp.Writes() != 0 {
+			t.Fatalf("all-or-none left %d routes, %d nexthops, %d datapath writes", st.Routes, st.Nexthops, dp.Writes())
 		}
 	})
 	t.Run("until-failure", func(t *testing.T) {
@@ -467,7 +368,7 @@ func TestExecutionModes(t *testing.T) {
 		if got := fmt.Sprint(results(t, resp)); got != want {
 			t.Fatalf("results %s, want %s", got, want)
 		}
-		if dp.gateway("198.51.100.0/24") != "192.0.2.1" || dp.gateway("203.0.113.0/24") != "" {
+		if dp.Gateway("198.51.100.0/24") != "192.0.2.1" || dp.Gateway("203.0.113.0/24") != "" {
 			t.Fatal("until-failure did not stop at the failing row")
 		}
 	})
@@ -475,7 +376,7 @@ func TestExecutionModes(t *testing.T) {
 		a, dp := testAgent(t, Config{})
 		a.applyConfig(configWith(t, forces.Flags{ExecMode: forces.ExecContinueOnFailure},
 			setNH(1, "192.0.2.1"), bad, setRoute(2, "203.0.113.0/24", 1)))
-		if dp.gateway("203.0.113.0/24") != "192.0.2.1" {
+		if dp.Gateway("203.0.113.0/24") != "192.0.2.1" {
 			t.Fatal("continue-on-failure skipped the rows after the failing one")
 		}
 	})
@@ -488,7 +389,7 @@ func TestTransactionCommitAndAbort(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	a.applyConfig(configMsg(t, setNH(1, "192.0.2.1"), setNH(2, "192.0.2.2"),
 		setRoute(1, "198.51.100.0/24", 1), setRoute(2, "203.0.113.0/24", 2), setRoute(3, "192.0.2.128/25", 2)))
-	writes := dp.writeCount()
+	writes := dp.Writes()
 
 	at := func(tp forces.TransactionPhase) forces.Flags { return forces.Flags{Atomic: true, TP: tp} }
 	// Full resync, renumbered: 198.51.100.0/24 unchanged (other row and
@@ -504,24 +405,24 @@ func TestTransactionCommitAndAbort(t *testing.T) {
 		setRoute(10, "198.51.100.0/24", 5), setRoute(11, "203.0.113.0/24", 5))); failed {
 		t.Fatal("EOT failed")
 	}
-	if dp.writeCount() != writes || dp.gateway("192.0.2.128/25") == "" {
+	if dp.Writes() != writes || dp.Gateway("192.0.2.128/25") == "" {
 		t.Fatal("staged rows reached the datapath before COMMIT")
 	}
 	if _, failed := a.applyConfig(forces.NewCommit(ceID, forces.FEID(1), 9)); failed {
 		t.Fatal("COMMIT failed")
 	}
-	if dp.gateway("198.51.100.0/24") != "192.0.2.1" || dp.gateway("203.0.113.0/24") != "192.0.2.1" || dp.gateway("192.0.2.128/25") != "" {
-		t.Fatalf("after COMMIT: %q %q %q", dp.gateway("198.51.100.0/24"), dp.gateway("203.0.113.0/24"), dp.gateway("192.0.2.128/25"))
+	if dp.Gateway("198.51.100.0/24") != "192.0.2.1" || dp.Gateway("203.0.113.0/24") != "192.0.2.1" || dp.Gateway("192.0.2.128/25") != "" {
+		t.Fatalf("after COMMIT: %q %q %q", dp.Gateway("198.51.100.0/24"), dp.Gateway("203.0.113.0/24"), dp.Gateway("192.0.2.128/25"))
 	}
 	// 203.0.113.0/24 rewritten, 192.0.2.128/25 deleted, gateway 192.0.2.2's
 	// slot freed: three writes, none for the unchanged route.
-	if got := dp.writeCount() - writes; got != 3 {
+	if got := dp.Writes() - writes; got != 3 {
 		t.Errorf("COMMIT made %d datapath writes, want 3", got)
 	}
 
 	// Abort after COMMIT (before TRCOMP) rolls back.
 	a.applyConfig(&forces.Message{Header: forces.Header{Type: forces.MsgConfig, Src: ceID, Dst: forces.FEID(1), Flags: at(forces.PhaseABT)}})
-	if dp.gateway("192.0.2.128/25") != "192.0.2.2" || dp.gateway("203.0.113.0/24") != "192.0.2.2" {
+	if dp.Gateway("192.0.2.128/25") != "192.0.2.2" || dp.Gateway("203.0.113.0/24") != "192.0.2.2" {
 		t.Fatal("ABT after COMMIT did not restore the previous table")
 	}
 
@@ -588,31 +489,6 @@ func TestPrefix4(t *testing.T) {
 	}
 }
 
-func (f *fakeDatapath) SetRoutes(rs []datapath.Route) error {
-	for _, r := range rs {
-		f.SetRoute(r.Prefix, r.Nexthop)
-	}
-	return nil
-}
-
-func (f *fakeDatapath) DeleteRoutes(ps []netip.Prefix) error {
-	f.mu.Lock()
-	for _, p := range ps {
-		if _, ok := f.routes[p]; !ok {
-			f.mu.Unlock()
-			return datapath.ErrNotFound
-		}
-	}
-	f.mu.Unlock()
-	for _, p := range ps {
-		f.DeleteRoute(p)
-	}
-	return nil
-}
-
-func (f *fakeDatapath) PortCounters() (map[int]datapath.PortCounters, error) { return nil, nil }
-func (f *fakeDatapath) CPUCounters() ([]datapath.Counters, error)            { return nil, nil }
-
 func setNH6(id uint32, ip string) forces.TableOp {
 	return forces.TableOp{Op: forces.OpSet, ClassID: forces.ClassIPv6NextHop, InstanceID: 1, Path: []uint32{1, id},
 		FullData: forces.IPv6NextHopInfo{NextHop: netip.MustParseAddr(ip)}.MarshalFullData()}
@@ -641,11 +517,11 @@ func TestApplyIPv6(t *testing.T) {
 	if got := fmt.Sprint(results(t, resp)); !failed || got != want {
 		t.Fatalf("results %s, want %s", got, want)
 	}
-	if dp.gateway("198.51.100.0/24") != "192.0.2.1" || dp.gateway("2001:db8:100::/48") != "2001:db8::1" {
-		t.Fatalf("datapath: %q %q", dp.gateway("198.51.100.0/24"), dp.gateway("2001:db8:100::/48"))
+	if dp.Gateway("198.51.100.0/24") != "192.0.2.1" || dp.Gateway("2001:db8:100::/48") != "2001:db8::1" {
+		t.Fatalf("datapath: %q %q", dp.Gateway("198.51.100.0/24"), dp.Gateway("2001:db8:100::/48"))
 	}
 	a.applyConfig(configMsg(t, forces.TableOp{Op: forces.OpDel, ClassID: forces.ClassIPv6UcastLPM, InstanceID: 1, Path: []uint32{1, 1}}))
-	if dp.gateway("2001:db8:100::/48") != "" || dp.gateway("198.51.100.0/24") != "192.0.2.1" {
+	if dp.Gateway("2001:db8:100::/48") != "" || dp.Gateway("198.51.100.0/24") != "192.0.2.1" {
 		t.Fatal("deleting IPv6 row 1 did not remove exactly the IPv6 route")
 	}
 }
@@ -679,14 +555,14 @@ func TestFirstSyncMatchesRowByRow(t *testing.T) {
 				t.Fatalf("round %d: %v failed", round, op)
 			}
 		}
-		if !maps.Equal(gateways(dpS), gateways(dpD)) {
-			t.Fatalf("round %d: datapath after the full sync %v, row by row %v", round, gateways(dpS), gateways(dpD))
+		if !maps.Equal(dpS.Gateways(), dpD.Gateways()) {
+			t.Fatalf("round %d: datapath after the full sync %v, row by row %v", round, dpS.Gateways(), dpD.Gateways())
 		}
 		for _, a := range []*Agent{staged, direct} {
 			refs := map[uint32]int{}
 			for p, id := range a.prog.routes.all() {
 				refs[id]++
-				if got, _ := dpS.route(p.String()); a == staged && got != id {
+				if got, _ := dpS.Route(p.String()); a == staged && got != id {
 					t.Fatalf("round %d: %s programmed as %d, datapath has %d", round, p, id, got)
 				}
 			}
@@ -700,19 +576,4 @@ func TestFirstSyncMatchesRowByRow(t *testing.T) {
 			}
 		}
 	}
-}
-
-// gateways is what the datapath forwards each prefix to.
-func gateways(f *fakeDatapath) map[string]string {
-	f.mu.Lock()
-	var ps []string
-	for p := range f.routes {
-		ps = append(ps, p.String())
-	}
-	f.mu.Unlock()
-	out := map[string]string{}
-	for _, p := range ps {
-		out[p] = f.gateway(p)
-	}
-	return out
 }

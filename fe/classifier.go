@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitplane/splitplane/classifier"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // The classifier's side in the FE: the router's own control flows, found in
@@ -31,26 +32,10 @@ type classifierDatapath interface {
 }
 
 // ClassifierStatus is what the classifier is doing, for the FE's status.
-type ClassifierStatus struct {
-	ControlCPU  int    `json:"control_cpu"`
-	Steering    string `json:"steering"`     // "xdp cpumap to CPU N", "none"
-	ForwardCPUs []int  `json:"forward_cpus"` // forwarding spread over these CPUs; empty: where packets arrive
-	// NICs say, per port, what its NIC can do (n-tuple rules, RSS
-	// indirection, queues, IRQs) and so which path steers there.
-	NICs      []string     `json:"nics"`
-	PolicePPS uint64       `json:"police_pps"`
-	GTSMPeers []string     `json:"gtsm_peers"`
-	Rules     []FlowStatus `json:"rules"`
-	Errors    uint64       `json:"errors"`
-}
+type ClassifierStatus = forces.FEClassifierStatus
 
 // FlowStatus is one control flow the datapath steers.
-type FlowStatus struct {
-	Kind    string `json:"kind"`
-	Local   string `json:"local"`
-	Remote  string `json:"remote"`
-	Packets uint64 `json:"packets"` // its return packets the datapath steered
-}
+type FlowStatus = forces.FEFlowStatus
 
 type classifierState struct {
 	mu     sync.Mutex

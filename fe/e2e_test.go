@@ -104,7 +104,7 @@ func TestCEAndFEOverTLS(t *testing.T) {
 		st := ceStatus(t, ctx, c)
 		return len(st.FEs) == 1 && st.FEs[0].Synced && a.Status().Routes == 3000
 	})
-	if gw := dp.gateway(us[2999].Prefix.String()); gw != nh.String() {
+	if gw := dp.Gateway(us[2999].Prefix.String()); gw != nh.String() {
 		t.Fatalf("datapath has %q for a synced route", gw)
 	}
 	st := ceStatus(t, ctx, c).FEs[0]
@@ -122,7 +122,7 @@ func TestCEAndFEOverTLS(t *testing.T) {
 	if err := c.Update(ctx, []ce.RouteUpdate{v6}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "IPv6 route in the datapath", func() bool { return dp.gateway("2001:db8:100::/48") == "2001:db8::9" })
+	waitUntil(t, "IPv6 route in the datapath", func() bool { return dp.Gateway("2001:db8:100::/48") == "2001:db8::9" })
 	if st := a.Status(); st.Routes != 3001 || st.Programmed != 3001 {
 		t.Fatalf("FE status after the IPv6 route: %d routes, %d programmed", st.Routes, st.Programmed)
 	}
@@ -131,7 +131,7 @@ func TestCEAndFEOverTLS(t *testing.T) {
 	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: us[0].Prefix, Withdraw: true}}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "withdrawal applied", func() bool { return dp.gateway(us[0].Prefix.String()) == "" })
+	waitUntil(t, "withdrawal applied", func() bool { return dp.Gateway(us[0].Prefix.String()) == "" })
 
 	// An FE whose certificate comes from another CA never associates.
 	rogue, err := forces.WritePKI(t.TempDir(), time.Hour, "fe")
@@ -185,22 +185,20 @@ func TestCEAndFEECMP(t *testing.T) {
 	}
 	_, dp := runFE(t, c, Config{ID: 1, HeartbeatInterval: 50 * time.Millisecond})
 	waitUntil(t, "the ECMP routes in the datapath", func() bool {
-		return dp.gateway(pfx.String()) == "192.0.2.1,192.0.2.2" && dp.gateway(pfx6.String()) == "2001:db8::1,2001:db8::2"
+		return dp.Gateway(pfx.String()) == "192.0.2.1,192.0.2.2" && dp.Gateway(pfx6.String()) == "2001:db8::1,2001:db8::2"
 	})
 	// An update: a third next hop joins.
 	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: pfx, NextHop: a1, NextHops: []netip.Addr{c1, a1, b1}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "three next hops", func() bool { return dp.gateway(pfx.String()) == "192.0.2.1,192.0.2.2,192.0.2.3" })
+	waitUntil(t, "three next hops", func() bool { return dp.Gateway(pfx.String()) == "192.0.2.1,192.0.2.2,192.0.2.3" })
 	// Down to one: a plain nexthop, and the group is gone from the datapath.
 	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: pfx, NextHop: b1}, {Prefix: pfx6, Withdraw: true}}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "one next hop, no groups", func() bool {
-		dp.mu.Lock()
-		groups := len(dp.groups)
-		dp.mu.Unlock()
-		return dp.gateway(pfx.String()) == "192.0.2.2" && dp.gateway(pfx6.String()) == "" && groups == 0
+		groups := len(dp.Groups())
+		return dp.Gateway(pfx.String()) == "192.0.2.2" && dp.Gateway(pfx6.String()) == "" && groups == 0
 	})
 }
 
@@ -213,7 +211,7 @@ func TestCEQueriesFEStatus(t *testing.T) {
 	if err := c.Update(ctx, []ce.RouteUpdate{{Prefix: netip.MustParsePrefix("198.51.100.0/24"), NextHop: netip.MustParseAddr("192.0.2.1")}}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the route in the datapath", func() bool { return dp.gateway("198.51.100.0/24") == "192.0.2.1" })
+	waitUntil(t, "the route in the datapath", func() bool { return dp.Gateway("198.51.100.0/24") == "192.0.2.1" })
 	raw, err := c.FEDetails(ctx, forces.FEID(1))
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/netnstest"
 )
 
@@ -286,7 +287,7 @@ func (lab *ecmpLab) waitProgrammed(t *testing.T, gws ...netip.Addr) {
 			if s == nil || s.ifindex == 0 {
 				return false
 			}
-			if _, ok := a.neighbors[neighKey{s.ifindex, s.gw}]; !ok {
+			if !a.neighbors.has(s.ifindex, s.gw) {
 				return false
 			}
 			got = append(got, s.gw)
@@ -325,14 +326,14 @@ func (lab *ecmpLab) send(t *testing.T, phase byte, flows, perFlow int, forward b
 }
 
 type ecmpCounters struct {
-	all   datapath.Counters
-	ports map[int]datapath.PortCounters
+	all   forces.FECounters
+	ports map[int]forces.FEPortCounters
 }
 
 func (lab *ecmpLab) counters(t *testing.T) ecmpCounters {
 	t.Helper()
 	st := lab.agent.Status()
-	c := ecmpCounters{all: st.Counters, ports: map[int]datapath.PortCounters{}}
+	c := ecmpCounters{all: st.Counters, ports: map[int]forces.FEPortCounters{}}
 	if c.all == nil {
 		t.Fatal("the FE reports no datapath counters")
 	}

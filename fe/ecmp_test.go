@@ -43,32 +43,32 @@ func TestApplyECMP(t *testing.T) {
 		setGroup(10, 2, 1), setGroup(11, 1, 2), // the same set twice
 		setECMPRoute(1, "198.51.100.0/24", 10), setECMPRoute(2, "203.0.113.0/24", 11)))
 	for _, p := range []string{"198.51.100.0/24", "203.0.113.0/24"} {
-		if gw := dp.gateway(p); gw != "192.0.2.1,192.0.2.2" {
+		if gw := dp.Gateway(p); gw != "192.0.2.1,192.0.2.2" {
 			t.Fatalf("%s -> %q, want the group 192.0.2.1,192.0.2.2", p, gw)
 		}
 	}
-	id1, _ := dp.route("198.51.100.0/24")
-	id2, _ := dp.route("203.0.113.0/24")
-	if id1 != id2 || len(dp.groups) != 1 {
-		t.Fatalf("two CE groups of the same gateways: datapath groups %v, route targets %d and %d; want one shared", dp.groups, id1, id2)
+	id1, _ := dp.Route("198.51.100.0/24")
+	id2, _ := dp.Route("203.0.113.0/24")
+	if id1 != id2 || len(dp.Groups()) != 1 {
+		t.Fatalf("two CE groups of the same gateways: datapath groups %v, route targets %d and %d; want one shared", dp.Groups(), id1, id2)
 	}
 
 	// A group's member changes: its routes follow.
 	ok(apply(setGroup(10, 1, 2, 3)))
-	if gw := dp.gateway("198.51.100.0/24"); gw != "192.0.2.1,192.0.2.2,192.0.2.3" {
+	if gw := dp.Gateway("198.51.100.0/24"); gw != "192.0.2.1,192.0.2.2,192.0.2.3" {
 		t.Fatalf("after the group grew: %q", gw)
 	}
-	if gw := dp.gateway("203.0.113.0/24"); gw != "192.0.2.1,192.0.2.2" {
+	if gw := dp.Gateway("203.0.113.0/24"); gw != "192.0.2.1,192.0.2.2" {
 		t.Fatalf("the other group's route moved: %q", gw)
 	}
 	// A member nexthop's gateway changes: groups using it change.
 	ok(apply(setNH(2, "192.0.2.22")))
-	if gw := dp.gateway("203.0.113.0/24"); gw != "192.0.2.1,192.0.2.22" {
+	if gw := dp.Gateway("203.0.113.0/24"); gw != "192.0.2.1,192.0.2.22" {
 		t.Fatalf("after nexthop 2 moved: %q", gw)
 	}
 	// One member left: a plain nexthop.
 	ok(apply(setGroup(11, 1)))
-	if gw := dp.gateway("203.0.113.0/24"); gw != "192.0.2.1" {
+	if gw := dp.Gateway("203.0.113.0/24"); gw != "192.0.2.1" {
 		t.Fatalf("a one-member group: %q", gw)
 	}
 	// Bad rows: unknown group, unknown member, bad size.
@@ -81,10 +81,10 @@ func TestApplyECMP(t *testing.T) {
 	}
 	// Routes off the groups, groups deleted: the datapath's groups go.
 	ok(apply(setRoute(1, "198.51.100.0/24", 3), del(forces.ClassIPv4UcastLPM, 2), del(forces.ClassIPv4ECMP, 10), del(forces.ClassIPv4ECMP, 11)))
-	if len(dp.groups) != 0 {
-		t.Fatalf("datapath groups left: %v", dp.groups)
+	if len(dp.Groups()) != 0 {
+		t.Fatalf("datapath groups left: %v", dp.Groups())
 	}
-	if gw := dp.gateway("198.51.100.0/24"); gw != "192.0.2.3" {
+	if gw := dp.Gateway("198.51.100.0/24"); gw != "192.0.2.3" {
 		t.Fatalf("route moved off its group: %q", gw)
 	}
 	st := a.Status()

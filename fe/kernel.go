@@ -31,7 +31,7 @@ const kernelProto = netlink.RouteProtocol(201)
 // what the kernel should have, and a goroutine of k's own writes it.
 type kernelFIB struct {
 	mode string
-	h    *netlink.Handle
+	h    routeWriter
 
 	mu       sync.Mutex
 	written  sync.Cond // signalled when the writer has finished a batch
@@ -48,6 +48,16 @@ type kernelFIB struct {
 	started chan struct{} // closed once tid is set
 	stopped chan struct{}
 	tid     int // the writer's thread
+}
+
+// routeWriter is the part of a netlink handle the kernel copy uses;
+// *netlink.Handle is the real one, tests use a fake that renders what it
+// was asked as ip route text.
+type routeWriter interface {
+	RouteReplace(r *netlink.Route) error
+	RouteDel(r *netlink.Route) error
+	RouteListFiltered(family int, filter *netlink.Route, mask uint64) ([]netlink.Route, error)
+	Close()
 }
 
 // kernelTable is one family's part of a kernelFIB, guarded by its mu. A
@@ -70,6 +80,11 @@ func newKernelFIB(mode string) *kernelFIB {
 	if err != nil {
 		h = &netlink.Handle{} // a socket per call, as the package functions
 	}
+	return newKernelFIBOn(mode, h)
+}
+
+// newKernelFIBOn is newKernelFIB writing through h.
+func newKernelFIBOn(mode string, h routeWriter) *kernelFIB {
 	k := &kernelFIB{
 		mode: mode, h: h,
 		v4: kernelTable[prefix4, uint32]{installed: map[prefix4]uint32{}, prefix: prefix4.Prefix, addr: addr4},

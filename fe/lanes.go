@@ -7,18 +7,14 @@ import (
 	"strings"
 
 	"github.com/splitplane/splitplane/classifier"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // Lane is one receive queue of a port and the CPUs that serve it: where its
 // interrupt is delivered (a NIC with per-queue IRQs), or the CPUs its NAPI
 // kthread may run on (threaded NAPI), or, with neither, whichever CPU raised
 // the softirq (veth: the sender's).
-type Lane struct {
-	Port  string `json:"port"`
-	Queue int    `json:"queue"`
-	CPUs  string `json:"cpus"` // a CPU list such as "0-1" or "1"; "sender" for softirq on the sending CPU
-	Via   string `json:"via"`  // "irq N", "threaded napi", or "softirq"
-}
+type Lane = forces.FELane
 
 // portQueues is a port and its number of receive queues (from netlink, which,
 // unlike /sys under nsenter, answers for the FE's own namespace).

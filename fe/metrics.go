@@ -137,7 +137,7 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 			resolved++
 		}
 	}
-	neighbors := len(a.neighbors)
+	neighbors := a.neighbors.len()
 	kernel := a.kernel != nil
 	var kernelRoutes int
 	var kernelErrors uint64

@@ -18,12 +18,13 @@ import (
 
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/fe/fedptest"
 	"github.com/splitplane/splitplane/forces"
 )
 
 // countingDatapath is the fake datapath with counters the test sets.
 type countingDatapath struct {
-	*fakeDatapath
+	*fedptest.Datapath
 	mu    sync.Mutex
 	cpus  []datapath.Counters
 	ports map[int]datapath.PortCounters
@@ -129,7 +130,7 @@ func checkSeries(t *testing.T, what string, mfs map[string]*dto.MetricFamily, wa
 // per-CPU and per-port counters with their labels, read at each scrape.
 func TestMetricsCEAndFE(t *testing.T) {
 	c := runCE(t, ce.Config{MetricsListen: "127.0.0.1:0"})
-	dp := &countingDatapath{fakeDatapath: newFake()}
+	dp := &countingDatapath{Datapath: newFake()}
 	a, err := New(Config{Ports: []string{"unused0"}, CEAddress: c.Addr().String(), CEAddressLow: c.LowAddr().String(), MetricsListen: "127.0.0.1:0"},
 		slog.New(slog.DiscardHandler), WithDatapath(dp, func(netip.Addr) int { return 7 }))
 	if err != nil {

@@ -1,9 +1,13 @@
 package fe
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -39,7 +43,7 @@ func (a *Agent) resolveLoop(ctx context.Context) {
 		for gw, s := range a.prog.slots {
 			a.resolve(gw, s)
 			if s.ifindex != 0 {
-				if _, known := a.neighbors[neighKey{s.ifindex, gw}]; !known {
+				if !a.neighbors.has(s.ifindex, gw) {
 					solicit = append(solicit, gw)
 				}
 			}
@@ -71,7 +75,17 @@ func (a *Agent) watchNeighbors(ctx context.Context) {
 		a.log.Error("fe: subscribe to neighbours; next-hop MACs will not be learned", "err", err)
 		return
 	}
-	forEach(ctx, ch, a.neighborUpdate)
+	// The ports and the datapath are fixed once Run has set them up: take
+	// them once, so that learning a MAC never waits for the agent's lock,
+	// which a table apply holds across its datapath writes.
+	a.mu.Lock()
+	ours := make(map[int]bool, len(a.ports))
+	for ifindex := range a.ports {
+		ours[ifindex] = true
+	}
+	dp := a.dp
+	a.mu.Unlock()
+	forEach(ctx, ch, func(u netlink.NeighUpdate) { a.neighbors.update(u, ours, dp, a.log) })
 }
 
 // forEach calls fn with every value from ch until ctx ends or ch closes.
@@ -91,7 +105,33 @@ func forEach[T any](ctx context.Context, ch <-chan T, fn func(T)) {
 
 const usableNeighbor = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE | netlink.NUD_PERMANENT | netlink.NUD_NOARP
 
-func (a *Agent) neighborUpdate(u netlink.NeighUpdate) {
+// neighborTable is the MACs of next hops on the FE's ports, as programmed
+// into the datapath. Only the neighbour watcher changes it, so it writes the
+// datapath without holding mu (readers never wait for a BPF write) and
+// without the agent's lock.
+type neighborTable struct {
+	mu sync.Mutex
+	m  map[neighKey]net.HardwareAddr
+}
+
+// has reports whether the MAC of ip on ifindex is known.
+func (t *neighborTable) has(ifindex int, ip netip.Addr) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.m[neighKey{ifindex, ip}]
+	return ok
+}
+
+// len is the number of neighbours known.
+func (t *neighborTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// update applies a netlink neighbour update on one of the ports in ours to
+// dp and t.
+func (t *neighborTable) update(u netlink.NeighUpdate, ours map[int]bool, dp Datapath, log *slog.Logger) {
 	n := u.Neigh
 	var ip netip.Addr
 	switch n.Family {
@@ -100,28 +140,30 @@ func (a *Agent) neighborUpdate(u netlink.NeighUpdate) {
 	case unix.AF_INET6:
 		ip, _ = netip.AddrFromSlice(n.IP.To16())
 	}
-	if !ip.IsValid() || ip.Is4In6() {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, ours := a.ports[n.LinkIndex]; !ours {
+	if !ip.IsValid() || ip.Is4In6() || !ours[n.LinkIndex] {
 		return
 	}
 	key := neighKey{n.LinkIndex, ip}
+	t.mu.Lock()
+	old, known := t.m[key]
+	t.mu.Unlock()
 	if u.Type == unix.RTM_NEWNEIGH && n.State&usableNeighbor != 0 && len(n.HardwareAddr) == 6 {
-		if old, ok := a.neighbors[key]; ok && old.String() == n.HardwareAddr.String() {
+		if known && bytes.Equal(old, n.HardwareAddr) {
 			return
 		}
-		if err := a.dp.SetNeighbor(n.LinkIndex, ip, n.HardwareAddr); err != nil {
-			a.log.Error("fe: program neighbour", "addr", ip, "err", err)
+		if err := dp.SetNeighbor(n.LinkIndex, ip, n.HardwareAddr); err != nil {
+			log.Error("fe: program neighbour", "addr", ip, "err", err)
 			return
 		}
-		a.neighbors[key] = n.HardwareAddr
+		t.mu.Lock()
+		t.m[key] = slices.Clone(n.HardwareAddr)
+		t.mu.Unlock()
 		return
 	}
-	if _, ok := a.neighbors[key]; ok {
-		delete(a.neighbors, key)
-		_ = a.dp.DeleteNeighbor(n.LinkIndex, ip)
+	if known {
+		t.mu.Lock()
+		delete(t.m, key)
+		t.mu.Unlock()
+		_ = dp.DeleteNeighbor(n.LinkIndex, ip)
 	}
 }

@@ -10,8 +10,7 @@ import (
 
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
-	festatus "github.com/splitplane/splitplane/fe"
-	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // statusTimeout bounds the wait for the CE's status: a CE that does not
@@ -69,7 +68,7 @@ func (s *fes) List(ctx context.Context, _ *spv1.ListFEsRequest) (*spv1.ListFEsRe
 
 // addDetails fills in what an FE reported of itself.
 func addDetails(out *spv1.FE, raw json.RawMessage) {
-	var st festatus.Status
+	var st forces.FEStatus
 	if json.Unmarshal(raw, &st) != nil {
 		return
 	}
@@ -103,8 +102,8 @@ func addDetails(out *spv1.FE, raw json.RawMessage) {
 
 // counters maps the datapath's named counters: rx, forwarded, every pass_*
 // reason and to_control_cpu (to the kernel), every drop_* reason (dropped).
-func counters(total datapath.Counters, perCPU []datapath.Counters) *spv1.Counters {
-	sum := func(c datapath.Counters) (rx, fwd, passed, dropped uint64) {
+func counters(total forces.FECounters, perCPU []forces.FECounters) *spv1.Counters {
+	sum := func(c forces.FECounters) (rx, fwd, passed, dropped uint64) {
 		for name, v := range c {
 			switch {
 			case name == "rx":
@@ -179,7 +178,7 @@ func (c classifier) ListRules(ctx context.Context, _ *spv1.ListRulesRequest) (*s
 		if err != nil {
 			continue
 		}
-		var fs festatus.Status
+		var fs forces.FEStatus
 		if json.Unmarshal(raw, &fs) != nil || fs.Classifier == nil {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -205,7 +206,7 @@ func reloadOnHUP(ctx context.Context, r reloader, path string) {
 }
 
 func feCmd() *cobra.Command {
-	return daemonCmd("fe", "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES", func(path, pcap string) (daemon, error) {
+	cmd := daemonCmd("fe", "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES", func(path, pcap string) (daemon, error) {
 		var cfg fe.Config
 		if err := loadYAML(path, &cfg); err != nil {
 			return nil, err
@@ -213,16 +214,45 @@ func feCmd() *cobra.Command {
 		if pcap != "" {
 			cfg.ForCESPcap = pcap
 		}
-		a, err := fe.New(cfg, newLogger())
+		log := newLogger()
+		a, err := fe.New(cfg, log)
 		if err != nil {
 			return nil, err
 		}
-		return feDaemon{a}, nil
+		return feDaemon{Agent: a, pcap: pcap, log: log}, nil
 	})
+	cmd.Long = "Run a forwarding element: the XDP fast path, programmed by the CE over ForCES.\n\n" +
+		"SIGHUP reads the configuration file again and applies what can change at run time (the\n" +
+		"classifier's policer and GTSM peers); other changed settings are logged as needing a restart\n" +
+		"and kept. An invalid file changes nothing, and the FE keeps running."
+	return cmd
 }
 
 // feDaemon is an FE run by the fe command.
-type feDaemon struct{ *fe.Agent }
+type feDaemon struct {
+	*fe.Agent
+	pcap string // --forces-pcap, which overrides the file's forces_pcap
+	log  *slog.Logger
+}
+
+// reload reads the FE's configuration file again and applies what can
+// change at run time, logging what it applied and what needs a restart. A
+// file that cannot be read or is not valid changes nothing.
+func (d feDaemon) reload(_ context.Context, path string) error {
+	var cfg fe.Config
+	if err := loadYAML(path, &cfg); err != nil {
+		return err
+	}
+	if d.pcap != "" {
+		cfg.ForCESPcap = d.pcap
+	}
+	r, err := d.Reload(cfg)
+	if err != nil {
+		return err
+	}
+	d.log.Info("fe: configuration reloaded", "config", path, "applied", r.Applied, "needs_restart", r.Restart)
+	return nil
+}
 
 // privileges: every FE loads BPF maps and the XDP program, attaches it,
 // writes kernel routes and opens packet sockets on its ports.

@@ -1,0 +1,104 @@
+package forces
+
+import "net/netip"
+
+// FEStatus is the document a splitplane FE returns for FEStatusComponent: a
+// snapshot for operators, encoded as JSON. It is defined here, beside the
+// component, so that the CE and the management API decode what the FE sends
+// without importing the FE or its datapath.
+type FEStatus struct {
+	ID         string         `json:"id"`
+	Associated bool           `json:"associated"`
+	CE         string         `json:"ce"`
+	Ports      []FEPortStatus `json:"ports"`
+	// Routes and Nexthops count the CE's rows; Programmed the routes in the
+	// datapath (a route whose nexthop row is missing, or that a connected
+	// route shadows, is not); Gateways the distinct next hops and Resolved
+	// those whose egress port is known.
+	Routes         int         `json:"routes"`
+	Nexthops       int         `json:"nexthops"`
+	Programmed     int         `json:"programmed_routes"`
+	Gateways       int         `json:"gateways"`
+	Resolved       int         `json:"gateways_resolved"`
+	Neighbors      int         `json:"neighbors"`
+	DatapathErrors uint64      `json:"datapath_errors"`
+	Lanes          []FELane    `json:"lanes"`
+	Low            FELowStatus `json:"low_channel"`
+	KernelRoutes   int         `json:"kernel_routes"`
+	KernelErrors   uint64      `json:"kernel_route_errors"`
+	ProtocolErrors uint64      `json:"protocol_errors"`
+	Counters       FECounters  `json:"counters"`
+	// Classifier: the control flows steered, policing and GTSM (nil: off).
+	Classifier *FEClassifierStatus `json:"classifier,omitempty"`
+	// PerCPU are the same counters for each CPU: which core did the work.
+	PerCPU []FECounters `json:"counters_per_cpu"`
+}
+
+// FECounters are the datapath's packet counters by name: "rx", "forwarded",
+// a "pass_*" name for each reason to pass a packet to the kernel,
+// "to_control_cpu", and a "drop_*" name for each reason to drop one.
+type FECounters map[string]uint64
+
+// FEPortStatus is one port of the FE in its status.
+type FEPortStatus struct {
+	Name    string         `json:"name"`
+	Ifindex int            `json:"ifindex"`
+	MAC     string         `json:"mac"`
+	Addrs   []netip.Prefix `json:"addresses"`
+	Mode    string         `json:"xdp_mode"`
+	Up      bool           `json:"up"`
+	// Counters are the XDP program's packets and bytes on this port.
+	Counters FEPortCounters `json:"counters"`
+}
+
+// FEPortCounters are the fast path's counters of one port since it was
+// attached.
+type FEPortCounters struct {
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	Passed    uint64 `json:"passed"`
+	Dropped   uint64 `json:"dropped"`
+}
+
+// FELane is one receive queue of a port and where it is served.
+type FELane struct {
+	Port  string `json:"port"`
+	Queue int    `json:"queue"`
+	CPUs  string `json:"cpus"` // a CPU list such as "0-1" or "1"; "sender" for softirq on the sending CPU
+	Via   string `json:"via"`  // "irq N", "threaded napi", or "softirq"
+}
+
+// FELowStatus is the low-priority channel (redirected and injected frames,
+// events) in the FE's status.
+type FELowStatus struct {
+	Up         bool   `json:"up"`
+	Redirected uint64 `json:"redirected_packets"`
+	Dropped    uint64 `json:"dropped_redirects"`
+	Injected   uint64 `json:"injected_packets"`
+	Events     uint64 `json:"events"`
+}
+
+// FEClassifierStatus is what the FE's classifier is doing.
+type FEClassifierStatus struct {
+	ControlCPU  int    `json:"control_cpu"`
+	Steering    string `json:"steering"`     // "xdp cpumap to CPU N", "none"
+	ForwardCPUs []int  `json:"forward_cpus"` // forwarding spread over these CPUs; empty: where packets arrive
+	// NICs say, per port, what its NIC can do (n-tuple rules, RSS
+	// indirection, queues, IRQs) and so which path steers there.
+	NICs      []string       `json:"nics"`
+	PolicePPS uint64         `json:"police_pps"`
+	GTSMPeers []string       `json:"gtsm_peers"`
+	Rules     []FEFlowStatus `json:"rules"`
+	Errors    uint64         `json:"errors"`
+}
+
+// FEFlowStatus is one control flow the FE's datapath steers to the control
+// CPU.
+type FEFlowStatus struct {
+	Kind    string `json:"kind"`
+	Local   string `json:"local"`
+	Remote  string `json:"remote"`
+	Packets uint64 `json:"packets"` // its return packets the datapath steered
+}
