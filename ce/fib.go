@@ -42,10 +42,6 @@ type Change struct {
 	First   uint32
 }
 
-// MaxGroupID is the highest group ID the CE hands out. Nexthop IDs stop at
-// forces.MaxNexthopID.
-const MaxGroupID = 0xFFFF
-
 type nexthop struct {
 	id   uint32
 	refs int
@@ -281,7 +277,7 @@ func (f *FIB) refGroup(key string, members []netip.Addr, out []Change) (*group, 
 	case len(f.freeGIDs) > 0:
 		id = f.freeGIDs[len(f.freeGIDs)-1]
 		f.freeGIDs = f.freeGIDs[:len(f.freeGIDs)-1]
-	case f.nextGID <= MaxGroupID:
+	case f.nextGID <= forces.MaxGroupID:
 		id = f.nextGID
 		f.nextGID++
 	default:

@@ -23,6 +23,7 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/metrics"
+	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/splitplane/splitplane/internal/status"
 )
 
@@ -77,7 +78,7 @@ type Agent struct {
 	openNIC     nicOpener              // the classifier's NIC access; nil: classifier.OpenNIC
 	irqAffinity classifier.IRQAffinity // nil: /proc/irq
 	prog        *programmed            // what the datapath holds for them
-	connected   map[prefix4]uint32     // prefix -> local nexthop ID
+	connected   map[prefix.V4]uint32   // prefix -> local nexthop ID
 	connected6  map[netip.Prefix]uint32
 	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
 	hb          forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
@@ -163,7 +164,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 		cfg: cfg, live: cfg, log: log, id: forces.FEID(cfg.ID),
 		load:  func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
 		kick:  make(chan struct{}, 1),
-		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix4]uint32{}, connected6: map[netip.Prefix]uint32{},
+		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix.V4]uint32{}, connected6: map[netip.Prefix]uint32{},
 		neighbors: neighborTable{m: map[neighKey]net.HardwareAddr{}},
 	}
 	a.prom = metrics.New(log, &feCollector{a: a})

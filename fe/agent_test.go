@@ -16,6 +16,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe/fedptest"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // fakeDatapath is the recording datapath the agent's tests program.
@@ -145,7 +146,7 @@ func TestApplyConfig(t *testing.T) {
 func TestConnectedRouteWins(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	conn := netip.MustParsePrefix("10.10.1.0/24")
-	a.connected[toPrefix4(conn)] = forces.MaxNexthopID + 1
+	a.connected[prefix.FromV4(conn)] = forces.MaxNexthopID + 1
 	dp.SetRoute(conn, forces.MaxNexthopID+1)
 	a.applyConfig(configMsg(t, setNH(1, "10.10.2.2"), setRoute(1, "10.10.1.0/24", 1)))
 	if nh, _ := dp.Route("10.10.1.0/24"); nh != forces.MaxNexthopID+1 {
@@ -477,12 +478,12 @@ func TestMalformedFromCE(t *testing.T) {
 func TestPrefix4(t *testing.T) {
 	for _, s := range []string{"0.0.0.0/0", "198.51.100.0/24", "255.255.255.255/32", "10.0.0.0/8"} {
 		p := netip.MustParsePrefix(s)
-		if got := toPrefix4(p).Prefix(); got != p {
+		if got := prefix.FromV4(p).Prefix(); got != p {
 			t.Errorf("%s round-trips to %s", p, got)
 		}
 	}
-	if toPrefix4(netip.MustParsePrefix("10.1.2.3/8")) != toPrefix4(netip.MustParsePrefix("10.0.0.0/8")) {
-		t.Error("prefix4 does not mask")
+	if prefix.FromV4(netip.MustParsePrefix("10.1.2.3/8")) != prefix.FromV4(netip.MustParsePrefix("10.0.0.0/8")) {
+		t.Error("prefix.V4 does not mask")
 	}
 	if addr4(ip4(netip.MustParseAddr("192.0.2.1"))).String() != "192.0.2.1" {
 		t.Error("ip4 round trip")

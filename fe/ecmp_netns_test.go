@@ -25,6 +25,7 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/netnstest"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // ecmpNetnsEnv marks the copy of the test binary that runs inside the test's
@@ -271,7 +272,7 @@ func (lab *ecmpLab) waitProgrammed(t *testing.T, gws ...netip.Addr) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		var got []netip.Addr
-		id, ok := a.prog.routes.get(toPrefix4(lab.pfx))
+		id, ok := a.prog.routes.get(prefix.FromV4(lab.pfx))
 		if !ok {
 			return len(gws) == 0
 		}

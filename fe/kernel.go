@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +36,7 @@ type kernelFIB struct {
 
 	mu       sync.Mutex
 	written  sync.Cond // signalled when the writer has finished a batch
-	v4       kernelTable[prefix4, uint32]
+	v4       kernelTable[prefix.V4, uint32]
 	v6       kernelTable[netip.Prefix, netip.Addr]
 	recorded uint64 // changes recorded, ever
 	done     uint64 // the value of recorded when the writer took its last finished batch
@@ -87,7 +88,7 @@ func newKernelFIB(mode string) *kernelFIB {
 func newKernelFIBOn(mode string, h routeWriter) *kernelFIB {
 	k := &kernelFIB{
 		mode: mode, h: h,
-		v4: kernelTable[prefix4, uint32]{installed: map[prefix4]uint32{}, prefix: prefix4.Prefix, addr: addr4},
+		v4: kernelTable[prefix.V4, uint32]{installed: map[prefix.V4]uint32{}, prefix: prefix.V4.Prefix, addr: addr4},
 		v6: kernelTable[netip.Prefix, netip.Addr]{installed: map[netip.Prefix]netip.Addr{},
 			prefix: func(p netip.Prefix) netip.Prefix { return p }, addr: func(a netip.Addr) netip.Addr { return a }},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), started: make(chan struct{}), stopped: make(chan struct{}),
@@ -159,7 +160,7 @@ func (k *kernelFIB) sweep() error {
 
 // sync makes the kernel's copy of IPv4 prefix p match gw (0: no route), soon:
 // it does not wait for the kernel (flush does).
-func (k *kernelFIB) sync(p prefix4, gw uint32) {
+func (k *kernelFIB) sync(p prefix.V4, gw uint32) {
 	if k.wants(p.Prefix()) {
 		k.record(func() bool { return k.v4.record(p, gw) })
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/vishvananda/netlink"
 )
 
@@ -109,7 +110,7 @@ func (f *ipRoutes) step(title string) string {
 // testdata/kernel.golden.
 func TestKernelFIBGolden(t *testing.T) {
 	var out strings.Builder
-	pp := func(s string) prefix4 { return toPrefix4(netip.MustParsePrefix(s)) }
+	pp := func(s string) prefix.V4 { return prefix.FromV4(netip.MustParsePrefix(s)) }
 	gw := func(s string) uint32 { return ip4(netip.MustParseAddr(s)) }
 	for _, mode := range []string{KernelRoutesDefault, KernelRoutesAll} {
 		fmt.Fprintf(&out, "# mode %s\n", mode)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/internal/netnstest"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 func kernelRoutes(t *testing.T, h *netlink.Handle) map[string]string {
@@ -31,7 +32,7 @@ func kernelRoutes(t *testing.T, h *netlink.Handle) map[string]string {
 var (
 	kgw1, kgw2   = ip4(netip.MustParseAddr("10.9.0.2")), ip4(netip.MustParseAddr("10.9.0.3"))
 	kgw6a, kgw6b = netip.MustParseAddr("fd00:9::2"), netip.MustParseAddr("fd00:9::3")
-	kp           = toPrefix4(netip.MustParsePrefix("198.51.100.0/24"))
+	kp           = prefix.FromV4(netip.MustParsePrefix("198.51.100.0/24"))
 )
 
 // kernelTestLink adds a veth on 10.9.0.0/24 and fd00:9::/64, for gateways.
@@ -54,7 +55,7 @@ func TestKernelFIB(t *testing.T) {
 		kernelTestLink(t, h)
 
 		gw1, gw2, p := kgw1, kgw2, kp
-		def := toPrefix4(netip.MustParsePrefix("0.0.0.0/0"))
+		def := prefix.FromV4(netip.MustParsePrefix("0.0.0.0/0"))
 
 		k := newKernelFIB(KernelRoutesDefault)
 		defer k.close()
@@ -127,9 +128,9 @@ func TestKernelFIBAsync(t *testing.T) {
 		kernelTestLink(t, h)
 		gw1, gw2 := kgw1, kgw2
 		const n = 20000
-		ps := make([]prefix4, n)
+		ps := make([]prefix.V4, n)
 		for i := range ps {
-			ps[i] = toPrefix4(netip.PrefixFrom(addr4(ip4(netip.MustParseAddr("198.18.0.0"))+uint32(i)), 32))
+			ps[i] = prefix.FromV4(netip.PrefixFrom(addr4(ip4(netip.MustParseAddr("198.18.0.0"))+uint32(i)), 32))
 		}
 
 		k := newKernelFIB(KernelRoutesAll)
@@ -182,7 +183,7 @@ func TestKernelFIBCoalesce(t *testing.T) {
 	netnstest.Run(t, func(h *netlink.Handle) {
 		kernelTestLink(t, h)
 		gw1, gw2, p := kgw1, kgw2, kp
-		q := toPrefix4(netip.MustParsePrefix("203.0.113.0/24"))
+		q := prefix.FromV4(netip.MustParsePrefix("203.0.113.0/24"))
 		p6 := netip.MustParsePrefix("2001:db8:100::/48")
 		gw6a, gw6b := kgw6a, kgw6b
 

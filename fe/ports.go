@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // lookupPorts finds every configured port, before anything is loaded, so a
@@ -93,7 +94,7 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 				return err
 			}
 			if ip.Is4() {
-				a.connected[toPrefix4(pfx)] = localID
+				a.connected[prefix.FromV4(pfx)] = localID
 			} else {
 				a.connected6[pfx.Masked()] = localID
 			}

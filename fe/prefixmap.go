@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/splitplane/splitplane/internal/flatmap"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // prefixMap maps an address family's prefixes to values. The FE keeps a
@@ -32,24 +33,24 @@ type prefixMap[K comparable, V any] interface {
 // newPrefixMap returns an empty map for about n prefixes.
 func newPrefixMap[K comparable, V any](n int) prefixMap[K, V] {
 	var k K
-	if _, ok := any(k).(prefix4); ok {
-		return any(map4[V]{flatmap.New[prefix4, V](n)}).(prefixMap[K, V])
+	if _, ok := any(k).(prefix.V4); ok {
+		return any(map4[V]{flatmap.New[prefix.V4, V](n)}).(prefixMap[K, V])
 	}
 	return goMap[K, V](make(map[K]V, n))
 }
 
 // map4 holds IPv4 prefixes.
-type map4[V any] struct{ m *flatmap.Map[prefix4, V] }
+type map4[V any] struct{ m *flatmap.Map[prefix.V4, V] }
 
-func (m map4[V]) get(p prefix4) (V, bool)    { return m.m.Get(p) }
-func (m map4[V]) put(p prefix4, v V)         { m.m.Put(p, v) }
-func (m map4[V]) del(p prefix4)              { m.m.Del(p) }
-func (m map4[V]) len() int                   { return m.m.Len() }
-func (m map4[V]) all() iter.Seq2[prefix4, V] { return m.m.All() }
-func (m map4[V]) prefetch(p prefix4)         { m.m.Prefetch(p) }
+func (m map4[V]) get(p prefix.V4) (V, bool)    { return m.m.Get(p) }
+func (m map4[V]) put(p prefix.V4, v V)         { m.m.Put(p, v) }
+func (m map4[V]) del(p prefix.V4)              { m.m.Del(p) }
+func (m map4[V]) len() int                     { return m.m.Len() }
+func (m map4[V]) all() iter.Seq2[prefix.V4, V] { return m.m.All() }
+func (m map4[V]) prefetch(p prefix.V4)         { m.m.Prefetch(p) }
 
-func (m map4[V]) clone() prefixMap[prefix4, V] {
-	c := flatmap.New[prefix4, V](m.m.Len())
+func (m map4[V]) clone() prefixMap[prefix.V4, V] {
+	c := flatmap.New[prefix.V4, V](m.m.Len())
 	for k, v := range m.m.All() {
 		c.Put(k, v)
 	}

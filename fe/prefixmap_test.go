@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -14,17 +15,17 @@ import (
 // apart) and prefixes sharing an address; a clone is independent.
 func TestPrefixMap4MatchesGoMap(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	keys := []prefix4{toPrefix4(netip.MustParsePrefix("0.0.0.0/0")), toPrefix4(netip.MustParsePrefix("10.0.0.0/8")), toPrefix4(netip.MustParsePrefix("10.0.0.0/16"))}
+	keys := []prefix.V4{prefix.FromV4(netip.MustParsePrefix("0.0.0.0/0")), prefix.FromV4(netip.MustParsePrefix("10.0.0.0/8")), prefix.FromV4(netip.MustParsePrefix("10.0.0.0/16"))}
 	for _, p := range routegen.Generate(5000, 3) {
-		keys = append(keys, toPrefix4(p))
+		keys = append(keys, prefix.FromV4(p))
 	}
-	m := newPrefixMap[prefix4, uint32](0)
+	m := newPrefixMap[prefix.V4, uint32](0)
 	if _, ok := m.(map4[uint32]); !ok {
 		t.Fatalf("IPv4 prefixes are in a %T, want map4", m)
 	}
-	want := map[prefix4]uint32{}
-	var snap prefixMap[prefix4, uint32]
-	var snapWant map[prefix4]uint32
+	want := map[prefix.V4]uint32{}
+	var snap prefixMap[prefix.V4, uint32]
+	var snapWant map[prefix.V4]uint32
 	for i := range 50_000 {
 		k := keys[r.IntN(len(keys))]
 		if r.IntN(3) == 0 {
@@ -38,7 +39,7 @@ func TestPrefixMap4MatchesGoMap(t *testing.T) {
 			snap, snapWant = m.clone(), maps.Clone(want)
 		}
 	}
-	check := func(name string, m prefixMap[prefix4, uint32], want map[prefix4]uint32) {
+	check := func(name string, m prefixMap[prefix.V4, uint32], want map[prefix.V4]uint32) {
 		t.Helper()
 		if got := maps.Collect(m.all()); !maps.Equal(got, want) {
 			t.Fatalf("%s: %d entries differ from the model's %d", name, len(got), len(want))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // slot is a datapath nexthop entry, one per gateway. The FE numbers slots
@@ -33,7 +34,7 @@ type dgroup struct {
 // target ID it is programmed with (a slot's, or a group's at or above
 // datapath.GroupIDBase).
 type programmed struct {
-	routes    prefixMap[prefix4, uint32]
+	routes    prefixMap[prefix.V4, uint32]
 	routes6   prefixMap[netip.Prefix, uint32]
 	slots     map[netip.Addr]*slot
 	slotByID  map[uint32]*slot
@@ -50,7 +51,7 @@ type programmed struct {
 
 func newProgrammed() *programmed {
 	return &programmed{
-		routes: newPrefixMap[prefix4, uint32](0), routes6: newPrefixMap[netip.Prefix, uint32](0),
+		routes: newPrefixMap[prefix.V4, uint32](0), routes6: newPrefixMap[netip.Prefix, uint32](0),
 		slots: map[netip.Addr]*slot{}, slotByID: map[uint32]*slot{}, next: 1,
 		groups: map[string]*dgroup{}, groupByID: map[uint32]*dgroup{}, nextGroup: datapath.GroupIDBase,
 	}
@@ -65,13 +66,13 @@ type famProg[K comparable] struct {
 	shadowed func(K) bool // a port's connected route owns the prefix
 }
 
-func (a *Agent) prog4() famProg[prefix4] {
-	return famProg[prefix4]{routes: a.prog.routes, prefix: prefix4.Prefix,
-		reserve: func(n int) prefixMap[prefix4, uint32] {
-			a.prog.routes = newPrefixMap[prefix4, uint32](n)
+func (a *Agent) prog4() famProg[prefix.V4] {
+	return famProg[prefix.V4]{routes: a.prog.routes, prefix: prefix.V4.Prefix,
+		reserve: func(n int) prefixMap[prefix.V4, uint32] {
+			a.prog.routes = newPrefixMap[prefix.V4, uint32](n)
 			return a.prog.routes
 		},
-		shadowed: func(p prefix4) bool { _, ok := a.connected[p]; return ok }}
+		shadowed: func(p prefix.V4) bool { _, ok := a.connected[p]; return ok }}
 }
 
 func (a *Agent) prog6() famProg[netip.Prefix] {
@@ -477,8 +478,8 @@ func (a *Agent) writeSets(b *batch) {
 func (a *Agent) copyToKernel(ps []netip.Prefix) {
 	for _, p := range ps {
 		if p.Addr().Is4() {
-			id, _ := a.prog.routes.get(toPrefix4(p))
-			a.kernel.sync(toPrefix4(p), ip4(a.gatewayOf(id)))
+			id, _ := a.prog.routes.get(prefix.FromV4(p))
+			a.kernel.sync(prefix.FromV4(p), ip4(a.gatewayOf(id)))
 		} else {
 			id, _ := a.prog.routes6.get(p)
 			a.kernel.sync6(p, a.gatewayOf(id))
@@ -503,7 +504,7 @@ func (a *Agent) flush(b *batch) {
 	if a.kernel != nil {
 		for _, p := range b.dels {
 			if p.Addr().Is4() {
-				a.kernel.sync(toPrefix4(p), 0)
+				a.kernel.sync(prefix.FromV4(p), 0)
 			} else {
 				a.kernel.sync6(p, netip.Addr{})
 			}
@@ -547,7 +548,7 @@ func (a *Agent) flush(b *batch) {
 // forget drops a route the datapath refused from what is programmed.
 func (a *Agent) forget(p netip.Prefix, b *batch) {
 	if p.Addr().Is4() {
-		k := toPrefix4(p)
+		k := prefix.FromV4(p)
 		id, _ := a.prog.routes.get(k)
 		a.prog.routes.del(k)
 		a.unrefTarget(id, b)

@@ -9,13 +9,14 @@ import (
 
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/prefetch"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // The paged row table must behave like a map of rows.
 func TestRowTableAgainstMap(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	rows := newRowTable[prefix4]()
-	ref := map[uint32]rowSlot[prefix4]{}
+	rows := newRowTable[prefix.V4]()
+	ref := map[uint32]rowSlot[prefix.V4]{}
 	for i := range 100_000 {
 		row := uint32(r.IntN(5000))
 		if i%97 == 0 {
@@ -23,7 +24,7 @@ func TestRowTableAgainstMap(t *testing.T) {
 		}
 		switch r.IntN(3) {
 		case 0, 1:
-			s := rowSlot[prefix4]{prefix: prefix4(r.Uint64()), nexthop: r.Uint32(), ecmp: r.IntN(2) == 0, used: true}
+			s := rowSlot[prefix.V4]{prefix: prefix.V4(r.Uint64()), nexthop: r.Uint32(), ecmp: r.IntN(2) == 0, used: true}
 			if !rows.set(row, s.prefix, s.nexthop, s.ecmp) {
 				t.Fatalf("set row %d refused with %d pages", row, len(rows.pages))
 			}
@@ -46,7 +47,7 @@ func TestRowTableAgainstMap(t *testing.T) {
 	if rows.n != len(ref) {
 		t.Fatalf("n = %d, want %d", rows.n, len(ref))
 	}
-	got := map[uint32]rowSlot[prefix4]{}
+	got := map[uint32]rowSlot[prefix.V4]{}
 	maps.Insert(got, rows.all())
 	if !maps.Equal(got, ref) {
 		t.Fatalf("all yields %d rows, want %d", len(got), len(ref))
@@ -56,7 +57,7 @@ func TestRowTableAgainstMap(t *testing.T) {
 // A CE cannot make the FE allocate without bound: past maxRowPages pages a
 // row is refused with a result code, not a panic.
 func TestRowTablePageLimit(t *testing.T) {
-	rows := newRowTable[prefix4]()
+	rows := newRowTable[prefix.V4]()
 	for i := range maxRowPages {
 		if !rows.set(uint32(i)<<rowPageBits, 1, 1, false) {
 			t.Fatalf("page %d refused", i)
@@ -82,20 +83,20 @@ func TestRowTablePageLimit(t *testing.T) {
 // yielded, and stops when the loop does.
 func TestAheadOfKeepsOrder(t *testing.T) {
 	for _, n := range []int{0, 1, prefetch.Ahead - 1, prefetch.Ahead, prefetch.Ahead + 1, 100} {
-		src := func(yield func(uint32, rowSlot[prefix4]) bool) {
+		src := func(yield func(uint32, rowSlot[prefix.V4]) bool) {
 			for i := range n {
-				if !yield(uint32(i), rowSlot[prefix4]{prefix: prefix4(i)<<8 | 32, used: true}) {
+				if !yield(uint32(i), rowSlot[prefix.V4]{prefix: prefix.V4(i)<<8 | 32, used: true}) {
 					return
 				}
 			}
 		}
-		fetched := map[prefix4]bool{}
+		fetched := map[prefix.V4]bool{}
 		var got []uint32
-		for row, r := range aheadOf(src, rowPrefix, func(p prefix4) { fetched[p] = true }) {
+		for row, r := range aheadOf(src, rowPrefix, func(p prefix.V4) { fetched[p] = true }) {
 			if !fetched[r.prefix] {
 				t.Fatalf("n=%d: row %d yielded before its prefix was prefetched", n, row)
 			}
-			if r.prefix != prefix4(row)<<8|32 {
+			if r.prefix != prefix.V4(row)<<8|32 {
 				t.Fatalf("n=%d: row %d came with the prefix of another", n, row)
 			}
 			got = append(got, row)
@@ -104,7 +105,7 @@ func TestAheadOfKeepsOrder(t *testing.T) {
 			t.Fatalf("n=%d: yielded %v", n, got)
 		}
 		stopped := 0
-		for range aheadOf(src, rowPrefix, func(prefix4) {}) {
+		for range aheadOf(src, rowPrefix, func(prefix.V4) {}) {
 			if stopped++; stopped == 3 {
 				break
 			}

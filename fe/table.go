@@ -17,7 +17,7 @@ import (
 // knows nothing of the datapath; program turns differences between tables
 // into map updates.
 type table struct {
-	v4 *famTable[prefix4]
+	v4 *famTable[prefix.V4]
 	v6 *famTable[netip.Prefix]
 }
 
@@ -52,8 +52,8 @@ type family[K comparable] struct {
 	is   func(netip.Addr) bool
 }
 
-var ipv4 = family[prefix4]{
-	name: "IPv4", key: toPrefix4, is: netip.Addr.Is4,
+var ipv4 = family[prefix.V4]{
+	name: "IPv4", key: prefix.FromV4, is: netip.Addr.Is4,
 }
 
 var ipv6 = family[netip.Prefix]{
@@ -204,7 +204,7 @@ func (t *famTable[K]) targetOf(r rowSlot[K]) target {
 // dirty collects what a batch of row operations touched, so that only those
 // entries are reprogrammed.
 type dirty struct {
-	v4 *famDirty[prefix4]
+	v4 *famDirty[prefix.V4]
 	v6 *famDirty[netip.Prefix]
 }
 
@@ -224,7 +224,7 @@ func newDirty() *dirty { return newDirtySized(0) }
 // newDirtySized is newDirty for a batch of about n IPv4 rows.
 func newDirtySized(n int) *dirty {
 	return &dirty{
-		v4: &famDirty[prefix4]{prefixes: make(map[prefix4]uint64, n), nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
+		v4: &famDirty[prefix.V4]{prefixes: make(map[prefix.V4]uint64, n), nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
 		v6: &famDirty[netip.Prefix]{prefixes: map[netip.Prefix]uint64{}, nexthops: map[uint32]struct{}{}, groups: map[uint32]struct{}{}},
 	}
 }
@@ -332,7 +332,7 @@ func (t *table) apply(r *cfgRow, d *dirty, undo *[]func()) error {
 	if r.err != nil {
 		return reject(rowResult(r.err), "%v", r.err)
 	}
-	var d4 *famDirty[prefix4]
+	var d4 *famDirty[prefix.V4]
 	var d6 *famDirty[netip.Prefix]
 	if d != nil {
 		d4, d6 = d.v4, d.v6
@@ -348,7 +348,7 @@ func (t *table) prefetch(r *cfgRow) {
 	if r.Table != forces.TableIPv4Prefix || r.Op != forces.OpSet || r.err != nil || t.v4.indexing {
 		return
 	}
-	t.v4.routes.prefetch(toPrefix4(r.Prefix))
+	t.v4.routes.prefetch(prefix.FromV4(r.Prefix))
 }
 
 func (t *famTable[K]) apply(r *forces.Row, d *famDirty[K], undo *[]func()) error {
@@ -524,12 +524,9 @@ func (t *famTable[K]) deleteNexthop(id uint32, d *famDirty[K], undo *[]func()) e
 	return nil
 }
 
-// MaxCEGroupID is the highest ECMP group row the FE accepts.
-const MaxCEGroupID = 0xFFFF
-
 func (t *famTable[K]) setGroup(id uint32, members []uint32, d *famDirty[K], undo *[]func()) error {
-	if id == 0 || id > MaxCEGroupID {
-		return reject(forces.ResultValueOutOfRange, "ECMP group row %d: outside 1..%d", id, MaxCEGroupID)
+	if id == 0 || id > forces.MaxGroupID {
+		return reject(forces.ResultValueOutOfRange, "ECMP group row %d: outside 1..%d", id, forces.MaxGroupID)
 	}
 	for _, m := range members {
 		if _, ok := t.nexthops[m]; !ok {
@@ -588,14 +585,6 @@ func diffFam[K comparable](a, b *famTable[K], d *famDirty[K]) {
 		}
 	}
 }
-
-// prefix4 is the FE's name for prefix.V4, the packed IPv4 prefix the CE and
-// the datapath use too: as a map key it hashes fast and holds no pointer for
-// the garbage collector to follow through a million-entry table.
-type prefix4 = prefix.V4
-
-// toPrefix4 packs p, masked.
-func toPrefix4(p netip.Prefix) prefix4 { return prefix.FromV4(p) }
 
 // ip4 packs an IPv4 address; 0 (0.0.0.0, never a usable gateway) means none.
 func ip4(a netip.Addr) uint32 {

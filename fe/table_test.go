@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 func routeItem(row uint32, p netip.Prefix, hop uint32) forces.Item {
@@ -65,7 +66,7 @@ func TestDeferredIndexMatchesImmediate(t *testing.T) {
 		if !maps.Equal(gotIdx, wantIdx) {
 			t.Fatalf("round %d: index %v, want %v", round, gotIdx, wantIdx)
 		}
-		gotRows, wantRows := map[uint32]rowSlot[prefix4]{}, map[uint32]rowSlot[prefix4]{}
+		gotRows, wantRows := map[uint32]rowSlot[prefix.V4]{}, map[uint32]rowSlot[prefix.V4]{}
 		maps.Insert(gotRows, deferred.v4.rows.all())
 		maps.Insert(wantRows, immediate.v4.rows.all())
 		if !maps.Equal(gotRows, wantRows) {

@@ -35,6 +35,10 @@ const (
 // routes, so the CE hands out no higher ID and the FE refuses one.
 const MaxNexthopID = 0xFBFF
 
+// MaxGroupID is the highest ECMP group row a CE programs into an FE's group
+// tables; the FE refuses a higher one.
+const MaxGroupID = 0xFFFF
+
 var classNames = [...]string{
 	ClassFEObject:              "FEObject",
 	ClassFEProtocol:            "FEProtocolObject",

@@ -105,15 +105,11 @@ func newFIB(tbl24, tbl8 []uint32, grace func() error) *fib {
 	return f
 }
 
-// prefix is a masked IPv4 prefix with the address in host order, packed as
-// the CE and the FE's table pack it.
-type prefix = pfx.V4
-
 func mask(bits uint8) uint32 {
 	return ^uint32(0) << (32 - uint32(bits)) // a shift by 32 gives 0 for /0
 }
 
-func toPrefix(p netip.Prefix) (prefix, error) {
+func toPrefix(p netip.Prefix) (pfx.V4, error) {
 	if !p.IsValid() || !p.Addr().Is4() {
 		return 0, fmt.Errorf("prefix %s is not IPv4: %w", p, ErrInvalid)
 	}
@@ -131,7 +127,7 @@ func (f *fib) lookup(addr uint32) (uint32, bool) {
 
 // set applies routes, longest prefixes first. It either applies all of them
 // or returns an error and changes nothing.
-func (f *fib) set(routes []prefix, nexthops []uint32) error {
+func (f *fib) set(routes []pfx.V4, nexthops []uint32) error {
 	if err := f.prepare(routes); err != nil {
 		return err
 	}
@@ -142,7 +138,7 @@ func (f *fib) set(routes []prefix, nexthops []uint32) error {
 // prepare checks that routes fit: MaxRoutes and the tbl8 groups they need,
 // which it makes free (waiting for a grace period if it has to). After it,
 // apply cannot fail.
-func (f *fib) prepare(routes []prefix) error {
+func (f *fib) prepare(routes []pfx.V4) error {
 	if f.count+len(routes) > MaxRoutes {
 		added := 0
 		for _, p := range routes {
@@ -159,7 +155,7 @@ func (f *fib) prepare(routes []prefix) error {
 
 // apply inserts routes, longest prefixes first; prepare must have accepted
 // them.
-func (f *fib) apply(routes []prefix, nexthops []uint32) {
+func (f *fib) apply(routes []pfx.V4, nexthops []uint32) {
 	// Counting sort by length, longest first.
 	var perLen [33]int
 	for _, p := range routes {
@@ -191,7 +187,7 @@ func (f *fib) apply(routes []prefix, nexthops []uint32) {
 
 // prefetch starts loading what inserting p reads first: its slot in the
 // map of its length, and its /24's tbl24 entry and depth.
-func (f *fib) prefetch(p prefix) {
+func (f *fib) prefetch(p pfx.V4) {
 	f.routes[p.Bits()].Prefetch(p.Addr())
 	i := int(p.Addr() >> 8)
 	prefetch.Index(f.tbl24, i)
@@ -199,7 +195,7 @@ func (f *fib) prefetch(p prefix) {
 }
 
 // groupsNeeded returns how many groups inserting routes would allocate.
-func (f *fib) groupsNeeded(routes []prefix) int {
+func (f *fib) groupsNeeded(routes []pfx.V4) int {
 	var seen map[uint32]struct{}
 	for _, p := range routes {
 		if p.Bits() <= 24 {
@@ -236,7 +232,7 @@ func (f *fib) reserve(n int) error {
 }
 
 // insert adds or replaces one route; a group it needs must be reserved.
-func (f *fib) insert(p prefix, nh uint32) {
+func (f *fib) insert(p pfx.V4, nh uint32) {
 	m := f.routes[p.Bits()]
 	if m == nil {
 		m = flatmap.New[uint32, uint32](0)
@@ -281,7 +277,7 @@ func (f *fib) insert(p prefix, nh uint32) {
 		return
 	}
 	// First prefix longer than /24 in this /24: build its group from the
-	// tbl24 entry, add the prefix, then publish.
+	// tbl24 entry, add the pfx.V4, then publish.
 	g := f.free[len(f.free)-1]
 	f.free = f.free[:len(f.free)-1]
 	base := g * fibGroupEntries
@@ -309,7 +305,7 @@ func (f *fib) fill8(g, lo, n, v uint32, d uint8) {
 
 // check returns an error wrapping ErrNotFound unless every prefix has a
 // route.
-func (f *fib) check(routes []prefix) error {
+func (f *fib) check(routes []pfx.V4) error {
 	for _, p := range routes {
 		if !f.routes[p.Bits()].Has(p.Addr()) {
 			return fmt.Errorf("route %s: %w", p, ErrNotFound)
@@ -321,7 +317,7 @@ func (f *fib) check(routes []prefix) error {
 // delete removes routes, shortest prefixes first. Every route must exist
 // (duplicates are removed once); otherwise it returns an error wrapping
 // ErrNotFound and changes nothing.
-func (f *fib) delete(routes []prefix) error {
+func (f *fib) delete(routes []pfx.V4) error {
 	if err := f.check(routes); err != nil {
 		return err
 	}
@@ -330,8 +326,8 @@ func (f *fib) delete(routes []prefix) error {
 }
 
 // deleteChecked is delete after check.
-func (f *fib) deleteChecked(routes []prefix) {
-	var perLen [33][]prefix
+func (f *fib) deleteChecked(routes []pfx.V4) {
+	var perLen [33][]pfx.V4
 	for _, p := range routes {
 		perLen[p.Bits()] = append(perLen[p.Bits()], p)
 	}
@@ -343,9 +339,9 @@ func (f *fib) deleteChecked(routes []prefix) {
 }
 
 // remove deletes one route if present: its entries get the next shorter
-// covering prefix, and a group left without longer prefixes is folded back
+// covering pfx.V4, and a group left without longer prefixes is folded back
 // into its tbl24 entry.
-func (f *fib) remove(p prefix) {
+func (f *fib) remove(p pfx.V4) {
 	if m := f.routes[p.Bits()]; m == nil || !m.Del(p.Addr()) {
 		return
 	}
@@ -394,7 +390,7 @@ func (f *fib) uncover8(g, lo, n uint32, d uint8, rv uint32, rd uint8) {
 
 // cover returns the entry value and depth of the longest prefix shorter than
 // p that covers it, or zeros.
-func (f *fib) cover(p prefix) (uint32, uint8) {
+func (f *fib) cover(p pfx.V4) (uint32, uint8) {
 	for bits := int(p.Bits()) - 1; bits >= 0; bits-- {
 		m := f.routes[bits]
 		if m.Len() == 0 {

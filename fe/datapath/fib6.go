@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+
+	pfx "github.com/splitplane/splitplane/internal/prefix"
 )
 
 // The IPv6 stride table of xdp.c (fib6_tbl16, fib6_tbl8); the values repeat
@@ -58,7 +60,7 @@ func mask6(a [16]byte, bits int) [16]byte {
 // or an IPv6 one (is6 true). IPv4-mapped IPv6 prefixes are rejected: they
 // would be a second spelling of an IPv4 route that the IPv4 path never
 // looks up.
-func routePrefix(p netip.Prefix) (v4 prefix, v6 prefix6, is6 bool, err error) {
+func routePrefix(p netip.Prefix) (v4 pfx.V4, v6 prefix6, is6 bool, err error) {
 	switch a := p.Addr(); {
 	case !p.IsValid():
 		return 0, prefix6{}, false, fmt.Errorf("prefix %s is not a valid IPv4 or IPv6 prefix: %w", p, ErrInvalid)
@@ -384,7 +386,7 @@ func (f *fib6) deleteChecked(routes []prefix6) {
 }
 
 // remove deletes one route if present: its entries get the next shorter
-// covering prefix, and the groups on its path left without prefixes are
+// covering pfx.V4, and the groups on its path left without prefixes are
 // folded back into the entries above them, deepest first.
 func (f *fib6) remove(p prefix6) {
 	m := f.routes[p.bits]
@@ -426,7 +428,7 @@ func (f *fib6) remove(p prefix6) {
 }
 
 // uncover gives the entries of t that prefix depth d covered the value rv
-// and depth rd of the next shorter prefix, through any groups below them.
+// and depth rd of the next shorter pfx.V4, through any groups below them.
 func (f *fib6) uncover(t []uint32, dep []uint8, d uint8, rv uint32, rd uint8) {
 	for j, e := range t {
 		if dep[j] != d {

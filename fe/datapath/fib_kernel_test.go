@@ -172,7 +172,7 @@ func TestFIBConcurrent(t *testing.T) {
 		t.Skip("runs for seconds")
 	}
 	type cand struct {
-		p  prefix
+		p  pfx.V4
 		nh uint32
 	}
 	var cands []cand

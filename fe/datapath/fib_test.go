@@ -33,8 +33,8 @@ func (r *refLPM) lookup(addr uint32) (uint32, bool) {
 	return 0, false
 }
 
-func (r *refLPM) prefixes() []prefix {
-	var ps []prefix
+func (r *refLPM) prefixes() []pfx.V4 {
+	var ps []pfx.V4
 	for bits, m := range r.m {
 		for a := range m {
 			ps = append(ps, pfx.Make(a, uint8(bits)))
@@ -71,7 +71,7 @@ func newRouteGen(seed uint64) *routeGen {
 	return g
 }
 
-func (g *routeGen) prefix() prefix {
+func (g *routeGen) prefix() pfx.V4 {
 	var bits int
 	switch r := g.rng.IntN(100); {
 	case r < 2:
@@ -100,7 +100,7 @@ func (g *routeGen) nexthop() uint32 { return uint32(g.rng.IntN(16)) } // 0 is a 
 
 // addrsToCheck returns every prefix's first and last address and the ones
 // just outside, plus n random addresses (half in the hot /16s).
-func (g *routeGen) addrsToCheck(ps []prefix, n int) []uint32 {
+func (g *routeGen) addrsToCheck(ps []pfx.V4, n int) []uint32 {
 	out := make([]uint32, 0, 4*len(ps)+n)
 	for _, p := range ps {
 		last := p.Addr() | ^mask(p.Bits())
@@ -291,7 +291,7 @@ func memFIB(groups int) (*fib, *int) {
 func memDriver(f *fib) fibDriver {
 	return fibDriver{
 		set: func(rs []Route) error {
-			ps := make([]prefix, len(rs))
+			ps := make([]pfx.V4, len(rs))
 			nhs := make([]uint32, len(rs))
 			for i, r := range rs {
 				ps[i], _ = toPrefix(r.Prefix)
@@ -300,7 +300,7 @@ func memDriver(f *fib) fibDriver {
 			return f.set(ps, nhs)
 		},
 		del: func(np []netip.Prefix) error {
-			ps := make([]prefix, len(np))
+			ps := make([]pfx.V4, len(np))
 			for i, p := range np {
 				ps[i], _ = toPrefix(p)
 			}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/netip"
 
+	pfx "github.com/splitplane/splitplane/internal/prefix"
+
 	"github.com/cilium/ebpf"
 )
 
@@ -31,7 +33,7 @@ func (d *Datapath) SetRoute(p netip.Prefix, nexthopID uint32) error {
 // passes through a shorter prefix of the batch that does not apply to it. A
 // prefix given twice ends with the last nexthop.
 func (d *Datapath) SetRoutes(routes []Route) error {
-	var ps []prefix
+	var ps []pfx.V4
 	var nhs []uint32
 	var ps6 []prefix6
 	var nhs6 []uint32
@@ -83,7 +85,7 @@ func (d *Datapath) DeleteRoute(p netip.Prefix) error {
 // prefix of the batch that does not apply to it. A prefix given twice is
 // removed once.
 func (d *Datapath) DeleteRoutes(prefixes []netip.Prefix) error {
-	var ps []prefix
+	var ps []pfx.V4
 	var ps6 []prefix6
 	for _, p := range prefixes {
 		p4, p6, is6, err := routePrefix(p)
