@@ -9,9 +9,9 @@ import (
 	"net"
 	"net/netip"
 
-	pfx "github.com/splitplane/splitplane/internal/prefix"
-
 	"github.com/cilium/ebpf"
+
+	pfx "github.com/splitplane/splitplane/internal/prefix"
 )
 
 // SetRoute makes packets to p (masked to its prefix length) use nexthop
