@@ -127,12 +127,13 @@ func benchBinary(t *testing.T, progs ...string) string {
 			t.Skipf("needs %s (apt-get install iproute2 util-linux ethtool)", prog)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "splitplane")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/splitplane/splitplane/cmd/splitplane").CombinedOutput()
+	// splitplane-lab beside it: splitplane hands bench and peer to it.
+	dir := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/splitplane/splitplane/cmd/splitplane", "github.com/splitplane/splitplane/cmd/splitplane-lab").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return bin
+	return filepath.Join(dir, "splitplane")
 }
 
 // noNamespacesOf fails the test if a namespace of the benchmarks of process
