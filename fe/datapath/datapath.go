@@ -228,7 +228,8 @@ func LoadSized(s Sizes) (*Datapath, error) {
 // tagged `ebpf:"name"`, as bpf2go writes them, that receives the object's
 // other programs, maps and variables. It may name the Datapath's maps too and
 // then gets its own handles of them. The Datapath programs the object as it
-// does the FE's; the caller owns and closes what extra received.
+// does the FE's; the caller owns and closes what extra received, also when
+// LoadSpec fails (fields it did not fill stay nil).
 // Benchmarks use it to run their copy of the router, and their baselines,
 // with the same control code.
 func LoadSpec(spec *ebpf.CollectionSpec, s Sizes, extra any) (*Datapath, error) {

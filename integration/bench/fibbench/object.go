@@ -96,7 +96,7 @@ func Load(opts Options) (*Object, error) {
 	}
 	o := &Object{}
 	if o.Datapath, err = datapath.LoadSpec(spec, opts.Sizes, &o.objs); err != nil {
-		return nil, err
+		return nil, errors.Join(err, o.objs.close())
 	}
 	return o, nil
 }
