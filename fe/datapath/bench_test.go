@@ -51,8 +51,8 @@ func benchRepeat(b *testing.B, d *Datapath, frame []byte, repeat int, want uint3
 // forwards this many times before the FE's program (which has no TTL
 // switch) hands it to the kernel. The benchmarks of integration/bench/
 // fibbench use a copy of the program that skips the check instead. A short
-// call's time per run carries more of the call's cold start (the first runs
-// miss the caches) than one of 1M runs: on the test VM BenchmarkXDPForward
+// call's time per run carries more of what each call costs once (the first
+// runs start cold) than one of 1M runs: on the test VM BenchmarkXDPForward
 // reads ~140 ns here where the same program read ~105 ns over 1M runs, so
 // compare such figures only with each other.
 const forwardRuns = 250
