@@ -5,6 +5,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"sync"
@@ -14,7 +15,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 )
 
-// Table sizes of the BPF maps; they match the defines in xdp.c.
+// Table sizes of the BPF maps; they match the defines in bpf/maps.h.
 const (
 	MaxRoutes     = 2_000_000 // IPv4 routes in the FIB; MaxRoutes6 is for IPv6
 	MaxNexthops   = 65536     // nexthop ids are 0 .. MaxNexthops-1
@@ -101,8 +102,6 @@ type Nexthop struct {
 // safe for concurrent use.
 type Datapath struct {
 	objs routerObjects
-	// trie is the LPM trie baseline, loaded for benchmarks only.
-	trie *trieObjects
 
 	mu    sync.Mutex
 	links map[int]link.Link // by ifindex
@@ -157,9 +156,6 @@ type routerObjects struct {
 	Policer       *ebpf.Map `ebpf:"policer"`
 	FwdCPUs       *ebpf.Map `ebpf:"fwd_cpus"`
 	FwdSteer      *ebpf.Map `ebpf:"fwd_steer"`
-	// BenchDsts and BenchDsts6 are the address arrays of bench_rotate.
-	BenchDsts  *ebpf.Variable `ebpf:"bench_dsts"`
-	BenchDsts6 *ebpf.Variable `ebpf:"bench_dsts6"`
 }
 
 func (o *routerObjects) Close() error {
@@ -167,20 +163,6 @@ func (o *routerObjects) Close() error {
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
 		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer)
-}
-
-// trieObjects are the extra objects of the benchmarks' baselines:
-// xdp_router_trie and its LPM tries, and xdp_redirect_lookup.
-type trieObjects struct {
-	XdpRouterTrie     *ebpf.Program  `ebpf:"xdp_router_trie"`
-	Routes            *ebpf.Map      `ebpf:"routes"`
-	Routes6           *ebpf.Map      `ebpf:"routes6"`
-	XdpRedirectLookup *ebpf.Program  `ebpf:"xdp_redirect_lookup"`
-	BenchRedirectPort *ebpf.Variable `ebpf:"bench_redirect_port"`
-}
-
-func (o *trieObjects) Close() error {
-	return closeAll(o.XdpRouterTrie, o.Routes, o.Routes6, o.XdpRedirectLookup)
 }
 
 func closeAll(cs ...interface{ Close() error }) error {
@@ -200,34 +182,6 @@ func closeAll(cs ...interface{ Close() error }) error {
 // memlock rlimit, which kernels before 5.11 charge BPF maps against.
 func Load() (*Datapath, error) {
 	return load(loadOptions{})
-}
-
-// LoadWithBaselines is Load with the benchmarks' baseline programs loaded as
-// well (AttachRedirectLookup). The FE does not use it.
-func LoadWithBaselines() (*Datapath, error) {
-	return load(loadOptions{trie: true})
-}
-
-// AttachRedirectLookup attaches xdp_redirect_lookup (xdp.c), a benchmark
-// baseline, to port in, natively: it sends every IPv4 frame whose
-// destination has a route out of port out unchanged, after one FIB lookup
-// and nothing else. It needs LoadWithBaselines; closing the link detaches
-// it (out stays a tx port).
-func (d *Datapath) AttachRedirectLookup(in, out int) (link.Link, error) {
-	if d.trie == nil {
-		return nil, fmt.Errorf("redirect lookup: baselines not loaded (LoadWithBaselines): %w", ErrInvalid)
-	}
-	if err := d.trie.BenchRedirectPort.Set(uint32(out)); err != nil {
-		return nil, fmt.Errorf("redirect lookup to ifindex %d: %w", out, err)
-	}
-	if err := d.objs.TxPorts.Put(uint32(out), uint32(out)); err != nil {
-		return nil, fmt.Errorf("redirect lookup: tx port %d: %w", out, err)
-	}
-	l, err := link.AttachXDP(link.XDPOptions{Program: d.trie.XdpRedirectLookup, Interface: in, Flags: link.XDPDriverMode})
-	if err != nil {
-		return nil, fmt.Errorf("attach redirect lookup to ifindex %d: %w", in, err)
-	}
-	return l, nil
 }
 
 // Sizes are the FIB's group pools (1 KiB of kernel memory per group); zero
@@ -267,15 +221,25 @@ func LoadSized(s Sizes) (*Datapath, error) {
 	return load(loadOptions{tbl8Groups: s.FIBGroups, fib6Groups: s.FIB6Groups})
 }
 
+// LoadSpec is LoadSized for another BPF object than the FE's own: spec must
+// hold xdp.c's programs and maps under their names (an object built from
+// the same headers, bpf/router.h, with its own hooks), and extra, if not
+// nil, is a struct of *ebpf.Program, *ebpf.Map and *ebpf.Variable fields
+// tagged `ebpf:"name"`, as bpf2go writes them, that receives the object's
+// other programs, maps and variables. It may name the Datapath's maps too and
+// then gets its own handles of them. The Datapath programs the object as it
+// does the FE's; the caller owns and closes what extra received, also when
+// LoadSpec fails (fields it did not fill stay nil).
+// Benchmarks use it to run their copy of the router, and their baselines,
+// with the same control code.
+func LoadSpec(spec *ebpf.CollectionSpec, s Sizes, extra any) (*Datapath, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	return loadSpec(spec, loadOptions{tbl8Groups: s.FIBGroups, fib6Groups: s.FIB6Groups}, extra)
+}
+
 type loadOptions struct {
-	// benchIgnoreTTL makes the program forward packets whatever their
-	// TTL; see bench_ignore_ttl in xdp.c.
-	benchIgnoreTTL bool
-	// benchRotate makes every run take its destination from bench_dsts;
-	// see bench_rotate in xdp.c.
-	benchRotate bool
-	// trie also loads xdp_router_trie and its LPM tries (baseline).
-	trie bool
 	// tbl8Groups, if not 0, replaces FIBGroups (tests of exhaustion).
 	tbl8Groups int
 	// fib6Groups, if not 0, replaces FIB6Groups (tests of exhaustion,
@@ -284,31 +248,20 @@ type loadOptions struct {
 }
 
 func load(opts loadOptions) (*Datapath, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("remove memlock rlimit: %w", err)
-	}
 	spec, err := loadXdp()
 	if err != nil {
 		return nil, err
 	}
-	set := func(name string, v uint32) error {
-		sv, ok := spec.Variables[name]
-		if !ok {
-			return fmt.Errorf("variable %s missing from the BPF object", name)
-		}
-		if err := sv.Set(v); err != nil {
-			return fmt.Errorf("set %s: %w", name, err)
-		}
-		return nil
+	return loadSpec(spec, opts, nil)
+}
+
+func loadSpec(spec *ebpf.CollectionSpec, opts loadOptions, extra any) (*Datapath, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock rlimit: %w", err)
 	}
-	if opts.benchIgnoreTTL {
-		if err := set(xdpVarBenchIgnoreTtl, 1); err != nil {
-			return nil, err
-		}
-	}
-	if opts.benchRotate {
-		if err := set(xdpVarBenchRotate, 1); err != nil {
-			return nil, err
+	for _, name := range []string{xdpMapFibTbl8, xdpMapFib6Tbl8, xdpMapCpuMap, xdpMapFwdCpus} {
+		if spec.Maps[name] == nil {
+			return nil, fmt.Errorf("load xdp_router: map %s missing from the BPF object: %w", name, ErrInvalid)
 		}
 	}
 	if opts.tbl8Groups > 0 {
@@ -327,15 +280,10 @@ func load(opts loadOptions) (*Datapath, error) {
 	spec.Maps[xdpMapFwdCpus].MaxEntries = uint32(ncpu)
 	d := &Datapath{links: make(map[int]link.Link), slots: make(map[int]uint32)}
 	var err2 error
-	if opts.trie {
-		var all struct {
-			routerObjects
-			trieObjects
-		}
-		err2 = spec.LoadAndAssign(&all, nil)
-		d.objs, d.trie = all.routerObjects, &all.trieObjects
-	} else {
+	if extra == nil {
 		err2 = spec.LoadAndAssign(&d.objs, nil)
+	} else {
+		err2 = loadExtra(spec, &d.objs, extra)
 	}
 	if err2 != nil {
 		var ve *ebpf.VerifierError
@@ -349,6 +297,36 @@ func load(opts loadOptions) (*Datapath, error) {
 		return nil, errors.Join(err, d.Close())
 	}
 	return d, nil
+}
+
+// loadExtra loads all of spec, gives objs its objects and extra the others
+// (and its own handles of objs' maps that it names too); see LoadSpec.
+func loadExtra(spec *ebpf.CollectionSpec, objs *routerObjects, extra any) error {
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return err
+	}
+	// Close drops what neither took: the clones extra did not name, and
+	// the objects' data sections, which the programs hold themselves.
+	defer coll.Close()
+	all := maps.Clone(coll.Maps)
+	if err := coll.Assign(objs); err != nil {
+		return err
+	}
+	for name, m := range all {
+		if coll.Maps[name] != nil {
+			continue
+		}
+		c, err := m.Clone()
+		if err != nil {
+			return errors.Join(fmt.Errorf("clone map %s: %w", name, err), objs.Close())
+		}
+		coll.Maps[name] = c
+	}
+	if err := coll.Assign(extra); err != nil {
+		return errors.Join(err, objs.Close())
+	}
+	return nil
 }
 
 // initFIB maps the FIB arrays into the process and sets up the control
@@ -569,11 +547,6 @@ func (d *Datapath) Close() error {
 	d.fibMu.Unlock()
 	if err := d.objs.Close(); err != nil {
 		errs = append(errs, err)
-	}
-	if d.trie != nil {
-		if err := d.trie.Close(); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	return errors.Join(errs...)
 }

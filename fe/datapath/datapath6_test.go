@@ -551,9 +551,9 @@ func runLookupAddr(tb testing.TB, d *Datapath, addr netip.Addr) (uint32, bool) {
 // BenchmarkXDPForward6 is BenchmarkXDPForward for one IPv6 destination
 // (cache-hot, so it shows the fixed cost of the IPv6 path).
 func BenchmarkXDPForward6(b *testing.B) {
-	f := newFixture6(b, loadOptions{benchIgnoreTTL: true})
+	f := newFixture6(b, loadOptions{})
 	before := counters(b, f.d)
-	benchRun(b, f.d, udp6Frame("2001:db8:1::9", 64), xdpRedirect)
+	benchForward(b, f.d, udp6Frame("2001:db8:1::9", 255))
 	after := counters(b, f.d)
 	if after["forwarded_ipv6"]-before["forwarded_ipv6"] != after["rx"]-before["rx"] {
 		b.Errorf("not every packet was forwarded: %s", fmtDelta(before, after))

@@ -320,5 +320,5 @@ func BenchmarkXDPForwardGroup(b *testing.B) {
 	if err := f.d.SetRoute(netip.MustParsePrefix("198.19.4.0/24"), group4); err != nil {
 		b.Fatal(err)
 	}
-	benchRun(b, f.d, udpFrame("198.19.4.9", 64), xdpRedirect)
+	benchForward(b, f.d, udpFrame("198.19.4.9", 255))
 }

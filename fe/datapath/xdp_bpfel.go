@@ -59,18 +59,6 @@ type xdpIn6Addr struct {
 	}
 }
 
-type xdpLpmKey struct {
-	_         structs.HostLayout
-	Prefixlen uint32
-	Addr      uint32
-}
-
-type xdpLpmKey6 struct {
-	_         structs.HostLayout
-	Prefixlen uint32
-	Addr      [16]uint8
-}
-
 type xdpNeigh struct {
 	_   structs.HostLayout
 	Mac [6]uint8
@@ -153,44 +141,34 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xdpMapControlFlows       = "control_flows"
-	xdpMapControlFlows6      = "control_flows6"
-	xdpMapCpuMap             = "cpu_map"
-	xdpMapFeConfigMap        = "fe_config_map"
-	xdpMapFib6Tbl16          = "fib6_tbl16"
-	xdpMapFib6Tbl8           = "fib6_tbl8"
-	xdpMapFibTbl24           = "fib_tbl24"
-	xdpMapFibTbl8            = "fib_tbl8"
-	xdpMapFwdCpus            = "fwd_cpus"
-	xdpMapFwdSteer           = "fwd_steer"
-	xdpMapGtsmPeers          = "gtsm_peers"
-	xdpMapGtsmPeers6         = "gtsm_peers6"
-	xdpMapLocalAddrs         = "local_addrs"
-	xdpMapLocalAddrs6        = "local_addrs6"
-	xdpMapNeighbors          = "neighbors"
-	xdpMapNeighbors6         = "neighbors6"
-	xdpMapNexthops           = "nexthops"
-	xdpMapNhGroups           = "nh_groups"
-	xdpMapPolicer            = "policer"
-	xdpMapPortSlots          = "port_slots"
-	xdpMapPortSlotsHash      = "port_slots_hash"
-	xdpMapPortStats          = "port_stats"
-	xdpMapRoutes             = "routes"
-	xdpMapRoutes6            = "routes6"
-	xdpMapStats              = "stats"
-	xdpMapTxPorts            = "tx_ports"
-	xdpProgXdpControl        = "xdp_control"
-	xdpProgXdpForwardCpumap  = "xdp_forward_cpumap"
-	xdpProgXdpRedirectLookup = "xdp_redirect_lookup"
-	xdpProgXdpRouter         = "xdp_router"
-	xdpProgXdpRouterTrie     = "xdp_router_trie"
-	xdpVarBenchDsts          = "bench_dsts"
-	xdpVarBenchDsts6         = "bench_dsts6"
-	xdpVarBenchIgnoreTtl     = "bench_ignore_ttl"
-	xdpVarBenchNext          = "bench_next"
-	xdpVarBenchRedirectPort  = "bench_redirect_port"
-	xdpVarBenchRotate        = "bench_rotate"
-	xdpVarUnusedStatReason   = "unused_stat_reason"
+	xdpMapControlFlows      = "control_flows"
+	xdpMapControlFlows6     = "control_flows6"
+	xdpMapCpuMap            = "cpu_map"
+	xdpMapFeConfigMap       = "fe_config_map"
+	xdpMapFib6Tbl16         = "fib6_tbl16"
+	xdpMapFib6Tbl8          = "fib6_tbl8"
+	xdpMapFibTbl24          = "fib_tbl24"
+	xdpMapFibTbl8           = "fib_tbl8"
+	xdpMapFwdCpus           = "fwd_cpus"
+	xdpMapFwdSteer          = "fwd_steer"
+	xdpMapGtsmPeers         = "gtsm_peers"
+	xdpMapGtsmPeers6        = "gtsm_peers6"
+	xdpMapLocalAddrs        = "local_addrs"
+	xdpMapLocalAddrs6       = "local_addrs6"
+	xdpMapNeighbors         = "neighbors"
+	xdpMapNeighbors6        = "neighbors6"
+	xdpMapNexthops          = "nexthops"
+	xdpMapNhGroups          = "nh_groups"
+	xdpMapPolicer           = "policer"
+	xdpMapPortSlots         = "port_slots"
+	xdpMapPortSlotsHash     = "port_slots_hash"
+	xdpMapPortStats         = "port_stats"
+	xdpMapStats             = "stats"
+	xdpMapTxPorts           = "tx_ports"
+	xdpProgXdpControl       = "xdp_control"
+	xdpProgXdpForwardCpumap = "xdp_forward_cpumap"
+	xdpProgXdpRouter        = "xdp_router"
+	xdpVarUnusedStatReason  = "unused_stat_reason"
 )
 
 // loadXdp returns the embedded CollectionSpec for xdp.
@@ -235,11 +213,9 @@ type xdpSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpProgramSpecs struct {
-	XdpControl        *ebpf.ProgramSpec `ebpf:"xdp_control"`
-	XdpForwardCpumap  *ebpf.ProgramSpec `ebpf:"xdp_forward_cpumap"`
-	XdpRedirectLookup *ebpf.ProgramSpec `ebpf:"xdp_redirect_lookup"`
-	XdpRouter         *ebpf.ProgramSpec `ebpf:"xdp_router"`
-	XdpRouterTrie     *ebpf.ProgramSpec `ebpf:"xdp_router_trie"`
+	XdpControl       *ebpf.ProgramSpec `ebpf:"xdp_control"`
+	XdpForwardCpumap *ebpf.ProgramSpec `ebpf:"xdp_forward_cpumap"`
+	XdpRouter        *ebpf.ProgramSpec `ebpf:"xdp_router"`
 }
 
 // xdpMapSpecs contains maps before they are loaded into the kernel.
@@ -268,8 +244,6 @@ type xdpMapSpecs struct {
 	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.MapSpec `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.MapSpec `ebpf:"port_stats"`
-	Routes        *ebpf.MapSpec `ebpf:"routes"`
-	Routes6       *ebpf.MapSpec `ebpf:"routes6"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	TxPorts       *ebpf.MapSpec `ebpf:"tx_ports"`
 }
@@ -278,13 +252,7 @@ type xdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
-	BenchDsts         *ebpf.VariableSpec `ebpf:"bench_dsts"`
-	BenchDsts6        *ebpf.VariableSpec `ebpf:"bench_dsts6"`
-	BenchIgnoreTtl    *ebpf.VariableSpec `ebpf:"bench_ignore_ttl"`
-	BenchNext         *ebpf.VariableSpec `ebpf:"bench_next"`
-	BenchRedirectPort *ebpf.VariableSpec `ebpf:"bench_redirect_port"`
-	BenchRotate       *ebpf.VariableSpec `ebpf:"bench_rotate"`
-	UnusedStatReason  *ebpf.VariableSpec `ebpf:"unused_stat_reason"`
+	UnusedStatReason *ebpf.VariableSpec `ebpf:"unused_stat_reason"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -329,8 +297,6 @@ type xdpMaps struct {
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.Map `ebpf:"port_stats"`
-	Routes        *ebpf.Map `ebpf:"routes"`
-	Routes6       *ebpf.Map `ebpf:"routes6"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	TxPorts       *ebpf.Map `ebpf:"tx_ports"`
 }
@@ -359,8 +325,6 @@ func (m *xdpMaps) Close() error {
 		m.PortSlots,
 		m.PortSlotsHash,
 		m.PortStats,
-		m.Routes,
-		m.Routes6,
 		m.Stats,
 		m.TxPorts,
 	)
@@ -370,33 +334,23 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
-	BenchDsts         *ebpf.Variable `ebpf:"bench_dsts"`
-	BenchDsts6        *ebpf.Variable `ebpf:"bench_dsts6"`
-	BenchIgnoreTtl    *ebpf.Variable `ebpf:"bench_ignore_ttl"`
-	BenchNext         *ebpf.Variable `ebpf:"bench_next"`
-	BenchRedirectPort *ebpf.Variable `ebpf:"bench_redirect_port"`
-	BenchRotate       *ebpf.Variable `ebpf:"bench_rotate"`
-	UnusedStatReason  *ebpf.Variable `ebpf:"unused_stat_reason"`
+	UnusedStatReason *ebpf.Variable `ebpf:"unused_stat_reason"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpPrograms struct {
-	XdpControl        *ebpf.Program `ebpf:"xdp_control"`
-	XdpForwardCpumap  *ebpf.Program `ebpf:"xdp_forward_cpumap"`
-	XdpRedirectLookup *ebpf.Program `ebpf:"xdp_redirect_lookup"`
-	XdpRouter         *ebpf.Program `ebpf:"xdp_router"`
-	XdpRouterTrie     *ebpf.Program `ebpf:"xdp_router_trie"`
+	XdpControl       *ebpf.Program `ebpf:"xdp_control"`
+	XdpForwardCpumap *ebpf.Program `ebpf:"xdp_forward_cpumap"`
+	XdpRouter        *ebpf.Program `ebpf:"xdp_router"`
 }
 
 func (p *xdpPrograms) Close() error {
 	return _XdpClose(
 		p.XdpControl,
 		p.XdpForwardCpumap,
-		p.XdpRedirectLookup,
 		p.XdpRouter,
-		p.XdpRouterTrie,
 	)
 }
 

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/internal/host"
 )
@@ -514,7 +515,7 @@ func loadAvg() (l [3]float64) {
 }
 
 // Metric names of the figures All adds to those of the single benchmarks.
-// Sizes and payloads are part of the names: datapath.SizeLabel writes the
+// Sizes and payloads are part of the names: fibbench.SizeLabel writes the
 // table size, payloadTag the payload (64b for 0 bytes, the minimum frame,
 // 64 bytes on the wire).
 const (
@@ -572,8 +573,8 @@ func LatencyMetrics(q, p int) (splitplane, kernel, bare string) {
 // LookupMetrics returns the names of the lookup figures for a table of n
 // routes: splitplane's FIB, the LPM trie and the kernel FIB.
 func LookupMetrics(n int) (fib, trie, kernel string) {
-	l := datapath.SizeLabel(n)
-	return datapath.MetricFIBLookupPrefix + l, datapath.MetricTrieLookupPrefix + l, "kernel_fib_lookup_ns_" + l
+	l := fibbench.SizeLabel(n)
+	return fibbench.MetricFIBLookupPrefix + l, fibbench.MetricTrieLookupPrefix + l, "kernel_fib_lookup_ns_" + l
 }
 
 // Required is a figure a run must print: its metric name and, if the
@@ -643,15 +644,15 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 			add(trie, "")
 			add(kern, "")
 		}
-		add(datapath.MetricFIBInstallPerSecond, "")
+		add(fibbench.MetricFIBInstallPerSecond, "")
 	}
 	if opts.runs(SectionProgramming) {
 		add(MetricForcesCodec, "")
 		add(MetricForcesTransfer, "")
 		add(MetricForcesUpdate, "")
 		add(MetricForcesHeartbeatLoad, "")
-		add(MetricAPIBulkRoutesPerSecond, datapath.MetricFIBInstallPerSecond)
-		add(MetricAPIBulkTextRoutesPerSecond, datapath.MetricFIBInstallPerSecond)
+		add(MetricAPIBulkRoutesPerSecond, fibbench.MetricFIBInstallPerSecond)
+		add(MetricAPIBulkTextRoutesPerSecond, fibbench.MetricFIBInstallPerSecond)
 		add(MetricAPIAddToForwardP50, "")
 		add(MetricAPIAddToForwardP99, "")
 		conv, bird, ceRSS, birdRSS := ConvergeMetrics(opts.ProgrammingRoutes)

@@ -18,6 +18,7 @@ import (
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
@@ -249,8 +250,8 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 		}
 	}
 	return []Result{
-		{Metric: MetricAPIBulkRoutesPerSecond, Value: median(bulk), Unit: "routes/s", Baseline: datapath.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
-		{Metric: MetricAPIBulkTextRoutesPerSecond, Value: median(text), Unit: "routes/s", Baseline: datapath.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
+		{Metric: MetricAPIBulkRoutesPerSecond, Value: median(bulk), Unit: "routes/s", Baseline: fibbench.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
+		{Metric: MetricAPIBulkTextRoutesPerSecond, Value: median(text), Unit: "routes/s", Baseline: fibbench.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
 		{Metric: MetricAPIAddToForwardP50, Value: median(p50), Unit: "ms"},
 		{Metric: MetricAPIAddToForwardP99, Value: median(p99), Unit: "ms"},
 	}, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
@@ -87,16 +88,16 @@ const (
 // the table of routes entries alone: its time (against BIRD's) and its
 // memory (against the receiving BIRD's).
 func GoBGPMetrics(routes int) (converge, rss string) {
-	l := datapath.SizeLabel(routes)
+	l := fibbench.SizeLabel(routes)
 	return "gobgp_alone_" + l + "_s", "gobgp_alone_rss_mb_" + l
 }
 
 // ConvergeMetrics returns the metric names Converge uses for a table of
-// routes entries (datapath.SizeLabel writes the size: converge_20k_s for
+// routes entries (fibbench.SizeLabel writes the size: converge_20k_s for
 // 20,000): splitplane's convergence time, BIRD's, the CE's memory and the
 // receiving BIRD's memory.
 func ConvergeMetrics(routes int) (converge, birdKernel, ceRSS, birdRSS string) {
-	l := datapath.SizeLabel(routes)
+	l := fibbench.SizeLabel(routes)
 	return "converge_" + l + "_s", "bird_kernel_" + l + "_s", "ce_rss_mb_" + l, "bird_rss_mb_" + l
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/integration/harness"
 	"github.com/splitplane/splitplane/internal/nsthread"
@@ -62,7 +63,7 @@ func (o *ForwardOptions) defaults() error {
 }
 
 // Metric names of the forwarding benchmark. The table size is part of the
-// names (as datapath.SizeLabel writes it); these are the ones for the
+// names (as fibbench.SizeLabel writes it); these are the ones for the
 // default of 1M routes, ForwardMetrics gives them for any size.
 const (
 	MetricForwardPPS1M        = "forward_pps_1m"
@@ -77,7 +78,7 @@ const (
 // for a table of routes entries: its rate and its share of the
 // bare-redirect limit.
 func LookupRedirectMetrics(routes int) (pps, vsLimit string) {
-	l := datapath.SizeLabel(routes)
+	l := fibbench.SizeLabel(routes)
 	return "lookup_redirect_pps_" + l, "lookup_redirect_pps_" + l + "_vs_limit"
 }
 
@@ -85,7 +86,7 @@ func LookupRedirectMetrics(routes int) (pps, vsLimit string) {
 // entries: the XDP router's rate, the kernel's rate and the router's share
 // of the bare-redirect limit (the limit itself is MetricRedirectLimitPPS).
 func ForwardMetrics(routes int) (forward, kernel, vsLimit string) {
-	l := datapath.SizeLabel(routes)
+	l := fibbench.SizeLabel(routes)
 	return metricForwardPrefix + l, metricKernelForwardPrefix + l, metricForwardPrefix + l + "_vs_limit"
 }
 
@@ -102,7 +103,7 @@ func ForwardMetrics(routes int) (forward, kernel, vsLimit string) {
 //     redirect_limit_pps (a ratio), with the limit as the baseline value;
 //   - lookup_redirect_pps_SIZE and lookup_redirect_pps_SIZE_vs_limit: the
 //     bare redirect with one lookup of the destination in the same FIB
-//     before it and no other work (datapath.AttachRedirectLookup): what the
+//     before it and no other work (fibbench.Object.AttachRedirectLookup): what the
 //     lookup's memory access alone costs, so the most a forwarder doing
 //     one such lookup per packet can reach.
 //
@@ -169,17 +170,17 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 	}
 	progress("%d routes into the kernel FIB in %.1fs", len(prefixes), time.Since(start).Seconds())
 
-	d, err := t.loadDatapath(prefixes, true)
+	d, b, err := t.loadDatapath(prefixes, true)
 	if err != nil {
 		return nil, fmt.Errorf("bench forward: datapath: %w", err)
 	}
-	defer d.Close()
+	defer b.Close()
 
 	modes := []fwdMode{
 		{name: "xdp router", run: func() (float64, error) { return t.measureDatapath(ctx, g, d, opts.Duration) }},
 		{name: "kernel", run: func() (float64, error) { return t.measureKernel(ctx, g, opts.Duration) }},
 		{name: "bare redirect", run: func() (float64, error) { return t.measureBare(ctx, g, opts.Duration) }},
-		{name: "lookup + redirect", run: func() (float64, error) { return t.measureLookupRedirect(ctx, g, d, opts.Duration) }},
+		{name: "lookup + redirect", run: func() (float64, error) { return t.measureLookupRedirect(ctx, g, b, opts.Duration) }},
 	}
 	rates := make([][]float64, len(modes))
 	for r := range opts.Rounds {
@@ -415,35 +416,41 @@ func (t *fwdTopo) installKernelRoutes(ctx context.Context, prefixes []netip.Pref
 
 // loadDatapath loads the FE datapath with the routes towards the sink, the
 // sink as the resolved neighbour and the router's own addresses; it is
-// attached only while its mode is measured. With baselines it also has the
-// benchmarks' baseline programs (datapath.LoadWithBaselines).
-func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *datapath.Datapath, err error) {
-	load := datapath.Load
+// attached only while its mode is measured. With baselines it is the
+// benchmarks' BPF object instead (fibbench.Load: the same router, built
+// from the same pipeline, and beside it the baselines), returned as b too.
+func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *datapath.Datapath, b *fibbench.Object, err error) {
+	var d *datapath.Datapath
 	if baselines {
-		load = datapath.LoadWithBaselines
+		if b, err = fibbench.Load(fibbench.Options{}); err == nil {
+			d = b.Datapath
+		}
+	} else {
+		d, err = datapath.Load()
 	}
-	d, err := load()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
-		if err != nil {
+		if err != nil && b != nil {
+			b.Close()
+		} else if err != nil {
 			d.Close()
 		}
 	}()
 	out := t.ifindex[roleRtrOut]
 	if err := d.SetNexthop(1, datapath.Nexthop{Ifindex: out, Gateway: fwdAddr(roleSink), SrcMAC: fwdMAC(roleRtrOut)}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := d.SetNeighbor(out, fwdAddr(roleSink), fwdMAC(roleSink)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := d.SetNeighbor(t.ifindex[roleRtrIn], fwdAddr(roleGen), fwdMAC(roleGen)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, p := range []int{roleRtrIn, roleRtrOut} {
 		if err := d.SetLocalAddr(fwdAddr(p)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	routes := make([]datapath.Route, len(prefixes))
@@ -451,9 +458,9 @@ func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *data
 		routes[i] = datapath.Route{Prefix: p, Nexthop: 1}
 	}
 	if err := d.SetRoutes(routes); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return d, nil
+	return d, b, nil
 }
 
 // measureDatapath attaches the datapath to both router ports, measures, and
@@ -519,10 +526,10 @@ func (t *fwdTopo) measureKernel(ctx context.Context, g *gen.Gen, dur time.Durati
 	return pps, err
 }
 
-// measureLookupRedirect measures d's xdp_redirect_lookup on the router's
+// measureLookupRedirect measures b's xdp_redirect_lookup on the router's
 // ingress port.
-func (t *fwdTopo) measureLookupRedirect(ctx context.Context, g *gen.Gen, d *datapath.Datapath, dur time.Duration) (float64, error) {
-	return t.measureProgram(ctx, g, dur, d.AttachRedirectLookup)
+func (t *fwdTopo) measureLookupRedirect(ctx context.Context, g *gen.Gen, b *fibbench.Object, dur time.Duration) (float64, error) {
+	return t.measureProgram(ctx, g, dur, b.AttachRedirectLookup)
 }
 
 // measureBare measures xdp_redirect_bare on the router's ingress port.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"github.com/splitplane/splitplane/integration/bench/gen"
 	"github.com/splitplane/splitplane/internal/routegen"
@@ -89,12 +88,12 @@ func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 					fib[i] = append(fib[i], f.Value)
 				case trieName:
 					trie[i] = append(trie[i], f.Value)
-				case datapath.MetricFIBInstallPerSecond:
+				case fibbench.MetricFIBInstallPerSecond:
 					if n == o.LookupSizes[len(o.LookupSizes)-1] {
 						install = append(install, f.Value)
 					}
 				default:
-					if strings.HasPrefix(f.Metric, datapath.MetricFIBLookupInsidePrefix) || strings.HasPrefix(f.Metric, datapath.MetricTrieLookupInsidePrefix) {
+					if strings.HasPrefix(f.Metric, fibbench.MetricFIBLookupInsidePrefix) || strings.HasPrefix(f.Metric, fibbench.MetricTrieLookupInsidePrefix) {
 						if inside[f.Metric] == nil {
 							insideNames = append(insideNames, f.Metric)
 						}
@@ -110,7 +109,7 @@ func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 				return fmt.Errorf("kernel FIB, %d routes, round %d: %w", n, r+1, err)
 			}
 			kern[i] = append(kern[i], ns)
-			line = append(line, fmt.Sprintf("%s: %.0f / %.0f / %.0f ns", datapath.SizeLabel(n), fib[i][r], trie[i][r], ns))
+			line = append(line, fmt.Sprintf("%s: %.0f / %.0f / %.0f ns", fibbench.SizeLabel(n), fib[i][r], trie[i][r], ns))
 		}
 		s.progress("lookup (FIB / LPM trie / kernel FIB), round %d/%d: %s", r+1, o.Rounds, strings.Join(line, ", "))
 	}
@@ -126,7 +125,7 @@ func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 	for _, m := range insideNames {
 		s.rep.Metrics = append(s.rep.Metrics, Result{Metric: m, Value: median(inside[m]), Unit: "ns"})
 	}
-	s.rep.Metrics = append(s.rep.Metrics, Result{Metric: datapath.MetricFIBInstallPerSecond, Value: median(install), Unit: "routes/s"})
+	s.rep.Metrics = append(s.rep.Metrics, Result{Metric: fibbench.MetricFIBInstallPerSecond, Value: median(install), Unit: "routes/s"})
 	return nil
 }
 

@@ -7,12 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-
-	"github.com/splitplane/splitplane/fe/datapath"
 )
 
 // Colours of the systems in every plot: splitplane, the kernel (the
@@ -124,7 +123,7 @@ func (t sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
 	for v := math.Pow10(int(math.Floor(math.Log10(lo)))); v <= hi*1.0001; v *= 10 {
 		if v >= lo*0.9999 {
-			ticks = append(ticks, plot.Tick{Value: v, Label: datapath.SizeLabel(int(v))})
+			ticks = append(ticks, plot.Tick{Value: v, Label: fibbench.SizeLabel(int(v))})
 		}
 		for k := 2.0; t.minor && k < 10 && v*k <= hi; k++ {
 			if v*k >= lo {
@@ -219,7 +218,7 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 		var groups []string
 		var sp, kern, lim []float64
 		for _, r := range rep.Forward {
-			groups = append(groups, datapath.SizeLabel(r.Routes)+" routes")
+			groups = append(groups, fibbench.SizeLabel(r.Routes)+" routes")
 			sp, kern, lim = append(sp, r.Splitplane/1e6), append(kern, r.Kernel/1e6), append(lim, r.Limit/1e6)
 		}
 		p, err := barPlot("Forwarding rate, 64-byte frames, one core", "Mpps (million packets/s)", groups, []bars{
@@ -238,7 +237,7 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			sp, kern, lim = append(sp, r.Splitplane/1e6), append(kern, r.Kernel/1e6), append(lim, r.Limit/1e6)
 			spM, kernM, limM = append(spM, r.Mbps(r.Splitplane)), append(kernM, r.Mbps(r.Kernel)), append(limM, r.Mbps(r.Limit))
 		}
-		title := fmt.Sprintf("Throughput against payload size, %s routes, one core", datapath.SizeLabel(rep.Settings.BigRoutes))
+		title := fmt.Sprintf("Throughput against payload size, %s routes, one core", fibbench.SizeLabel(rep.Settings.BigRoutes))
 		p, err := linePlot(title, "UDP payload (bytes)", "Mpps (million packets/s)", false, 0, []series{
 			{name: "splitplane", col: rgb(colSplitplane), xs: xs, ys: sp},
 			{name: "Linux kernel (baseline)", col: rgb(colKernel), xs: xs, ys: kern},
@@ -307,7 +306,7 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 	}
 	if groups, vs, cols := programmingBars(rep); len(groups) > 0 {
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("Route programming rates, tables of %s routes (higher is better)", datapath.SizeLabel(rep.Settings.ProgrammingRoutes))
+		p.Title.Text = fmt.Sprintf("Route programming rates, tables of %s routes (higher is better)", fibbench.SizeLabel(rep.Settings.ProgrammingRoutes))
 		p.Y.Label.Text = "routes/s (log scale)"
 		p.Add(plotter.NewGrid())
 		lo, hi := math.Inf(1), 0.0
@@ -389,7 +388,7 @@ func programmingBars(rep *Report) (groups []string, vs []float64, cols []color.C
 			groups, vs, cols = append(groups, label), append(vs, v), append(cols, c)
 		}
 	}
-	if r, ok := rep.Result(datapath.MetricFIBInstallPerSecond); ok {
+	if r, ok := rep.Result(fibbench.MetricFIBInstallPerSecond); ok {
 		add("FIB install (datapath)", r.Value, rgb(colSplitplane))
 	}
 	if r, ok := rep.Result(MetricForcesTransfer); ok {

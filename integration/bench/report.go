@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 )
 
 // Files WriteReport writes besides the plots.
@@ -131,7 +131,7 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 			if limit > 0 {
 				vs = num(r.Splitplane/limit, 2)
 			}
-			p("| %s | %s | %s | %s | %s | %s |", datapath.SizeLabel(r.Routes), mpps(r.Splitplane), mpps(r.Kernel), mpps(r.Limit), ratio(r.Splitplane, r.Kernel), vs)
+			p("| %s | %s | %s | %s | %s | %s |", fibbench.SizeLabel(r.Routes), mpps(r.Splitplane), mpps(r.Kernel), mpps(r.Limit), ratio(r.Splitplane, r.Kernel), vs)
 		}
 		p("")
 		p("\"vs limit\" divides by `redirect_limit_pps`, the median of the bare redirect over both tables (%s Mpps).", mpps(limit))
@@ -142,7 +142,7 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		p("")
 		p("## Throughput against payload size")
 		p("")
-		p("As in the i3 paper's table: UDP payloads of 0 to %d bytes, %s routes, the same topology and generator, %.1f s per measurement. Payload Mbps counts the UDP payload only (pps x payload x 8). A 0-byte payload is a minimum frame (60 bytes, 64 on the wire, padded).", st.Payloads[len(st.Payloads)-1], datapath.SizeLabel(st.BigRoutes), st.PayloadSeconds)
+		p("As in the i3 paper's table: UDP payloads of 0 to %d bytes, %s routes, the same topology and generator, %.1f s per measurement. Payload Mbps counts the UDP payload only (pps x payload x 8). A 0-byte payload is a minimum frame (60 bytes, 64 on the wire, padded).", st.Payloads[len(st.Payloads)-1], fibbench.SizeLabel(st.BigRoutes), st.PayloadSeconds)
 		p("")
 		p("| payload (B) | frame (B) | splitplane (kpps) | splitplane (Mbps) | kernel (kpps) | kernel (Mbps) | bare redirect (kpps) | bare redirect (Mbps) | vs kernel |")
 		p("|---|---|---|---|---|---|---|---|---|")
@@ -159,7 +159,7 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		p("")
 		p("## Per-packet forwarding overhead (BPF_PROG_TEST_RUN)")
 		p("")
-		p("Splitplane's XDP program against a bare redirect program, %s routes, the frame arriving on the router's ingress port, each call to the next random destination, percentiles over the calls of a round. Two ways of timing, the kernel's clock in both:", datapath.SizeLabel(st.BigRoutes))
+		p("Splitplane's XDP program against a bare redirect program, %s routes, the frame arriving on the router's ingress port, each call to the next random destination, percentiles over the calls of a round. Two ways of timing, the kernel's clock in both:", fibbench.SizeLabel(st.BigRoutes))
 		p("")
 		p("- **single runs**: %d calls per round, each one run (repeat 1). A run's time covers the program (parse, checks, lookup, next hop, rewrite, redirect decision) and the test harness's fixed cost around a single run (bottom halves off and on, two clock reads): the bare redirect's figure is that floor. Caches are as the system call leaves them, as for a packet reaching an idle router.", st.OverheadRuns)
 		p("- **batches**: %d calls per round of %d runs each on one destination, the call's time divided by its runs: the warm per-packet cost of a router under load (one cold first run spread over the batch).", max(10, st.OverheadRuns/5), overheadBatch)
@@ -203,7 +203,7 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		p("| routes | splitplane FIB (ns) | LPM_TRIE (ns) | kernel FIB (ns) | trie / FIB | kernel / FIB |")
 		p("|---|---|---|---|---|---|")
 		for _, r := range rep.Lookup {
-			p("| %s | %s | %s | %s | %s | %s |", datapath.SizeLabel(r.Routes), num(r.FIB, 0), num(r.Trie, 0), num(r.Kernel, 0), ratio(r.Trie, r.FIB), ratio(r.Kernel, r.FIB))
+			p("| %s | %s | %s | %s | %s | %s |", fibbench.SizeLabel(r.Routes), num(r.FIB, 0), num(r.Trie, 0), num(r.Kernel, 0), ratio(r.Trie, r.FIB), ratio(r.Kernel, r.FIB))
 		}
 		img(PlotLookup, "lookup cost against table size")
 	}
@@ -213,7 +213,7 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		p("")
 		p("## Route programming")
 		p("")
-		p("%s routes. FIB install: one SetRoutes call into an empty datapath. ForCES: CE and FE in one process over loopback TCP, full sync until the FE holds every route. gRPC: `splitplane ce` and `splitplane fe` processes, Routes.Bulk until the FE's XDP datapath holds every route. BGP: a BIRD sender announces the table to splitplane (CE + FE, until the datapath holds it) and, in turn, to a BIRD that installs it into the kernel (the baseline).", datapath.SizeLabel(st.ProgrammingRoutes))
+		p("%s routes. FIB install: one SetRoutes call into an empty datapath. ForCES: CE and FE in one process over loopback TCP, full sync until the FE holds every route. gRPC: `splitplane ce` and `splitplane fe` processes, Routes.Bulk until the FE's XDP datapath holds every route. BGP: a BIRD sender announces the table to splitplane (CE + FE, until the datapath holds it) and, in turn, to a BIRD that installs it into the kernel (the baseline).", fibbench.SizeLabel(st.ProgrammingRoutes))
 		p("")
 		writeResults(p, prog)
 		img(PlotProgramming, "route programming rates")
@@ -256,7 +256,7 @@ func writeResults(p func(string, ...any), rs []Result) {
 // programmingResults picks the route-programming figures from the report.
 func programmingResults(rep *Report) []Result {
 	conv, bird, ceRSS, birdRSS := ConvergeMetrics(rep.Settings.ProgrammingRoutes)
-	names := []string{datapath.MetricFIBInstallPerSecond, MetricForcesCodec, MetricForcesTransfer, MetricForcesUpdate, MetricForcesHeartbeatLoad,
+	names := []string{fibbench.MetricFIBInstallPerSecond, MetricForcesCodec, MetricForcesTransfer, MetricForcesUpdate, MetricForcesHeartbeatLoad,
 		MetricAPIBulkRoutesPerSecond, MetricAPIBulkTextRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS}
 	var out []Result
 	for _, n := range names {

@@ -63,7 +63,7 @@ func scaling(ctx context.Context, o *AllOptions, rep *Report, progress func(stri
 		return err
 	}
 	prefixes := routegen.Generate(o.BigRoutes, o.Seed)
-	d, err := t.loadDatapath(prefixes, false)
+	d, _, err := t.loadDatapath(prefixes, false)
 	if err != nil {
 		return fmt.Errorf("datapath: %w", err)
 	}

@@ -194,7 +194,7 @@ func (s *fwdSuite) loadTable(ctx context.Context, n int) error {
 		return fmt.Errorf("kernel FIB: %w", err)
 	}
 	s.progress("%d routes into the kernel FIB in %.1fs", n, time.Since(start).Seconds())
-	d, err := s.t.loadDatapath(prefixes, false)
+	d, _, err := s.t.loadDatapath(prefixes, false)
 	if err != nil {
 		return fmt.Errorf("datapath: %w", err)
 	}

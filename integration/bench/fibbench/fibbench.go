@@ -5,7 +5,8 @@
 // IPv4 table and the IPv6 stride table against the kernel's LPM tries, at
 // several table sizes, by BPF_PROG_TEST_RUN, and the install rate of a
 // full table. It holds the benchmarks' route and destination generators;
-// fe/datapath gives it only the hooks it needs (LoadForBenchmark).
+// Its BPF object, fibbench.c, runs a copy of the FE's router built from
+// the same pipeline, and the baselines (Load).
 package fibbench
 
 import (
@@ -64,14 +65,14 @@ func FIB(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 	sizes = slices.Clone(sizes)
 	slices.Sort(sizes)
 	largest := sizes[len(sizes)-1]
-	public := be32s(Destinations(datapath.BenchDsts, 1))
+	public := be32s(Destinations(BenchDsts, 1))
 	var lookups, tries, inside []Figure
 	for _, n := range sizes {
 		lb, err := newLookupBench(n, 1)
 		if err != nil {
 			return nil, err
 		}
-		label := datapath.SizeLabel(n)
+		label := SizeLabel(n)
 		measure := func(dsts []uint32, metric string, prog *ebpf.Program) (Figure, error) {
 			if err := lb.setDsts(dsts); err != nil {
 				return Figure{}, err
@@ -85,10 +86,10 @@ func FIB(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 			metric string
 			prog   *ebpf.Program
 		}{
-			{public, datapath.MetricFIBLookupPrefix, lb.d.Program()},
-			{public, datapath.MetricTrieLookupPrefix, lb.d.TrieProgram()},
-			{lb.inside, datapath.MetricFIBLookupInsidePrefix, lb.d.Program()},
-			{lb.inside, datapath.MetricTrieLookupInsidePrefix, lb.d.TrieProgram()},
+			{public, MetricFIBLookupPrefix, lb.d.Program()},
+			{public, MetricTrieLookupPrefix, lb.d.TrieProgram()},
+			{lb.inside, MetricFIBLookupInsidePrefix, lb.d.Program()},
+			{lb.inside, MetricTrieLookupInsidePrefix, lb.d.TrieProgram()},
 		} {
 			if figs[i], err = measure(m.dsts, m.metric, m.prog); err != nil {
 				break
@@ -122,7 +123,7 @@ func FIB(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench fib install: %w", err)
 	}
-	figs = append(figs, Figure{Metric: datapath.MetricFIBInstallPerSecond, Value: rate, Unit: "routes/s"})
+	figs = append(figs, Figure{Metric: MetricFIBInstallPerSecond, Value: rate, Unit: "routes/s"})
 	return figs, nil
 }
 
@@ -185,13 +186,13 @@ func FIB6(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bench fib6 lookup, %d routes: %w", n, err)
 		}
-		fig := Figure{Metric: datapath.MetricFIB6LookupPrefix + datapath.SizeLabel(n), Value: ns, Unit: "ns"}
+		fig := Figure{Metric: MetricFIB6LookupPrefix + SizeLabel(n), Value: ns, Unit: "ns"}
 		if n == largest {
 			fig.Baseline, fig.BaselineValue = "lpm_trie6", trie
 		}
 		figs = append(figs, fig)
 	}
-	figs = append(figs, Figure{Metric: datapath.MetricTrie6LookupPrefix + datapath.SizeLabel(largest), Value: trie, Unit: "ns"})
+	figs = append(figs, Figure{Metric: MetricTrie6LookupPrefix + SizeLabel(largest), Value: trie, Unit: "ns"})
 	return figs, nil
 }
 
@@ -234,7 +235,7 @@ func timeInstall(d *datapath.Datapath, routes []datapath.Route) (time.Duration, 
 // the same routes in the FIB and in the LPM trie, nexthops 1..16 that
 // forward via lo, and bench_dsts filled with addresses inside the routes.
 type lookupBench struct {
-	d     *datapath.Datapath
+	d     *Object
 	frame []byte
 	// inside are random destinations inside the table's routegen
 	// prefixes, as bench_dsts holds them.
@@ -246,7 +247,7 @@ type lookupBench struct {
 func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 	routes := Routes(n, seed)
 	all := append(slices.Clip(routes), datapath.Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Nexthop: 1})
-	d, err := loadLookupBench(datapath.BenchLoadOptions{}, netip.MustParseAddr("10.0.0.1"), all)
+	d, err := loadLookupBench(datapath.Sizes{}, netip.MustParseAddr("10.0.0.1"), all)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +257,7 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(uint64(seed), 99))
-	lb = &lookupBench{d: d, frame: benchFrame(), inside: make([]uint32, datapath.BenchDsts)}
+	lb = &lookupBench{d: d, frame: benchFrame(), inside: make([]uint32, BenchDsts)}
 	for i := range lb.inside {
 		p := routes[rng.IntN(len(routes))].Prefix
 		a := uintOf(p.Addr()) | rng.Uint32()&^mask(p.Bits())
@@ -270,13 +271,13 @@ func newLookupBench(n int, seed int64) (lb *lookupBench, err error) {
 
 // setDsts sets the destinations the benchmark runs rotate over.
 func (lb *lookupBench) setDsts(dsts []uint32) error {
-	return lb.d.SetBenchDestinations(dsts)
+	return lb.d.SetDestinations(dsts)
 }
 
 // loadLookupBench loads the datapath for a lookup benchmark: nexthops 1..16
 // forwarding via lo to gw, and routes in the FIB and in the LPM trie.
-func loadLookupBench(opts datapath.BenchLoadOptions, gw netip.Addr, routes []datapath.Route) (d *datapath.Datapath, err error) {
-	if d, err = datapath.LoadForBenchmark(opts); err != nil {
+func loadLookupBench(sizes datapath.Sizes, gw netip.Addr, routes []datapath.Route) (d *Object, err error) {
+	if d, err = Load(Options{Rotate: true, Sizes: sizes}); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -370,7 +371,7 @@ func fib6GroupsFor(n int) int {
 // fe80::1, and bench_dsts6 filled with random addresses inside the routes.
 func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
 	routes := Routes6(n, seed)
-	d, err := loadLookupBench(datapath.BenchLoadOptions{FIB6Groups: fib6GroupsFor(n)},
+	d, err := loadLookupBench(datapath.Sizes{FIB6Groups: fib6GroupsFor(n)},
 		netip.MustParseAddr("fe80::1"), routes)
 	if err != nil {
 		return nil, err
@@ -381,14 +382,14 @@ func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(uint64(seed), 99))
-	dsts := make([][16]byte, datapath.BenchDsts)
+	dsts := make([][16]byte, BenchDsts)
 	for i := range dsts {
 		p := routes[rng.IntN(len(routes))].Prefix
 		a := u128Of(p.Addr().As16())
 		host := u128{rng.Uint64(), rng.Uint64()}.and(mask128(p.Bits()).not())
 		dsts[i] = a.or(host).bytes()
 	}
-	if err := d.SetBenchDestinations6(dsts); err != nil {
+	if err := d.SetDestinations6(dsts); err != nil {
 		return nil, err
 	}
 	return &lookupBench{d: d, frame: benchFrame6()}, nil

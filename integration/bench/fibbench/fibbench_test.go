@@ -47,7 +47,7 @@ func BenchmarkLookup(b *testing.B) {
 	for _, variant := range []string{"dir24-8", "lpm-trie"} {
 		b.Run(variant, func(b *testing.B) {
 			for _, n := range benchSizes {
-				b.Run(datapath.SizeLabel(n), func(b *testing.B) {
+				b.Run(SizeLabel(n), func(b *testing.B) {
 					lb := setup(b, n)
 					prog := lb.d.Program()
 					if variant == "lpm-trie" {
@@ -161,7 +161,7 @@ func TestDestinations(t *testing.T) {
 func BenchmarkLookup6(b *testing.B) {
 	needRoot(b)
 	for _, n := range benchSizes {
-		b.Run(datapath.SizeLabel(n), func(b *testing.B) {
+		b.Run(SizeLabel(n), func(b *testing.B) {
 			lb, err := newLookupBench6(n, 1)
 			if err != nil {
 				b.Fatal(err)

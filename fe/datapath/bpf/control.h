@@ -1,0 +1,236 @@
+// control.h: the protection of the router's own traffic in splitplane's
+// XDP pipeline: GTSM, the control flows steered to the control CPU, the
+// policer (for_us4, for_us6), and the steering of forwarded packets to the
+// forward CPUs (to_fe_cpu).
+
+#ifndef SPLITPLANE_CONTROL_H
+#define SPLITPLANE_CONTROL_H
+
+#include "forward.h"
+
+#define BGP_PORT 179
+
+// ACT_TO_CONTROL_CPU is what route returns for a packet redirected to the
+// control CPU: router counts it as passed (the kernel gets it) and returns
+// XDP_REDIRECT. It is no XDP action.
+#define ACT_TO_CONTROL_CPU 0x100
+// ACT_TO_FE_CPU is what route returns for a packet redirected to a forward
+// CPU: router counts only its rx (the forward CPU counts the rest) and
+// returns XDP_REDIRECT.
+#define ACT_TO_FE_CPU 0x101
+
+// is_bgp says whether a TCP packet has port 179 on either side.
+static __always_inline int is_bgp(__be16 sport, __be16 dport)
+{
+	return sport == bpf_htons(BGP_PORT) || dport == bpf_htons(BGP_PORT);
+}
+
+static __always_inline int drop(__u32 reason)
+{
+	stat_add(reason, 1);
+	return XDP_DROP;
+}
+
+// police passes the packet if this CPU's bucket has a token for it and
+// drops it otherwise; see struct fe_config. The bucket is per CPU, so the
+// rate and burst are per CPU too, and no CPU waits for another.
+static __always_inline int police(const struct fe_config *cfg)
+{
+	__u64 interval = cfg->police_interval_ns;
+	struct policer_state *st;
+	__u32 key = 0;
+	__u64 now, tat;
+
+	if (!interval)
+		return pass(STAT_PASS_LOCAL);
+	st = bpf_map_lookup_elem(&policer, &key);
+	if (!st)
+		return pass(STAT_PASS_LOCAL);
+	now = bpf_ktime_get_ns();
+	tat = st->tat_ns;
+	if (tat < now)
+		tat = now; // the bucket has been full since tat
+	if (tat - now > cfg->police_tolerance_ns)
+		return drop(STAT_DROP_POLICED);
+	// Per CPU and XDP does not nest, so a plain store, as in stat_add.
+	st->tat_ns = tat + interval;
+	return pass(STAT_PASS_LOCAL);
+}
+
+// to_control sends a packet of a control flow (whose per-CPU packet count is
+// *count) to the control CPU, or passes it here when none is configured. A
+// missing cpu_map entry (while the Go side moves the control CPU) makes
+// bpf_redirect_map return XDP_PASS, and the packet passes here too.
+static __always_inline int to_control(const struct fe_config *cfg, __u64 *count)
+{
+	*count += 1;
+	if (cfg->control_cpu_set &&
+	    bpf_redirect_map(&cpu_map, cfg->control_cpu, XDP_PASS) == XDP_REDIRECT) {
+		stat_add(STAT_TO_CONTROL_CPU, 1);
+		return ACT_TO_CONTROL_CPU;
+	}
+	return pass(STAT_PASS_CONTROL);
+}
+
+// for_us4 decides the fate of an IPv4 packet to one of the router's
+// addresses: GTSM, then control flows, then the policer. The header, options
+// included, is in the frame; tot_len is not checked (the kernel does).
+// It is a BPF-to-BPF call so that forwarded packets, which never get here,
+// do not carry its code inline.
+static __attribute__((noinline)) int for_us4(struct iphdr *ip, void *data_end)
+{
+	struct ctl_flow_key key = {};
+	struct fe_config *cfg;
+	__u32 zero = 0;
+	int ports = 0;
+	__u64 *count;
+	__be16 *l4;
+
+	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
+	if (!cfg)
+		return pass(STAT_PASS_LOCAL);
+	// Only a first fragment (offset 0) holds the TCP header.
+	if (ip->protocol != 6 /* TCP */ || (ip->frag_off & bpf_htons(0x1fff /* IP_OFFSET */)))
+		return police(cfg);
+	l4 = (void *)ip + ip->ihl * 4;
+	if ((void *)(l4 + 2) <= data_end) {
+		key.sport = l4[0];
+		key.dport = l4[1];
+		ports = 1;
+	}
+	// GTSM protects BGP sessions in both directions: the peer's packets
+	// go to port 179 when it connected to the router and come from it when
+	// the router connected to the peer. A first fragment too short to show
+	// its ports may be BGP and is dropped alike (RFC 1858 calls such
+	// fragments an attack anyway).
+	if (ip->ttl < 255 && (!ports || is_bgp(key.sport, key.dport)) &&
+	    bpf_map_lookup_elem(&gtsm_peers, &ip->saddr))
+		return drop(STAT_DROP_GTSM);
+	if (ports) {
+		key.saddr = ip->saddr;
+		key.daddr = ip->daddr;
+		count = bpf_map_lookup_elem(&control_flows, &key);
+		if (count)
+			return to_control(cfg, count);
+	}
+	return police(cfg);
+}
+
+// IPv6 extension headers that for_us6 steps over.
+static __always_inline int is_ext6(__u8 nh)
+{
+	return nh == 0 /* Hop-by-Hop */ || nh == 43 /* Routing */ || nh == 44 /* Fragment */ ||
+	       nh == 60 /* Destination Options */;
+}
+
+#define EXT6_MAX 4 // extension headers for_us6 follows to find TCP
+
+// for_us6 is for_us4 for IPv6. NDP (ICMPv6 types 133-137) always passes
+// unpoliced. The upper-layer header is found behind up to EXT6_MAX
+// extension headers, so that they cannot hide BGP from GTSM; a chain that
+// cannot be followed counts as possibly BGP for GTSM, and as neither a
+// control flow nor NDP otherwise.
+static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end)
+{
+	struct ctl_flow_key6 key = {};
+	struct fe_config *cfg;
+	__u8 proto = ip6->nexthdr;
+	void *l4 = ip6 + 1;
+	int i, opaque = 0, later_frag = 0, ports = 0;
+	__u32 zero = 0;
+	__u64 *count;
+
+	if (proto == 58 /* ICMPv6 */ && l4 + 1 <= data_end) {
+		__u8 type = *(__u8 *)l4;
+
+		if (type >= 133 && type <= 137)
+			return pass(STAT_PASS_LOCAL);
+	}
+	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
+	if (!cfg)
+		return pass(STAT_PASS_LOCAL);
+#pragma unroll
+	for (i = 0; i < EXT6_MAX; i++) {
+		__u8 *h = l4;
+
+		if (!is_ext6(proto))
+			break;
+		if ((void *)(h + 8) > data_end) {
+			opaque = 1;
+			break;
+		}
+		if (proto == 44) {
+			// Later fragments hold no upper-layer header.
+			if (*(__be16 *)(h + 2) & bpf_htons(0xfff8)) {
+				later_frag = 1;
+				break;
+			}
+			l4 += 8;
+		} else {
+			l4 += (h[1] + 1) * 8;
+		}
+		proto = h[0];
+	}
+	if (!later_frag && is_ext6(proto))
+		opaque = 1;
+	if (proto == 6 /* TCP */ && !later_frag && !opaque && l4 + 4 <= data_end) {
+		key.sport = ((__be16 *)l4)[0];
+		key.dport = ((__be16 *)l4)[1];
+		ports = 1;
+	}
+	if (ip6->hop_limit < 255 &&
+	    (opaque || (proto == 6 && !later_frag && (!ports || is_bgp(key.sport, key.dport)))) &&
+	    bpf_map_lookup_elem(&gtsm_peers6, &ip6->saddr))
+		return drop(STAT_DROP_GTSM);
+	if (ports) {
+		__builtin_memcpy(key.saddr, &ip6->saddr, sizeof(key.saddr));
+		__builtin_memcpy(key.daddr, &ip6->daddr, sizeof(key.daddr));
+		count = bpf_map_lookup_elem(&control_flows6, &key);
+		if (count)
+			return to_control(cfg, count);
+	}
+	return police(cfg);
+}
+
+// to_fe_cpu is called for a packet this CPU would forward (egress selected
+// tx port ifindex) while fwd_steer says that n forward CPUs do the
+// forwarding: it redirects the packet, unmodified, through cpu_map to the
+// forward CPU that its flow hash picks, so that a flow stays on one CPU
+// and in order. It returns ACT_TO_FE_CPU, or 0 to forward the packet here
+// when the CPU has no cpu_map entry (while the Go side changes the set), or
+// the pass reason if the tx port vanished meanwhile. It is a BPF-to-BPF call
+// so that the packets forwarded where they arrive do not carry its code.
+static __attribute__((noinline)) int to_fe_cpu(__u32 hash, __u32 n, __u32 ifindex)
+{
+	__u32 key = hash % n;
+	__u32 *cpu = bpf_map_lookup_elem(&fwd_cpus, &key);
+
+	if (cpu && bpf_redirect_map(&cpu_map, *cpu, XDP_PASS) == XDP_REDIRECT) {
+		stat_add(STAT_TO_FE_CPU, 1);
+		return ACT_TO_FE_CPU;
+	}
+	// A failed cpu_map lookup cleared the redirect that egress set up.
+	if (bpf_redirect_map(&tx_ports, ifindex, XDP_PASS) != XDP_REDIRECT)
+		return STAT_PASS_NO_TX_PORT;
+	return 0;
+}
+
+// fwd_steer_count returns this CPU's fwd_steer: 0 to forward here.
+static __always_inline __u32 fwd_steer_count(void)
+{
+	__u32 key = 0;
+	__u32 *n = bpf_map_lookup_elem(&fwd_steer, &key);
+
+	return n ? *n : 0;
+}
+
+// control_rx is the whole of xdp_control, the control CPU's CPUMAP program:
+// it counts the packet on that CPU, which is how one sees where the work is
+// done, and hands it to that CPU's kernel stack.
+static __always_inline int control_rx(void)
+{
+	stat_add(STAT_CONTROL_CPU_RX, 1);
+	return XDP_PASS;
+}
+
+#endif // SPLITPLANE_CONTROL_H

@@ -1,0 +1,314 @@
+// forward.h: the forwarding steps of splitplane's XDP pipeline (counters,
+// the FIB lookups, address checks, the flow hash, ECMP, egress and the
+// rewrite), as static functions for router.h and for the programs that
+// include it.
+
+#ifndef SPLITPLANE_FORWARD_H
+#define SPLITPLANE_FORWARD_H
+
+#include "maps.h"
+
+// port_slot_hash is a BPF-to-BPF call for the reason neigh6 is: inlined,
+// its lookup and port_slots' may share one call site, and the verifier
+// would then inline neither.
+static __attribute__((noinline)) __u32 port_slot_hash(__u32 ifindex)
+{
+	__u32 *slot = bpf_map_lookup_elem(&port_slots_hash, &ifindex);
+
+	return slot ? *slot : 0;
+}
+
+// port_counters returns this CPU's counters of port ifindex.
+static __always_inline struct port_counters *port_counters(__u32 ifindex)
+{
+	__u32 slot = 0;
+	__u32 *s;
+
+	if (ifindex < PORT_SLOTS_DIRECT) {
+		s = bpf_map_lookup_elem(&port_slots, &ifindex);
+		if (s)
+			slot = *s;
+	} else {
+		slot = port_slot_hash(ifindex);
+	}
+	return bpf_map_lookup_elem(&port_stats, &slot);
+}
+
+static __always_inline void stat_add(__u32 reason, __u64 n)
+{
+	__u64 *c = bpf_map_lookup_elem(&stats, &reason);
+
+	// A plain add is enough: the slot is per CPU and XDP does not nest on
+	// one CPU, so no other writer can race with it.
+	if (c)
+		*c += n;
+}
+
+static __always_inline int pass(__u32 reason)
+{
+	stat_add(reason, 1);
+	return XDP_PASS;
+}
+
+// fib_lookup stores the nexthop id for daddr in *nh_id and returns 1, or
+// returns 0 when no route matches. Each entry is read exactly once
+// (volatile), so the group flag and the group index come from the same value
+// even while the Go side rewrites the entry.
+static __always_inline int fib_lookup(__be32 daddr, __u32 *nh_id)
+{
+	__u32 addr = bpf_ntohl(daddr);
+	__u32 key = addr >> 16;
+	struct fib_row *row;
+	__u32 e;
+
+	row = bpf_map_lookup_elem(&fib_tbl24, &key);
+	if (!row)
+		return 0;
+	e = *(volatile __u32 *)&row->e[(addr >> 8) & 0xff];
+	if (e & FIB_GROUP) {
+		key = e & FIB_GROUP_MASK;
+		row = bpf_map_lookup_elem(&fib_tbl8, &key);
+		if (!row)
+			return 0;
+		e = *(volatile __u32 *)&row->e[addr & 0xff];
+	}
+	if (!(e & FIB_VALID))
+		return 0;
+	*nh_id = e & FIB_NEXTHOP_MASK;
+	return 1;
+}
+
+// fib6_lookup is fib_lookup for IPv6: the first two bytes of daddr index
+// fib6_tbl16, and while the entry points at a group, the next byte indexes
+// that group. Each entry is read exactly once, as in fib_lookup. The loop
+// is unrolled so that every address byte is read at a constant offset; once
+// an entry holds a value, the remaining iterations are one untaken branch
+// each.
+static __always_inline int fib6_lookup(const struct in6_addr *daddr, __u32 *nh_id)
+{
+	const __u8 *a = daddr->s6_addr;
+	__u32 key = a[0];
+	struct fib_row *row;
+	__u32 e;
+	int i;
+
+	row = bpf_map_lookup_elem(&fib6_tbl16, &key);
+	if (!row)
+		return 0;
+	e = *(volatile __u32 *)&row->e[a[1]];
+#pragma unroll
+	for (i = 2; i < 16; i++) {
+		if (e & FIB_GROUP) {
+			key = e & FIB_GROUP_MASK;
+			row = bpf_map_lookup_elem(&fib6_tbl8, &key);
+			e = row ? *(volatile __u32 *)&row->e[a[i]] : 0;
+		}
+	}
+	if ((e & (FIB_VALID | FIB_GROUP)) != FIB_VALID)
+		return 0;
+	*nh_id = e & FIB_NEXTHOP_MASK;
+	return 1;
+}
+
+// is_unicast_ipv4 is false for 224/4 (multicast) and 240/4, which holds the
+// limited broadcast: a default route must not forward those.
+static __always_inline int is_unicast_ipv4(__be32 addr)
+{
+	return bpf_ntohl(addr) < 0xe0000000;
+}
+
+// ip_decrease_ttl updates the header checksum incrementally (RFC 1624) the
+// same way the kernel's ip_decrease_ttl() does: the TTL is the high byte of
+// its 16-bit word, so the word drops by 0x0100 and the checksum rises by it,
+// with the end-around carry folded back in.
+static __always_inline void ip_decrease_ttl(struct iphdr *ip)
+{
+	__u32 check = (__u32)ip->check;
+
+	check += (__u32)bpf_htons(0x0100);
+	ip->check = (__sum16)(check + (check >= 0xFFFF));
+	ip->ttl--;
+}
+
+// is_routable_ipv6 is false for the unicast addresses that must never be
+// forwarded to or from: link-local fe80::/10, the unspecified address ::
+// and the loopback ::1. The first 64 bits decide the first two;
+// only ::/64 needs the second half.
+static __always_inline int is_routable_ipv6(const struct in6_addr *a)
+{
+	if (a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80)
+		return 0;
+	if ((a->s6_addr32[0] | a->s6_addr32[1]) == 0 && a->s6_addr32[2] == 0 &&
+	    (a->s6_addr32[3] == 0 || a->s6_addr32[3] == bpf_htonl(1)))
+		return 0;
+	return 1;
+}
+
+static __always_inline struct neigh *neigh4(__u32 ifindex, __be32 addr)
+{
+	struct neigh_key key = { .ifindex = ifindex, .addr = addr };
+
+	return bpf_map_lookup_elem(&neighbors, &key);
+}
+
+// neigh6 is a BPF-to-BPF call on purpose: inlined, clang sinks its map
+// lookup and neigh4's into one call site with two possible maps, and the
+// verifier then cannot inline either hash lookup (the map pointer is
+// "poisoned"), which costs every IPv4 packet ~20 ns of indirect calls.
+static __attribute__((noinline)) struct neigh *neigh6(__u32 ifindex, const void *addr)
+{
+	struct neigh_key6 key = { .ifindex = ifindex };
+
+	__builtin_memcpy(key.addr, addr, sizeof(key.addr));
+	return bpf_map_lookup_elem(&neighbors6, &key);
+}
+
+// neigh_lookup returns the neighbour nh sends a packet to: its gateway of
+// whichever family it has, or for a connected nexthop the packet's own
+// destination (daddr for IPv4, *daddr6 for IPv6).
+static __always_inline struct neigh *neigh_lookup(const struct nexthop *nh, __be32 daddr,
+						  const struct in6_addr *daddr6)
+{
+	switch (nh->gw_family) {
+	case GW_IPV4:
+		return neigh4(nh->ifindex, nh->gateway);
+	case GW_IPV6:
+		return neigh6(nh->ifindex, nh->gateway6);
+	}
+	if (daddr6)
+		return neigh6(nh->ifindex, daddr6);
+	return neigh4(nh->ifindex, daddr);
+}
+
+// mix32 is the 32-bit finaliser of "lowbias32" (Chris Wellons' hash
+// prospector): cheap, branch-free, and every input bit reaches every output
+// bit, so flows that differ in one port bit still spread evenly.
+static __always_inline __u32 mix32(__u32 h)
+{
+	h ^= h >> 16;
+	h *= 0x7feb352d;
+	h ^= h >> 15;
+	h *= 0x846ca68b;
+	h ^= h >> 16;
+	return h;
+}
+
+// hash_add folds the word v into the running flow hash h.
+static __always_inline __u32 hash_add(__u32 h, __u32 v)
+{
+	return mix32(h ^ v) + 0x9e3779b9;
+}
+
+// l4_ports returns the TCP, UDP or SCTP port pair at l4 (both ports, as one
+// word), or 0 for other protocols or a frame too short to hold them.
+static __always_inline __u32 l4_ports(__u8 proto, void *l4, void *data_end)
+{
+	if (proto != 6 /* TCP */ && proto != 17 /* UDP */ && proto != 132 /* SCTP */)
+		return 0;
+	if (l4 + sizeof(__u32) > data_end)
+		return 0;
+	return *(__u32 *)l4;
+}
+
+// flow_hash4 hashes the 5-tuple of an IPv4 packet without options. Fragments
+// hash without ports, which only the first one carries: all fragments of a
+// datagram then take the same member, as in the kernel's multipath hash.
+static __always_inline __u32 flow_hash4(struct iphdr *ip, void *data_end)
+{
+	__u32 h = hash_add(0, ip->saddr);
+
+	h = hash_add(h, ip->daddr);
+	if (!(ip->frag_off & bpf_htons(0x3fff /* IP_MF | IP_OFFSET */)))
+		h = hash_add(h, l4_ports(ip->protocol, ip + 1, data_end));
+	return hash_add(h, ip->protocol);
+}
+
+// flow_hash6 hashes the addresses, the next header and, for TCP, UDP and
+// SCTP directly after the fixed header, the ports; otherwise (extension
+// headers, fragments) the flow label, which the source keeps per flow.
+static __always_inline __u32 flow_hash6(struct ipv6hdr *ip6, void *data_end)
+{
+	__u32 h = 0, ports;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		h = hash_add(h, ip6->saddr.s6_addr32[i]);
+	for (i = 0; i < 4; i++)
+		h = hash_add(h, ip6->daddr.s6_addr32[i]);
+	ports = l4_ports(ip6->nexthdr, ip6 + 1, data_end);
+	if (!ports)
+		ports = *(__u32 *)ip6 & bpf_htonl(0x000fffff); // flow label
+	h = hash_add(h, ports);
+	return hash_add(h, ip6->nexthdr);
+}
+
+// group_member replaces the group id *nh_id by the member that hash picks,
+// or returns STAT_PASS_NO_NEXTHOP when the group is empty. Only routes via
+// groups get here, so plain nexthops pay one comparison for ECMP.
+static __always_inline int group_member(__u32 *nh_id, __u32 hash)
+{
+	__u32 key = *nh_id - NH_GROUP_BASE;
+	struct nh_group *g;
+	__u32 n, i;
+
+	g = bpf_map_lookup_elem(&nh_groups, &key);
+	if (!g)
+		return STAT_PASS_NO_NEXTHOP;
+	n = *(volatile __u32 *)&g->count;
+	if (!n || n > NH_GROUP_MEMBERS)
+		return STAT_PASS_NO_NEXTHOP;
+	// hash % n < n <= NH_GROUP_MEMBERS already, but the verifier cannot
+	// bound a modulo by a variable, so the index is masked; the empty asm
+	// hides the bound from clang, which would otherwise drop the mask.
+	i = hash % n;
+	asm volatile("" : "+r"(i));
+	*nh_id = g->members[i & (NH_GROUP_MEMBERS - 1)];
+	return 0;
+}
+
+// egress looks up nexthop nh_id and its neighbour and selects the redirect
+// target. On success it stores the nexthop and the neighbour and returns 0;
+// otherwise it returns the pass reason.
+static __always_inline int egress(__u32 nh_id, __be32 daddr, const struct in6_addr *daddr6,
+				  struct nexthop **nhp, struct neigh **neighp)
+{
+	struct nexthop *nh;
+	struct neigh *neigh;
+
+	nh = bpf_map_lookup_elem(&nexthops, &nh_id);
+	if (!nh || !nh->ifindex)
+		return STAT_PASS_NO_NEXTHOP;
+	neigh = neigh_lookup(nh, daddr, daddr6);
+	if (!neigh)
+		return STAT_PASS_NO_NEIGH;
+	// Pick the egress before touching the frame: with XDP_PASS as the
+	// fallback a missing tx port hands the kernel the packet unmodified
+	// instead of dropping it. The redirect itself happens after the
+	// program returns, so rewriting the frame afterwards is safe.
+	if (bpf_redirect_map(&tx_ports, nh->ifindex, XDP_PASS) != XDP_REDIRECT)
+		return STAT_PASS_NO_TX_PORT;
+	*nhp = nh;
+	*neighp = neigh;
+	return 0;
+}
+
+static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *nh,
+				     const struct neigh *neigh, __u64 len)
+{
+	__u32 ifindex = nh->ifindex;
+	struct port_counters *ps;
+
+	__builtin_memcpy(eth->h_dest, neigh->mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
+	stat_add(STAT_FORWARDED, 1);
+	stat_add(STAT_FORWARDED_BYTES, len);
+	// Per CPU, so plain adds, as in stat_add.
+	ps = port_counters(ifindex);
+	if (ps) {
+		ps->tx_packets++;
+		ps->tx_bytes += len;
+	}
+	return XDP_REDIRECT;
+}
+
+#endif // SPLITPLANE_FORWARD_H

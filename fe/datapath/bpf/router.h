@@ -1,0 +1,240 @@
+// router.h: splitplane's XDP pipeline, the whole of what xdp_router does to
+// a packet, as static functions, so that every BPF object that runs the
+// router (fe/datapath/xdp.c, the FE's, and the benchmarks' copy of it in
+// integration/bench/fibbench) compiles the very same code.
+//
+// The including file defines the pipeline's hooks, after including this
+// header and before its programs; each is inlined, so a hook that does
+// nothing costs nothing:
+//
+//   hook_lookup4(daddr, &nh_id, variant), hook_lookup6(&daddr6, &nh_id, variant):
+//     the route lookup, 1 with *nh_id set or 0 for no route. variant is the
+//     constant the program passed to router(), so that one object can hold
+//     programs with different lookups (the FE's: fib_lookup, fib6_lookup).
+//   hook_dst4(ip), hook_dst6(ip6): called once the header is checked and
+//     before the destination is read; may rewrite it (the FE's: nothing).
+//   hook_ignore_ttl(): read only for a packet whose TTL or hop limit has
+//     expired; nonzero forwards it anyway (the FE's: 0).
+//
+// A program is then router(ctx, variant, on_fe_cpu).
+
+#ifndef SPLITPLANE_ROUTER_H
+#define SPLITPLANE_ROUTER_H
+
+#include "control.h"
+
+static __always_inline int hook_lookup4(__be32 daddr, __u32 *nh_id, const int variant);
+static __always_inline int hook_lookup6(const struct in6_addr *daddr, __u32 *nh_id, const int variant);
+static __always_inline void hook_dst4(struct iphdr *ip);
+static __always_inline void hook_dst6(struct ipv6hdr *ip6);
+static __always_inline int hook_ignore_ttl(void);
+
+// router4 forwards the IPv4 packet after eth, or passes it. variant is a
+// constant at each call site, handed to the lookup hook, so each program
+// keeps only its own lookup; so is on_fe_cpu, set in the forward CPUs' CPUMAP program, which forwards
+// what it gets and never steers again.
+static __always_inline int router4(struct ethhdr *eth, void *data_end, const int variant,
+				   const int on_fe_cpu)
+{
+	struct iphdr *ip = (void *)(eth + 1);
+	struct nexthop *nh;
+	struct neigh *neigh;
+	__u32 nh_id, n;
+	__be32 daddr;
+	__u16 tot_len;
+	int reason;
+
+	if ((void *)(ip + 1) > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+	if (ip->version != 4 || ip->ihl < 5)
+		return pass(STAT_PASS_BAD_HEADER);
+	if (ip->ihl > 5) {
+		// Options must not let a packet for the router dodge GTSM and
+		// the policer; forwarded packets pay nothing for the check.
+		if (bpf_map_lookup_elem(&local_addrs, &ip->daddr))
+			return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us4(ip, data_end);
+		return pass(STAT_PASS_OPTIONS);
+	}
+	// Padding after tot_len is fine (short frames are padded to 60
+	// bytes); a tot_len the frame cannot hold means a broken packet that
+	// the kernel should judge.
+	tot_len = bpf_ntohs(ip->tot_len);
+	if (tot_len < sizeof(*ip) || (void *)ip + tot_len > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+
+	hook_dst4(ip);
+
+	daddr = ip->daddr;
+	if (!is_unicast_ipv4(daddr))
+		return pass(STAT_PASS_NOT_UNICAST);
+	if (bpf_map_lookup_elem(&local_addrs, &daddr))
+		return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us4(ip, data_end);
+	if (ip->ttl <= 1 && !hook_ignore_ttl())
+		return pass(STAT_PASS_TTL);
+
+	if (!hook_lookup4(daddr, &nh_id, variant))
+		return pass(STAT_PASS_NO_ROUTE);
+	if (nh_id >= NH_GROUP_BASE) {
+		reason = group_member(&nh_id, flow_hash4(ip, data_end));
+		if (reason)
+			return pass(reason);
+	}
+	reason = egress(nh_id, daddr, 0, &nh, &neigh);
+	if (reason)
+		return pass(reason);
+	if (!on_fe_cpu && (n = fwd_steer_count())) {
+		reason = to_fe_cpu(flow_hash4(ip, data_end), n, nh->ifindex);
+		if (reason == ACT_TO_FE_CPU)
+			return reason;
+		if (reason)
+			return pass(reason);
+	}
+
+	ip_decrease_ttl(ip);
+	return forwarded(eth, nh, neigh, data_end - (void *)eth);
+}
+
+// router6 forwards the IPv6 packet after eth, or passes it. Extension
+// headers other than Hop-by-Hop are not parsed: RFC 8200 section 4 has
+// routers forward them untouched. variant and on_fe_cpu are as for router4.
+static __always_inline int router6(struct ethhdr *eth, void *data_end, const int variant,
+				   const int on_fe_cpu)
+{
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	struct nexthop *nh;
+	struct neigh *neigh;
+	__u32 nh_id, n;
+	int reason;
+
+	if ((void *)(ip6 + 1) > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+	if (ip6->version != 6)
+		return pass(STAT_PASS_BAD_HEADER);
+	// As for IPv4, Ethernet padding after the payload is fine, a payload
+	// the frame cannot hold is not. A Jumbo Payload (payload_len 0) comes
+	// with a Hop-by-Hop header and so goes to the kernel below.
+	if ((void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len) > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+	if (ip6->nexthdr == 0 /* IPPROTO_HOPOPTS */) {
+		// As for IPv4 options.
+		if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
+			return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us6(ip6, data_end);
+		return pass(STAT_PASS_OPTIONS);
+	}
+
+	hook_dst6(ip6);
+
+	// ff00::/8, which includes the solicited-node addresses of NDP.
+	if (ip6->daddr.s6_addr[0] == 0xff)
+		return pass(STAT_PASS_NOT_UNICAST);
+	if (!is_routable_ipv6(&ip6->daddr))
+		return pass(STAT_PASS_NOT_ROUTABLE);
+	// Nor may packets from such sources leave their link (RFC 4291
+	// section 2.5.6); the kernel answers link-local ones with ICMPv6
+	// "beyond scope of source address".
+	if (ip6->saddr.s6_addr[0] == 0xff || !is_routable_ipv6(&ip6->saddr))
+		return pass(STAT_PASS_NOT_ROUTABLE);
+	if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
+		return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us6(ip6, data_end);
+	if (ip6->hop_limit <= 1 && !hook_ignore_ttl())
+		return pass(STAT_PASS_TTL);
+
+	if (!hook_lookup6(&ip6->daddr, &nh_id, variant))
+		return pass(STAT_PASS_NO_ROUTE);
+	if (nh_id >= NH_GROUP_BASE) {
+		reason = group_member(&nh_id, flow_hash6(ip6, data_end));
+		if (reason)
+			return pass(reason);
+	}
+	reason = egress(nh_id, 0, &ip6->daddr, &nh, &neigh);
+	if (reason)
+		return pass(reason);
+	if (!on_fe_cpu && (n = fwd_steer_count())) {
+		reason = to_fe_cpu(flow_hash6(ip6, data_end), n, nh->ifindex);
+		if (reason == ACT_TO_FE_CPU)
+			return reason;
+		if (reason)
+			return pass(reason);
+	}
+
+	// IPv6 has no header checksum to update.
+	ip6->hop_limit--;
+	stat_add(STAT_FORWARDED_IPV6, 1);
+	return forwarded(eth, nh, neigh, data_end - (void *)eth);
+}
+
+// route decides what happens to the packet; variant selects the lookup of
+// both families (hook_lookup4, hook_lookup6). on_fe_cpu is set for the packets another CPU redirected to
+// this forward CPU: they were counted as rx there, and rx counts every
+// packet once, on the CPU that received it.
+static __always_inline int route(void *data, void *data_end, const int variant,
+				 const int on_fe_cpu)
+{
+	struct ethhdr *eth = data;
+
+	if (!on_fe_cpu)
+		stat_add(STAT_RX, 1);
+
+	if ((void *)(eth + 1) > data_end)
+		return pass(STAT_PASS_TRUNCATED);
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_IP):
+	case bpf_htons(ETH_P_IPV6):
+		break;
+	case bpf_htons(ETH_P_8021Q):
+	case bpf_htons(ETH_P_8021AD):
+		return pass(STAT_PASS_VLAN);
+	default:
+		return pass(STAT_PASS_NOT_IPV4);
+	}
+	// Broadcast and multicast frames are for the local stack, whatever
+	// their IP destination says.
+	if (eth->h_dest[0] & 1)
+		return pass(STAT_PASS_NOT_UNICAST);
+
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return router6(eth, data_end, variant, on_fe_cpu);
+	return router4(eth, data_end, variant, on_fe_cpu);
+}
+
+// router is the whole program: route plus the ingress port's counters.
+// With on_fe_cpu (the forward CPUs' CPUMAP program) the ingress port's rx
+// is not counted again: the receiving CPU did, and a packet counts once as
+// rx, however many CPUs it visits.
+static __always_inline int router(struct xdp_md *ctx, const int variant, const int on_fe_cpu)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 ifindex = ctx->ingress_ifindex;
+	// Taken before route rewrites the frame; the length never changes.
+	__u64 len = data_end - data;
+	struct port_counters *ps;
+	int action;
+
+	action = route(data, data_end, variant, on_fe_cpu);
+	ps = port_counters(ifindex);
+	if (!ps)
+		return action >= ACT_TO_CONTROL_CPU ? XDP_REDIRECT : action;
+	if (!on_fe_cpu) {
+		ps->rx_packets++;
+		ps->rx_bytes += len;
+	}
+	if (action == XDP_REDIRECT)
+		return action;
+	if (action == XDP_PASS) {
+		ps->passed++;
+		return action;
+	}
+	if (action == XDP_DROP) {
+		ps->dropped++;
+		return action;
+	}
+	// ACT_TO_FE_CPU: the forward CPU counts the tx (or what else happens).
+	if (action == ACT_TO_FE_CPU)
+		return XDP_REDIRECT;
+	// ACT_TO_CONTROL_CPU: the control CPU's kernel gets the packet.
+	ps->passed++;
+	return XDP_REDIRECT;
+}
+
+#endif // SPLITPLANE_ROUTER_H
