@@ -23,7 +23,6 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/metrics"
-	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/splitplane/splitplane/internal/status"
 )
 
@@ -64,10 +63,6 @@ type Agent struct {
 	noPorts bool          // WithDatapath: no real interfaces
 	kick    chan struct{} // wakes the resolver when a next hop arrives
 
-	// egressPort returns the port a gateway is reached through (0: none of
-	// ours); the kernel's routing table by default, replaced in tests.
-	egressPort func(gw netip.Addr) int
-
 	mu          sync.Mutex
 	associated  bool
 	ports       map[int]*port          // by ifindex
@@ -77,9 +72,7 @@ type Agent struct {
 	classifier  classifierState        // control flows steered (classifier.go)
 	openNIC     nicOpener              // the classifier's NIC access; nil: classifier.OpenNIC
 	irqAffinity classifier.IRQAffinity // nil: /proc/irq
-	prog        *programmed            // what the datapath holds for them
-	connected   map[prefix.V4]uint32   // prefix -> local nexthop ID
-	connected6  map[netip.Prefix]uint32
+	prog        *programmer            // the datapath's forwarding state
 	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
 	hb          forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 	sendEvery   atomic.Int64           // heartbeat interval (ns), 0: send none
@@ -138,7 +131,7 @@ type Option func(*Agent)
 func WithDatapath(dp Datapath, egress func(gw netip.Addr) int) Option {
 	return func(a *Agent) {
 		a.load = func() (Datapath, error) { return dp, nil }
-		a.egressPort = egress
+		a.prog.egressPort = egress
 		a.noPorts = true
 	}
 }
@@ -164,11 +157,12 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 		cfg: cfg, live: cfg, log: log, id: forces.FEID(cfg.ID),
 		load:  func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
 		kick:  make(chan struct{}, 1),
-		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix.V4]uint32{}, connected6: map[netip.Prefix]uint32{},
+		ports: map[int]*port{}, table: newTable(),
 		neighbors: neighborTable{m: map[neighKey]net.HardwareAddr{}},
 	}
+	a.prog = newProgrammer(log, a.ports, a.kick)
+	a.prog.egressPort = a.kernelEgressPort
 	a.prom = metrics.New(log, &feCollector{a: a})
-	a.egressPort = a.kernelEgressPort
 	a.dial = func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -225,7 +219,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("load XDP datapath: %w", err)
 	}
 	a.mu.Lock()
-	a.dp = dp
+	a.dp, a.prog.dp = dp, dp
 	a.mu.Unlock()
 	defer dp.Close()
 	if err := a.setupPorts(links); err != nil {
@@ -237,7 +231,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn("fe: could not remove stale kernel routes", "err", err)
 		}
 		a.mu.Lock()
-		a.kernel = kernel
+		a.kernel, a.prog.kernel = kernel, kernel
 		a.mu.Unlock()
 		defer func() {
 			a.mu.Lock()

@@ -151,11 +151,11 @@ func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forc
 			for j := i + 1; j < len(results); j++ {
 				results[j] = forces.ResultUnspecifiedError
 			}
-			a.program(d)
+			a.prog.program(a.table, d)
 			return true
 		}
 	}
-	a.program(d)
+	a.prog.program(a.table, d)
 	return failed
 }
 
@@ -195,7 +195,7 @@ func (a *Agent) commit(results []forces.ResultCode) (failed bool) {
 	a.txn = &txn{committed: prev}
 	d := newDirty()
 	diff(prev, a.table, d)
-	a.program(d)
+	a.prog.program(a.table, d)
 	return false
 }
 
@@ -207,7 +207,7 @@ func (a *Agent) abort() {
 		a.table = a.txn.committed
 		d := newDirty()
 		diff(cur, a.table, d)
-		a.program(d)
+		a.prog.program(a.table, d)
 	}
 	a.txn = nil
 }

@@ -41,7 +41,7 @@ func (a *Agent) resolveLoop(ctx context.Context) {
 		var solicit []netip.Addr
 		a.mu.Lock()
 		for gw, s := range a.prog.slots {
-			a.resolve(gw, s)
+			a.prog.resolve(gw, s)
 			if s.ifindex != 0 {
 				if !a.neighbors.has(s.ifindex, gw) {
 					solicit = append(solicit, gw)

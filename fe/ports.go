@@ -94,9 +94,9 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 				return err
 			}
 			if ip.Is4() {
-				a.connected[prefix.FromV4(pfx)] = localID
+				a.prog.connected[prefix.FromV4(pfx)] = localID
 			} else {
-				a.connected6[pfx.Masked()] = localID
+				a.prog.connected6[pfx.Masked()] = localID
 			}
 		}
 		a.ports[attrs.Index] = p
