@@ -53,30 +53,37 @@ type Datapath interface {
 	Close() error
 }
 
-// Agent is a running FE.
+// Agent is a running FE: the wiring of its components. Its mutable state is
+// owned by its loop (loop.go); the fields below the owner token are touched
+// only by the owner.
 type Agent struct {
 	cfg     Config
 	log     *slog.Logger
 	id      forces.ID
 	load    func() (Datapath, error)
-	dp      Datapath
 	noPorts bool          // WithDatapath: no real interfaces
 	kick    chan struct{} // wakes the resolver when a next hop arrives
+	// lookupEgress returns the port a gateway is reached through (0: none
+	// of ours): the kernel's routing table by default, a netlink call the
+	// resolver makes outside the loop.
+	lookupEgress func(gw netip.Addr) int
 
-	mu          sync.Mutex
-	associated  bool
-	ports       map[int]*port          // by ifindex
-	table       *table                 // the rows the CE programmed
-	txn         *txn                   // an open transaction, if any
-	items       []forces.Item          // applyConfig's buffer, reused message to message
-	classifier  classifierState        // control flows steered (classifier.go)
+	classifier  classifierState        // control flows steered (classifier.go); its own lock
 	openNIC     nicOpener              // the classifier's NIC access; nil: classifier.OpenNIC
 	irqAffinity classifier.IRQAffinity // nil: /proc/irq
-	prog        *programmer            // the datapath's forwarding state
 	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
-	hb          forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
-	sendEvery   atomic.Int64           // heartbeat interval (ns), 0: send none
-	deadAfter   atomic.Int64           // CE dead interval (ns)
+	associated  atomic.Bool
+	sendEvery   atomic.Int64 // heartbeat interval (ns), 0: send none
+	deadAfter   atomic.Int64 // CE dead interval (ns)
+
+	owner chan struct{}          // the ownership token (loop.go)
+	reqs  chan func()            // requests to the loop
+	ports map[int]*port          // by ifindex; the set is fixed once Run has set them up
+	table *table                 // the rows the CE programmed
+	txn   *txn                   // an open transaction, if any
+	items []forces.Item          // applyConfig's buffer, reused message to message
+	prog  *programmer            // the datapath's forwarding state
+	hb    forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
@@ -84,7 +91,6 @@ type Agent struct {
 	low        lowStats
 	redirector *Redirector
 	pcap       *forces.PcapWriter
-	kernel     *kernelFIB // nil with WithDatapath: tests keep the host's kernel alone
 
 	protocolErrors atomic.Uint64 // malformed or misaddressed messages from the CE
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
@@ -132,6 +138,7 @@ func WithDatapath(dp Datapath, egress func(gw netip.Addr) int) Option {
 	return func(a *Agent) {
 		a.load = func() (Datapath, error) { return dp, nil }
 		a.prog.egressPort = egress
+		a.lookupEgress = egress
 		a.noPorts = true
 	}
 }
@@ -155,13 +162,13 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, live: cfg, log: log, id: forces.FEID(cfg.ID),
-		load:  func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
-		kick:  make(chan struct{}, 1),
+		load: func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
+		kick: make(chan struct{}, 1), owner: newOwner(), reqs: make(chan func()),
 		ports: map[int]*port{}, table: newTable(),
 		neighbors: neighborTable{m: map[neighKey]net.HardwareAddr{}},
 	}
 	a.prog = newProgrammer(log, a.ports, a.kick)
-	a.prog.egressPort = a.kernelEgressPort
+	a.lookupEgress = a.kernelEgressPort
 	a.prom = metrics.New(log, &feCollector{a: a})
 	a.dial = func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
 		nc, err := d.DialContext(ctx, "tcp", addr)
@@ -218,27 +225,30 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load XDP datapath: %w", err)
 	}
-	a.mu.Lock()
-	a.dp, a.prog.dp = dp, dp
-	a.mu.Unlock()
 	defer dp.Close()
-	if err := a.setupPorts(links); err != nil {
+	ports, err := a.setupPorts(dp, links)
+	if err != nil {
 		return err
 	}
+	var kernel *kernelFIB // nil with WithDatapath: tests keep the host's kernel alone
 	if !a.noPorts {
-		kernel := newKernelFIB(a.cfg.KernelRoutes)
+		kernel = newKernelFIB(a.cfg.KernelRoutes)
 		if err := kernel.sweep(); err != nil {
 			a.log.Warn("fe: could not remove stale kernel routes", "err", err)
 		}
-		a.mu.Lock()
-		a.kernel, a.prog.kernel = kernel, kernel
-		a.mu.Unlock()
-		defer func() {
-			a.mu.Lock()
-			a.kernel.removeAll()
-			a.kernel.close()
-			a.mu.Unlock()
-		}()
+		defer kernel.close()
+	}
+	a.do(func() {
+		a.prog.dp, a.prog.kernel = dp, kernel
+		ports.install(a)
+	})
+	// The loop stops before the datapath closes and after everything that
+	// sends it requests has stopped (deferred calls run last to first).
+	defer a.startLoop()()
+	if kernel != nil {
+		defer a.do(kernel.removeAll)
+	}
+	if !a.noPorts {
 		ifindexes := make([]int, len(links))
 		for i, l := range links {
 			ifindexes[i] = l.Attrs().Index
@@ -308,41 +318,36 @@ func (p *port) status() forces.FEPortStatus {
 
 // Status returns a snapshot of the FE.
 func (a *Agent) Status() Status {
-	a.mu.Lock()
-	st := Status{
-		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: a.table.v4.len() + a.table.v6.len(),
-		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: a.neighbors.len(),
-		Programmed: a.prog.routes.len() + a.prog.routes6.len(), DatapathErrors: a.prog.errors,
-	}
-	for _, s := range a.prog.slots {
-		if s.ifindex != 0 {
-			st.Resolved++
+	st := Status{ID: a.id.String(), Associated: a.associated.Load(), CE: a.cfg.CEAddress}
+	var dp Datapath
+	var queues []portQueues
+	a.do(func() {
+		st.Routes = a.table.v4.len() + a.table.v6.len()
+		st.Nexthops = len(a.table.v4.nexthops) + len(a.table.v6.nexthops)
+		st.Gateways, st.Programmed, st.DatapathErrors = len(a.prog.slots), a.prog.routes.len()+a.prog.routes6.len(), a.prog.errors
+		for _, s := range a.prog.slots {
+			if s.ifindex != 0 {
+				st.Resolved++
+			}
 		}
-	}
+		if a.prog.kernel != nil {
+			ks := a.prog.kernel.stats()
+			st.KernelRoutes, st.KernelErrors = ks.routes, ks.errors
+		}
+		for _, name := range a.cfg.Ports {
+			for _, p := range a.ports {
+				if p.Name == name {
+					st.Ports = append(st.Ports, p.status())
+					queues = append(queues, portQueues{p.Name, p.rxQueues})
+				}
+			}
+		}
+		dp = a.prog.dp
+	})
+	st.Neighbors = a.neighbors.len()
 	st.ProtocolErrors = a.protocolErrors.Load()
-	if a.kernel != nil {
-		ks := a.kernel.stats()
-		st.KernelRoutes, st.KernelErrors = ks.routes, ks.errors
-	}
 	st.Low = forces.FELowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
 		Injected: a.low.injected.Load(), Events: a.low.events.Load()}
-	for _, name := range a.cfg.Ports {
-		for _, p := range a.ports {
-			if p.Name == name {
-				st.Ports = append(st.Ports, p.status())
-			}
-		}
-	}
-	dp := a.dp
-	var queues []portQueues
-	for _, name := range a.cfg.Ports {
-		for _, p := range a.ports {
-			if p.Name == name {
-				queues = append(queues, portQueues{p.Name, p.rxQueues})
-			}
-		}
-	}
-	a.mu.Unlock()
 	if !a.noPorts {
 		st.Lanes = lanes("/sys", "/proc/interrupts", queues)
 	}

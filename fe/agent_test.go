@@ -34,7 +34,7 @@ func testAgent(t *testing.T, cfg Config) (*Agent, *fakeDatapath) {
 		t.Fatal(err)
 	}
 	dp := newFake()
-	a.dp, a.prog.dp = dp, dp
+	a.prog.dp = dp
 	// Every gateway is reached through a port with ifindex 7.
 	a.ports[7] = &port{Name: "p7", Ifindex: 7, mac: net.HardwareAddr{2, 0, 0, 0, 0, 7}}
 	a.prog.egressPort = func(netip.Addr) int { return 7 }

@@ -43,10 +43,12 @@ type programmer struct {
 	kernel *kernelFIB // nil: the kernel's table is left alone
 	log    *slog.Logger
 	ports  map[int]*port // the agent's ports, for their MACs
-	// egressPort returns the port a gateway is reached through (0: none of
-	// ours); the kernel's routing table by default, replaced in tests.
+	// egressPort, if set, returns the port a gateway is reached through (0:
+	// none of ours) without asking the kernel (WithDatapath, tests): a new
+	// slot is then resolved at once. Otherwise the resolver, kicked when a
+	// slot is made, asks the kernel outside the loop and sends the answer.
 	egressPort func(gw netip.Addr) int
-	kick       chan struct{} // wakes the resolver when a slot is made
+	kick       chan struct{}
 
 	// connected are the ports' own subnets (prefix -> local nexthop ID):
 	// they shadow a CE route for the same prefix.
@@ -614,7 +616,9 @@ func (pr *programmer) ref(gw netip.Addr) *slot {
 	s := &slot{id: id, gw: gw, refs: 1}
 	pr.slots[gw] = s
 	pr.slotByID[id] = s
-	pr.resolve(gw, s)
+	if pr.egressPort != nil {
+		pr.resolve(s, pr.egressPort(gw))
+	}
 	select {
 	case pr.kick <- struct{}{}: // solicit its MAC now, not at the next tick
 	default:
@@ -637,16 +641,15 @@ func (pr *programmer) datapathError(err error) {
 	pr.lastErr = err
 }
 
-// resolve finds the egress port of a gateway through the kernel's routing
-// table (the port's connected route) and programs the slot. An unresolved
-// slot stays empty in the datapath, so its packets go to the kernel.
-func (pr *programmer) resolve(gw netip.Addr, s *slot) {
-	ifindex := pr.egressPort(gw)
+// resolve programs slot s as reached through port ifindex (0: not known,
+// which changes nothing). An unresolved slot stays empty in the datapath, so
+// its packets go to the kernel.
+func (pr *programmer) resolve(s *slot, ifindex int) {
 	if ifindex == 0 || ifindex == s.ifindex {
 		return
 	}
 	p := pr.ports[ifindex]
-	if err := pr.dp.SetNexthop(s.id, datapath.Nexthop{Ifindex: ifindex, Gateway: gw, SrcMAC: p.mac}); err != nil {
+	if err := pr.dp.SetNexthop(s.id, datapath.Nexthop{Ifindex: ifindex, Gateway: s.gw, SrcMAC: p.mac}); err != nil {
 		pr.datapathError(err)
 		return
 	}

@@ -30,9 +30,8 @@ func (a *Agent) Reload(cfg Config) (Reloaded, error) {
 	}
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	a.mu.Lock()
-	dp := a.dp
-	a.mu.Unlock()
+	var dp Datapath
+	a.do(func() { dp = a.prog.dp })
 	if dp == nil {
 		return Reloaded{}, ErrNotRunning
 	}
