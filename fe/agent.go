@@ -96,10 +96,9 @@ type Agent struct {
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
 	prom           *metrics.Registry // Prometheus metrics (metrics.go)
 
-	// reloadMu serialises Reload; live is the configuration as last
-	// applied (cfg, with what Reload changed at run time).
-	reloadMu sync.Mutex
-	live     Config
+	// live is the configuration as last applied (cfg, with what Reload
+	// changed at run time); the owner of the agent's state owns it.
+	live Config
 }
 
 // port is one of the FE's ports; the status reports it as a
@@ -367,6 +366,7 @@ func (a *Agent) Status() Status {
 			}
 		}
 	}
-	st.Classifier = a.classifierStatus(dp)
+	counts := controlFlowCounts(dp)
+	a.do(func() { st.Classifier = a.classifierStatus(counts) })
 	return st
 }
