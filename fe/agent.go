@@ -241,12 +241,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.prog.dp, a.prog.kernel = dp, kernel
 		ports.install(a)
 	})
+	if kernel != nil {
+		defer kernel.removeAll() // once the loop, which copies routes to it, has stopped
+	}
 	// The loop stops before the datapath closes and after everything that
 	// sends it requests has stopped (deferred calls run last to first).
 	defer a.startLoop()()
-	if kernel != nil {
-		defer a.do(kernel.removeAll)
-	}
 	if !a.noPorts {
 		ifindexes := make([]int, len(links))
 		for i, l := range links {
