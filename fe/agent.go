@@ -68,7 +68,6 @@ type Agent struct {
 	// resolver makes outside the loop.
 	lookupEgress func(gw netip.Addr) int
 
-	classifier  classifierState        // control flows steered (classifier.go); its own lock
 	openNIC     nicOpener              // the classifier's NIC access; nil: classifier.OpenNIC
 	irqAffinity classifier.IRQAffinity // nil: /proc/irq
 	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
@@ -76,14 +75,15 @@ type Agent struct {
 	sendEvery   atomic.Int64 // heartbeat interval (ns), 0: send none
 	deadAfter   atomic.Int64 // CE dead interval (ns)
 
-	owner chan struct{}          // the ownership token (loop.go)
-	reqs  chan func()            // requests to the loop
-	ports map[int]*port          // by ifindex; the set is fixed once Run has set them up
-	table *table                 // the rows the CE programmed
-	txn   *txn                   // an open transaction, if any
-	items []forces.Item          // applyConfig's buffer, reused message to message
-	prog  *programmer            // the datapath's forwarding state
-	hb    forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
+	owner      chan struct{}          // the ownership token (loop.go)
+	reqs       chan func()            // requests to the loop
+	ports      map[int]*port          // by ifindex; the set is fixed once Run has set them up
+	table      *table                 // the rows the CE programmed
+	txn        *txn                   // an open transaction, if any
+	items      []forces.Item          // applyConfig's buffer, reused message to message
+	prog       *programmer            // the datapath's forwarding state
+	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
+	classifier classifierState        // control flows steered (classifier.go)
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
