@@ -23,7 +23,6 @@ import (
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/metrics"
-	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/splitplane/splitplane/internal/status"
 )
 
@@ -54,36 +53,37 @@ type Datapath interface {
 	Close() error
 }
 
-// Agent is a running FE.
+// Agent is a running FE: the wiring of its components. Its mutable state is
+// owned by its loop (loop.go); the fields below the owner token are touched
+// only by the owner.
 type Agent struct {
 	cfg     Config
 	log     *slog.Logger
 	id      forces.ID
 	load    func() (Datapath, error)
-	dp      Datapath
 	noPorts bool          // WithDatapath: no real interfaces
 	kick    chan struct{} // wakes the resolver when a next hop arrives
+	// lookupEgress returns the port a gateway is reached through (0: none
+	// of ours): the kernel's routing table by default, a netlink call the
+	// resolver makes outside the loop.
+	lookupEgress func(gw netip.Addr) int
 
-	// egressPort returns the port a gateway is reached through (0: none of
-	// ours); the kernel's routing table by default, replaced in tests.
-	egressPort func(gw netip.Addr) int
-
-	mu          sync.Mutex
-	associated  bool
-	ports       map[int]*port          // by ifindex
-	table       *table                 // the rows the CE programmed
-	txn         *txn                   // an open transaction, if any
-	items       []forces.Item          // applyConfig's buffer, reused message to message
-	classifier  classifierState        // control flows steered (classifier.go)
 	openNIC     nicOpener              // the classifier's NIC access; nil: classifier.OpenNIC
 	irqAffinity classifier.IRQAffinity // nil: /proc/irq
-	prog        *programmed            // what the datapath holds for them
-	connected   map[prefix.V4]uint32   // prefix -> local nexthop ID
-	connected6  map[netip.Prefix]uint32
 	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
-	hb          forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
-	sendEvery   atomic.Int64           // heartbeat interval (ns), 0: send none
-	deadAfter   atomic.Int64           // CE dead interval (ns)
+	associated  atomic.Bool
+	sendEvery   atomic.Int64 // heartbeat interval (ns), 0: send none
+	deadAfter   atomic.Int64 // CE dead interval (ns)
+
+	owner      chan struct{}          // the ownership token (loop.go)
+	reqs       chan func()            // requests to the loop
+	ports      map[int]*port          // by ifindex; the set is fixed once Run has set them up
+	table      *table                 // the rows the CE programmed
+	txn        *txn                   // an open transaction, if any
+	items      []forces.Item          // applyConfig's buffer, reused message to message
+	prog       *programmer            // the datapath's forwarding state
+	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
+	classifier classifierState        // control flows steered (classifier.go)
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
@@ -91,16 +91,14 @@ type Agent struct {
 	low        lowStats
 	redirector *Redirector
 	pcap       *forces.PcapWriter
-	kernel     *kernelFIB // nil with WithDatapath: tests keep the host's kernel alone
 
 	protocolErrors atomic.Uint64 // malformed or misaddressed messages from the CE
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
 	prom           *metrics.Registry // Prometheus metrics (metrics.go)
 
-	// reloadMu serialises Reload; live is the configuration as last
-	// applied (cfg, with what Reload changed at run time).
-	reloadMu sync.Mutex
-	live     Config
+	// live is the configuration as last applied (cfg, with what Reload
+	// changed at run time); the owner of the agent's state owns it.
+	live Config
 }
 
 // port is one of the FE's ports; the status reports it as a
@@ -122,11 +120,6 @@ type neighKey struct {
 	addr    netip.Addr
 }
 
-// Status is a snapshot of the FE for operators: the document the FE
-// returns to the CE's status query, defined in forces so that its readers
-// need not import the FE.
-type Status = forces.FEStatus
-
 // Option changes how New builds an agent.
 type Option func(*Agent)
 
@@ -138,7 +131,8 @@ type Option func(*Agent)
 func WithDatapath(dp Datapath, egress func(gw netip.Addr) int) Option {
 	return func(a *Agent) {
 		a.load = func() (Datapath, error) { return dp, nil }
-		a.egressPort = egress
+		a.prog.egressPort = egress
+		a.lookupEgress = egress
 		a.noPorts = true
 	}
 }
@@ -162,13 +156,14 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, live: cfg, log: log, id: forces.FEID(cfg.ID),
-		load:  func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
-		kick:  make(chan struct{}, 1),
-		ports: map[int]*port{}, table: newTable(), prog: newProgrammed(), connected: map[prefix.V4]uint32{}, connected6: map[netip.Prefix]uint32{},
+		load: func() (Datapath, error) { return datapath.LoadSized(cfg.sizes()) },
+		kick: make(chan struct{}, 1), owner: newOwner(), reqs: make(chan func()),
+		ports: map[int]*port{}, table: newTable(),
 		neighbors: neighborTable{m: map[neighKey]net.HardwareAddr{}},
 	}
+	a.prog = newProgrammer(log, a.ports, a.kick)
+	a.lookupEgress = a.kernelEgressPort
 	a.prom = metrics.New(log, &feCollector{a: a})
-	a.egressPort = a.kernelEgressPort
 	a.dial = func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -224,27 +219,30 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load XDP datapath: %w", err)
 	}
-	a.mu.Lock()
-	a.dp = dp
-	a.mu.Unlock()
 	defer dp.Close()
-	if err := a.setupPorts(links); err != nil {
+	ports, err := a.setupPorts(dp, links)
+	if err != nil {
 		return err
 	}
+	var kernel *kernelFIB // nil with WithDatapath: tests keep the host's kernel alone
 	if !a.noPorts {
-		kernel := newKernelFIB(a.cfg.KernelRoutes)
+		kernel = newKernelFIB(a.cfg.KernelRoutes)
 		if err := kernel.sweep(); err != nil {
 			a.log.Warn("fe: could not remove stale kernel routes", "err", err)
 		}
-		a.mu.Lock()
-		a.kernel = kernel
-		a.mu.Unlock()
-		defer func() {
-			a.mu.Lock()
-			a.kernel.removeAll()
-			a.kernel.close()
-			a.mu.Unlock()
-		}()
+		defer kernel.close()
+	}
+	a.do(func() {
+		a.prog.dp, a.prog.kernel = dp, kernel
+		ports.install(a)
+	})
+	if kernel != nil {
+		defer kernel.removeAll() // once the loop, which copies routes to it, has stopped
+	}
+	// The loop stops before the datapath closes and after everything that
+	// sends it requests has stopped (deferred calls run last to first).
+	defer a.startLoop()()
+	if !a.noPorts {
 		ifindexes := make([]int, len(links))
 		for i, l := range links {
 			ifindexes[i] = l.Attrs().Index
@@ -305,69 +303,4 @@ func (a *Agent) Run(ctx context.Context) error {
 		backoff = min(backoff*2, 5*time.Second)
 	}
 	return nil
-}
-
-// status is the port as the FE's status reports it (without counters).
-func (p *port) status() forces.FEPortStatus {
-	return forces.FEPortStatus{Name: p.Name, Ifindex: p.Ifindex, MAC: p.MAC, Addrs: p.Addrs, Mode: p.Mode, Up: p.Up}
-}
-
-// Status returns a snapshot of the FE.
-func (a *Agent) Status() Status {
-	a.mu.Lock()
-	st := Status{
-		ID: a.id.String(), Associated: a.associated, CE: a.cfg.CEAddress, Routes: a.table.v4.len() + a.table.v6.len(),
-		Nexthops: len(a.table.v4.nexthops) + len(a.table.v6.nexthops), Gateways: len(a.prog.slots), Neighbors: a.neighbors.len(),
-		Programmed: a.prog.routes.len() + a.prog.routes6.len(), DatapathErrors: a.prog.errors,
-	}
-	for _, s := range a.prog.slots {
-		if s.ifindex != 0 {
-			st.Resolved++
-		}
-	}
-	st.ProtocolErrors = a.protocolErrors.Load()
-	if a.kernel != nil {
-		ks := a.kernel.stats()
-		st.KernelRoutes, st.KernelErrors = ks.routes, ks.errors
-	}
-	st.Low = forces.FELowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
-		Injected: a.low.injected.Load(), Events: a.low.events.Load()}
-	for _, name := range a.cfg.Ports {
-		for _, p := range a.ports {
-			if p.Name == name {
-				st.Ports = append(st.Ports, p.status())
-			}
-		}
-	}
-	dp := a.dp
-	var queues []portQueues
-	for _, name := range a.cfg.Ports {
-		for _, p := range a.ports {
-			if p.Name == name {
-				queues = append(queues, portQueues{p.Name, p.rxQueues})
-			}
-		}
-	}
-	a.mu.Unlock()
-	if !a.noPorts {
-		st.Lanes = lanes("/sys", "/proc/interrupts", queues)
-	}
-	if dp != nil {
-		if c, err := dp.Counters(); err == nil {
-			st.Counters = forces.FECounters(c)
-		}
-		if cs, err := dp.CPUCounters(); err == nil {
-			st.PerCPU = make([]forces.FECounters, len(cs))
-			for i, c := range cs {
-				st.PerCPU[i] = forces.FECounters(c)
-			}
-		}
-		if pc, err := dp.PortCounters(); err == nil {
-			for i := range st.Ports {
-				st.Ports[i].Counters = forces.FEPortCounters(pc[st.Ports[i].Ifindex])
-			}
-		}
-	}
-	st.Classifier = a.classifierStatus(dp)
-	return st
 }

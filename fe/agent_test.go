@@ -34,10 +34,10 @@ func testAgent(t *testing.T, cfg Config) (*Agent, *fakeDatapath) {
 		t.Fatal(err)
 	}
 	dp := newFake()
-	a.dp = dp
+	a.prog.dp = dp
 	// Every gateway is reached through a port with ifindex 7.
 	a.ports[7] = &port{Name: "p7", Ifindex: 7, mac: net.HardwareAddr{2, 0, 0, 0, 0, 7}}
-	a.egressPort = func(netip.Addr) int { return 7 }
+	a.prog.egressPort = func(netip.Addr) int { return 7 }
 	return a, dp
 }
 
@@ -146,7 +146,7 @@ func TestApplyConfig(t *testing.T) {
 func TestConnectedRouteWins(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	conn := netip.MustParsePrefix("10.10.1.0/24")
-	a.connected[prefix.FromV4(conn)] = forces.MaxNexthopID + 1
+	a.prog.connected[prefix.FromV4(conn)] = forces.MaxNexthopID + 1
 	dp.SetRoute(conn, forces.MaxNexthopID+1)
 	a.applyConfig(configMsg(t, setNH(1, "10.10.2.2"), setRoute(1, "10.10.1.0/24", 1)))
 	if nh, _ := dp.Route("10.10.1.0/24"); nh != forces.MaxNexthopID+1 {

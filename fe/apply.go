@@ -44,21 +44,36 @@ type txn struct {
 // applyConfig applies a Config message and, when its ACK flag asks for one,
 // builds its Config Response (one RESULT per PATH-DATA, echoing the path).
 // failed reports whether anything was rejected. It honours the execution mode
-// and the transaction flags.
+// and the transaction flags. The message is applied by the owner of the
+// agent's state in one request, its rows decoded and written there in bulk.
 func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed bool) {
+	var results []forces.ResultCode
+	commit := hasOp(m, forces.OpCommit)
+	a.do(func() { results, failed = a.apply(m, commit) })
+	if !wantsResponse(m.Header.Flags.ACK, failed) {
+		return nil, failed
+	}
+	if commit {
+		return a.commitResponse(m, failed), failed
+	}
+	resp, err := forces.NewConfigResponse(m, results...)
+	if err != nil {
+		a.log.Error("forces: build config response", "err", err)
+		resp = &forces.Message{Header: forces.Header{Type: forces.MsgConfigResponse, Src: m.Header.Dst, Dst: m.Header.Src, Correlator: m.Header.Correlator}}
+	}
+	return resp, failed
+}
+
+// apply applies m to the table (or the open transaction) and programs the
+// datapath; called by the owner of the agent's state.
+func (a *Agent) apply(m *forces.Message, commit bool) (results []forces.ResultCode, failed bool) {
 	a.items = forces.AppendItems(a.items[:0], m)
 	items := a.items
-	results := make([]forces.ResultCode, len(items))
+	results = make([]forces.ResultCode, len(items))
 	defer clear(a.items) // drop references into m
-	a.mu.Lock()
 	switch {
-	case hasOp(m, forces.OpCommit):
+	case commit:
 		failed = a.commit(results)
-		a.mu.Unlock()
-		if !wantsResponse(m.Header.Flags.ACK, failed) {
-			return nil, failed
-		}
-		return a.commitResponse(m, failed), failed
 	case hasOp(m, forces.OpTRComp):
 		a.txn = nil // the transaction is complete; nothing left to undo
 	case m.Header.Flags.Atomic && m.Header.Flags.TP == forces.PhaseABT:
@@ -68,16 +83,7 @@ func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed boo
 	default:
 		failed = a.applyNow(m.Header.Flags.ExecMode, items, results)
 	}
-	a.mu.Unlock()
-	if !wantsResponse(m.Header.Flags.ACK, failed) {
-		return nil, failed
-	}
-	resp, err := forces.NewConfigResponse(m, results...)
-	if err != nil {
-		a.log.Error("forces: build config response", "err", err)
-		resp = &forces.Message{Header: forces.Header{Type: forces.MsgConfigResponse, Src: m.Header.Dst, Dst: m.Header.Src, Correlator: m.Header.Correlator}}
-	}
-	return resp, failed
+	return results, failed
 }
 
 // wantsResponse reports whether a Config with the ACK flag ack is answered
@@ -151,11 +157,11 @@ func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forc
 			for j := i + 1; j < len(results); j++ {
 				results[j] = forces.ResultUnspecifiedError
 			}
-			a.program(d)
+			a.prog.program(a.table, d)
 			return true
 		}
 	}
-	a.program(d)
+	a.prog.program(a.table, d)
 	return failed
 }
 
@@ -195,7 +201,7 @@ func (a *Agent) commit(results []forces.ResultCode) (failed bool) {
 	a.txn = &txn{committed: prev}
 	d := newDirty()
 	diff(prev, a.table, d)
-	a.program(d)
+	a.prog.program(a.table, d)
 	return false
 }
 
@@ -207,7 +213,7 @@ func (a *Agent) abort() {
 		a.table = a.txn.committed
 		d := newDirty()
 		diff(cur, a.table, d)
-		a.program(d)
+		a.prog.program(a.table, d)
 	}
 	a.txn = nil
 }

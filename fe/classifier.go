@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sync"
 
 	"github.com/splitplane/splitplane/classifier"
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -37,8 +36,10 @@ type ClassifierStatus = forces.FEClassifierStatus
 // FlowStatus is one control flow the datapath steers.
 type FlowStatus = forces.FEFlowStatus
 
+// classifierState is the classifier as the FE's status reports it; the
+// owner of the agent's state owns it, the classifier's goroutine sends it
+// what changed once the datapath has it.
 type classifierState struct {
-	mu     sync.Mutex
 	status ClassifierStatus
 	flows  map[classifier.Flow]bool
 }
@@ -53,25 +54,23 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 		return nil
 	}
 	st := &a.classifier
-	st.mu.Lock()
-	st.flows = map[classifier.Flow]bool{}
-	st.status = ClassifierStatus{ControlCPU: cfg.ControlCPU, PolicePPS: cfg.PolicePPS, GTSMPeers: slices.Clone(cfg.GTSMPeers), Steering: "none"}
-	st.mu.Unlock()
+	a.do(func() {
+		st.flows = map[classifier.Flow]bool{}
+		st.status = ClassifierStatus{ControlCPU: cfg.ControlCPU, PolicePPS: cfg.PolicePPS, GTSMPeers: slices.Clone(cfg.GTSMPeers), Steering: "none"}
+	})
 
 	if err := cdp.SetControlCPU(cfg.ControlCPU); err != nil {
 		return fmt.Errorf("classifier.control_cpu %d: %w", cfg.ControlCPU, err)
 	}
+	steering := "none"
 	if cfg.ControlCPU >= 0 {
-		st.mu.Lock()
-		st.status.Steering = fmt.Sprintf("xdp cpumap to CPU %d", cfg.ControlCPU)
-		st.mu.Unlock()
+		steering = fmt.Sprintf("xdp cpumap to CPU %d", cfg.ControlCPU)
+		a.do(func() { st.status.Steering = steering })
 	}
 	if err := cdp.SetForwardCPUs(cfg.ForwardCPUs); err != nil {
 		return fmt.Errorf("classifier.forward_cpus %v: %w", cfg.ForwardCPUs, err)
 	}
-	st.mu.Lock()
-	st.status.ForwardCPUs = slices.Clone(cfg.ForwardCPUs)
-	st.mu.Unlock()
+	a.do(func() { st.status.ForwardCPUs = slices.Clone(cfg.ForwardCPUs) })
 	if err := cdp.SetPolicer(cfg.PolicePPS, cfg.PoliceBurst); err != nil {
 		return fmt.Errorf("classifier.police_pps %d: %w", cfg.PolicePPS, err)
 	}
@@ -96,37 +95,42 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 	for _, r := range hw.reports {
 		a.log.Info("fe: classifier: port", "nic", r)
 	}
-	st.mu.Lock()
-	st.status.NICs = hw.reports
-	st.mu.Unlock()
-	a.log.Info("fe: classifier on", "steering", st.status.Steering, "police_pps", cfg.PolicePPS, "gtsm_peers", cfg.GTSMPeers)
+	a.do(func() { st.status.NICs = hw.reports })
+	a.log.Info("fe: classifier on", "steering", steering, "police_pps", cfg.PolicePPS, "gtsm_peers", cfg.GTSMPeers)
 
 	ports := cfg.Ports
 	if len(ports) == 0 {
 		ports = classifier.DefaultPorts()
 	}
+	// The rules are written here, on the watcher's goroutine, which alone
+	// changes flows; the loop gets a copy for the status once they are.
+	flows := map[classifier.Flow]bool{}
 	err := classifier.Watch(ctx, classifier.Config{Ports: ports, Interval: cfg.Interval}, func(added, removed []classifier.Flow) {
-		st.mu.Lock()
-		defer st.mu.Unlock()
+		var errs uint64
 		for _, f := range removed {
 			if err := cdp.DeleteControlFlow(datapath.ControlFlow{Src: f.Remote, Dst: f.Local}); err != nil {
-				st.status.Errors++
+				errs++
 				a.log.Warn("fe: classifier: remove rule", "flow", f, "err", err)
 			}
-			delete(st.flows, f)
+			delete(flows, f)
 		}
 		for _, f := range added {
 			if err := cdp.AddControlFlow(datapath.ControlFlow{Src: f.Remote, Dst: f.Local}); err != nil {
-				st.status.Errors++
+				errs++
 				a.log.Warn("fe: classifier: add rule", "flow", f, "err", err)
 				continue
 			}
-			st.flows[f] = true
+			flows[f] = true
 		}
 		if len(added)+len(removed) > 0 {
-			st.status.Errors += uint64(hw.apply(slices.Collect(maps.Keys(st.flows))))
-			a.log.Info("fe: classifier rules changed", "added", len(added), "removed", len(removed), "rules", len(st.flows))
+			errs += uint64(hw.apply(slices.Collect(maps.Keys(flows))))
+			a.log.Info("fe: classifier rules changed", "added", len(added), "removed", len(removed), "rules", len(flows))
 		}
+		now := maps.Clone(flows)
+		a.do(func() {
+			st.flows = now
+			st.status.Errors += errs
+		})
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -134,18 +138,22 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 	return err
 }
 
-// classifierStatus reports the classifier's rules, with their packet
-// counts when the datapath keeps them.
-func (a *Agent) classifierStatus(dp Datapath) *ClassifierStatus {
+// controlFlowCounts returns the packet counts of the classifier's rules, when
+// the datapath keeps them.
+func controlFlowCounts(dp Datapath) map[datapath.ControlFlow]uint64 {
 	var counts map[datapath.ControlFlow]uint64
 	if c, ok := dp.(interface {
 		ControlFlows() ([]datapath.ControlFlow, map[datapath.ControlFlow]uint64, error)
 	}); ok {
 		_, counts, _ = c.ControlFlows()
 	}
+	return counts
+}
+
+// classifierStatus reports the classifier's rules, with their packet counts
+// from counts; called by the owner of the agent's state.
+func (a *Agent) classifierStatus(counts map[datapath.ControlFlow]uint64) *ClassifierStatus {
 	st := &a.classifier
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	if st.flows == nil {
 		return nil
 	}

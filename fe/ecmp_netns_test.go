@@ -269,29 +269,32 @@ func (lab *ecmpLab) waitProgrammed(t *testing.T, gws ...netip.Addr) {
 	t.Helper()
 	waitUntil(t, fmt.Sprintf("route %s via %v in the FE", lab.pfx, gws), func() bool {
 		a := lab.agent
-		a.mu.Lock()
-		defer a.mu.Unlock()
 		var got []netip.Addr
-		id, ok := a.prog.routes.get(prefix.FromV4(lab.pfx))
-		if !ok {
-			return len(gws) == 0
-		}
-		members := []*slot{a.prog.slotByID[id]}
-		if id >= datapath.GroupIDBase {
-			g := a.prog.groupByID[id]
-			if g == nil {
-				return false
+		done := false
+		a.do(func() {
+			id, ok := a.prog.routes.get(prefix.FromV4(lab.pfx))
+			if !ok {
+				done = len(gws) == 0
+				return
 			}
-			members = g.members
-		}
-		for _, s := range members {
-			if s == nil || s.ifindex == 0 {
-				return false
+			members := []*slot{a.prog.slotByID[id]}
+			if id >= datapath.GroupIDBase {
+				g := a.prog.groupByID[id]
+				if g == nil {
+					return
+				}
+				members = g.members
 			}
-			if !a.neighbors.has(s.ifindex, s.gw) {
-				return false
+			for _, s := range members {
+				if s == nil || s.ifindex == 0 || !a.neighbors.has(s.ifindex, s.gw) {
+					return
+				}
+				got = append(got, s.gw)
 			}
-			got = append(got, s.gw)
+			done = true
+		})
+		if !done || got == nil {
+			return done
 		}
 		slices.SortFunc(got, netip.Addr.Compare)
 		return slices.Equal(got, gws)

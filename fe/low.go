@@ -154,18 +154,16 @@ func (a *Agent) watchLinks(ctx context.Context) {
 func (a *Agent) linkUpdate(u netlink.LinkUpdate) {
 	attrs := u.Link.Attrs()
 	up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
-	a.mu.Lock()
-	p, ours := a.ports[attrs.Index]
-	changed := ours && p.Up != up
-	if changed {
-		p.Up = up
-	}
+	var changed bool
 	var pi forces.PortInfo
-	if changed {
-		pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up, Addrs: slices.Clone(p.Addrs)}
-		copy(pi.MAC[:], p.mac)
-	}
-	a.mu.Unlock()
+	a.do(func() {
+		p, ours := a.ports[attrs.Index]
+		if changed = ours && p.Up != up; changed {
+			p.Up = up
+			pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up, Addrs: slices.Clone(p.Addrs)}
+			copy(pi.MAC[:], p.mac)
+		}
+	})
 	if !changed {
 		return
 	}

@@ -124,33 +124,35 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 
-	a.mu.Lock()
-	associated := a.associated
-	routes4, routes6 := a.table.v4.len(), a.table.v6.len()
-	nh4, nh6 := len(a.table.v4.nexthops), len(a.table.v6.nexthops)
-	grp4, grp6 := len(a.table.v4.groups), len(a.table.v6.groups)
-	prog4, prog6 := a.prog.routes.len(), a.prog.routes6.len()
-	gateways, dpGroups, dpErrors := len(a.prog.slots), len(a.prog.groups), a.prog.errors
-	resolved := 0
-	for _, s := range a.prog.slots {
-		if s.ifindex != 0 {
-			resolved++
-		}
-	}
+	associated := a.associated.Load()
 	neighbors := a.neighbors.len()
-	kernel := a.kernel != nil
-	var kernelRoutes int
-	var kernelErrors uint64
-	if kernel {
-		ks := a.kernel.stats()
-		kernelRoutes, kernelErrors = ks.routes, ks.errors
-	}
-	ports := make([]metricsPort, 0, len(a.ports))
-	for _, p := range a.ports {
-		ports = append(ports, metricsPort{p.Name, p.Ifindex, p.Up})
-	}
-	dp := a.dp
-	a.mu.Unlock()
+	var routes4, routes6, nh4, nh6, grp4, grp6, prog4, prog6, gateways, dpGroups, resolved, kernelRoutes int
+	var dpErrors, kernelErrors uint64
+	var kernel bool
+	var ports []metricsPort
+	var dp Datapath
+	a.do(func() {
+		routes4, routes6 = a.table.v4.len(), a.table.v6.len()
+		nh4, nh6 = len(a.table.v4.nexthops), len(a.table.v6.nexthops)
+		grp4, grp6 = len(a.table.v4.groups), len(a.table.v6.groups)
+		prog4, prog6 = a.prog.routes.len(), a.prog.routes6.len()
+		gateways, dpGroups, dpErrors = len(a.prog.slots), len(a.prog.groups), a.prog.errors
+		for _, s := range a.prog.slots {
+			if s.ifindex != 0 {
+				resolved++
+			}
+		}
+		kernel = a.prog.kernel != nil
+		if kernel {
+			ks := a.prog.kernel.stats()
+			kernelRoutes, kernelErrors = ks.routes, ks.errors
+		}
+		ports = make([]metricsPort, 0, len(a.ports))
+		for _, p := range a.ports {
+			ports = append(ports, metricsPort{p.Name, p.Ifindex, p.Up})
+		}
+		dp = a.prog.dp
+	})
 	sort.Slice(ports, func(i, j int) bool { return ports[i].ifindex < ports[j].ifindex })
 
 	gauge(feAssociated, b2f(associated))

@@ -19,7 +19,9 @@ import (
 const resolveInterval = time.Second
 
 // kernelEgressPort asks the kernel's routing table which interface reaches
-// gw, and returns it if it is one of the FE's ports.
+// gw, and returns it if it is one of the FE's ports. The resolver calls it
+// outside the loop: the set of ports is fixed before the resolver starts, and
+// only their state changes later, in the loop.
 func (a *Agent) kernelEgressPort(gw netip.Addr) int {
 	routes, err := netlink.RouteGet(gw.AsSlice())
 	if err != nil || len(routes) == 0 {
@@ -31,24 +33,45 @@ func (a *Agent) kernelEgressPort(gw netip.Addr) int {
 	return routes[0].LinkIndex
 }
 
-// resolveLoop retries unresolved gateways and, for resolved ones whose MAC is
-// not known yet, makes the kernel resolve it by sending it a datagram (the
-// kernel ARPs for it; the datagram itself goes to the discard port).
+// resolveLoop looks up the egress port of every gateway (new ones as soon as
+// they are kicked, all of them every resolveInterval), and, for resolved ones
+// whose MAC is not known yet, makes the kernel resolve it by sending it a
+// datagram (the kernel ARPs for it; the datagram itself goes to the discard
+// port). The lookups are netlink calls: it makes them between two requests
+// to the loop, one for the gateways, one with the answers.
 func (a *Agent) resolveLoop(ctx context.Context) {
 	t := time.NewTicker(resolveInterval)
 	defer t.Stop()
+	var gws []netip.Addr
+	var egress, via []int
 	for {
-		var solicit []netip.Addr
-		a.mu.Lock()
-		for gw, s := range a.prog.slots {
-			a.resolve(gw, s)
-			if s.ifindex != 0 {
-				if !a.neighbors.has(s.ifindex, gw) {
-					solicit = append(solicit, gw)
+		gws = gws[:0]
+		a.do(func() {
+			for gw := range a.prog.slots {
+				gws = append(gws, gw)
+			}
+		})
+		egress = egress[:0]
+		for _, gw := range gws {
+			egress = append(egress, a.lookupEgress(gw))
+		}
+		via = via[:0]
+		a.do(func() {
+			for i, gw := range gws {
+				ifindex := 0
+				if s := a.prog.slots[gw]; s != nil {
+					a.prog.resolve(s, egress[i])
+					ifindex = s.ifindex
 				}
+				via = append(via, ifindex)
+			}
+		})
+		var solicit []netip.Addr
+		for i, gw := range gws {
+			if via[i] != 0 && !a.neighbors.has(via[i], gw) {
+				solicit = append(solicit, gw)
 			}
 		}
-		a.mu.Unlock()
 		for _, gw := range solicit {
 			if c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(gw, 9))); err == nil {
 				_, _ = c.Write([]byte{0})
@@ -76,15 +99,17 @@ func (a *Agent) watchNeighbors(ctx context.Context) {
 		return
 	}
 	// The ports and the datapath are fixed once Run has set them up: take
-	// them once, so that learning a MAC never waits for the agent's lock,
-	// which a table apply holds across its datapath writes.
-	a.mu.Lock()
-	ours := make(map[int]bool, len(a.ports))
-	for ifindex := range a.ports {
-		ours[ifindex] = true
-	}
-	dp := a.dp
-	a.mu.Unlock()
+	// them once, so that learning a MAC never waits for the loop, busy with a
+	// table apply's datapath writes.
+	var ours map[int]bool
+	var dp Datapath
+	a.do(func() {
+		ours = make(map[int]bool, len(a.ports))
+		for ifindex := range a.ports {
+			ours[ifindex] = true
+		}
+		dp = a.prog.dp
+	})
 	forEach(ctx, ch, func(u netlink.NeighUpdate) { a.neighbors.update(u, ours, dp, a.log) })
 }
 

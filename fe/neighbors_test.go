@@ -11,8 +11,8 @@ import (
 )
 
 // Learning a neighbour programs the datapath on the FE's ports only, once
-// per MAC, forgets it when the kernel does, and needs no agent lock: it
-// proceeds while a table apply holds the agent's lock.
+// per MAC, forgets it when the kernel does, and needs nothing of the owner of
+// the agent's state: it proceeds while that owner is busy.
 func TestNeighborLearning(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	ours := map[int]bool{7: true}
@@ -21,11 +21,11 @@ func TestNeighborLearning(t *testing.T) {
 	}
 	mac1, mac2 := net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2}
 	log := slog.New(slog.DiscardHandler)
-	a.mu.Lock() // as a full-table apply would
-	a.neighbors.update(upd(unix.RTM_NEWNEIGH, 7, "192.0.2.1", netlink.NUD_REACHABLE, mac1), ours, dp, log)
-	a.neighbors.update(upd(unix.RTM_NEWNEIGH, 8, "192.0.2.2", netlink.NUD_REACHABLE, mac2), ours, dp, log) // not our port
-	a.neighbors.update(upd(unix.RTM_NEWNEIGH, 7, "192.0.2.3", netlink.NUD_FAILED, mac2), ours, dp, log)    // not usable
-	a.mu.Unlock()
+	a.do(func() { // while the owner of the agent's state is busy, as with a full-table apply
+		a.neighbors.update(upd(unix.RTM_NEWNEIGH, 7, "192.0.2.1", netlink.NUD_REACHABLE, mac1), ours, dp, log)
+		a.neighbors.update(upd(unix.RTM_NEWNEIGH, 8, "192.0.2.2", netlink.NUD_REACHABLE, mac2), ours, dp, log) // not our port
+		a.neighbors.update(upd(unix.RTM_NEWNEIGH, 7, "192.0.2.3", netlink.NUD_FAILED, mac2), ours, dp, log)    // not usable
+	})
 	if got, want := dp.String(), "neighbor 192.0.2.1 dev 7 lladdr 02:00:00:00:00:01\n"; got != want {
 		t.Fatalf("datapath:\n%s\nwant:\n%s", got, want)
 	}

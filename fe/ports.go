@@ -31,25 +31,49 @@ func (a *Agent) lookupPorts() ([]netlink.Link, error) {
 	return links, nil
 }
 
-// setupPorts attaches XDP to every port and installs what the FE knows by
-// itself: its own addresses (for-us traffic goes to the kernel) and the
-// connected routes of its ports.
-func (a *Agent) setupPorts(links []netlink.Link) error {
+// portSetup is what setupPorts found and programmed, for the owner of the
+// agent's state to take in.
+type portSetup struct {
+	ports      []*port
+	connected  map[prefix.V4]uint32
+	connected6 map[netip.Prefix]uint32
+}
+
+// install records the ports and their connected routes in a; called by the
+// owner of a's state.
+func (ps *portSetup) install(a *Agent) {
+	for _, p := range ps.ports {
+		a.ports[p.Ifindex] = p
+	}
+	for p, id := range ps.connected {
+		a.prog.connected[p] = id
+	}
+	for p, id := range ps.connected6 {
+		a.prog.connected6[p] = id
+	}
+}
+
+// setupPorts attaches XDP to every port and programs into dp what the FE
+// knows by itself: its own addresses (for-us traffic goes to the kernel) and
+// the connected routes of its ports. It runs before the datapath is shared,
+// and reports what it did for install.
+func (a *Agent) setupPorts(dp Datapath, links []netlink.Link) (*portSetup, error) {
+	ps := &portSetup{connected: map[prefix.V4]uint32{}, connected6: map[netip.Prefix]uint32{}}
 	mode, _ := a.cfg.mode()
 	for i, l := range links {
 		name := a.cfg.Ports[i]
 		attrs := l.Attrs()
 		if attrs.Flags&net.FlagUp == 0 {
 			if err := netlink.LinkSetUp(l); err != nil {
-				return fmt.Errorf("ports[%d] %q: set up: %w", i, name, err)
+				return nil, fmt.Errorf("ports[%d] %q: set up: %w", i, name, err)
 			}
 		}
 		portMode := mode
-		err := a.dp.Attach(attrs.Index, mode)
+		err := dp.Attach(attrs.Index, mode)
 		if err != nil && mode == datapath.ModeNative {
 			// The driver may lack native XDP: generic mode works everywhere,
 			// about three times slower.
-			if gerr := a.dp.Attach(attrs.Index, datapath.ModeGeneric); gerr == nil {
+			if gerr := dp.Attach(attrs.Index, datapath.ModeGeneric); gerr == nil {
 				a.log.Warn("fe: native XDP not available, using generic mode (slower)", "port", name, "driver_error", err)
 				portMode, err = datapath.ModeGeneric, nil
 			}
@@ -62,21 +86,21 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 			if l, lerr := netlink.LinkByIndex(attrs.Index); lerr == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.ProgId != 0 {
 				prog = fmt.Sprintf("XDP program %d", l.Attrs().Xdp.ProgId)
 			}
-			return fmt.Errorf("ports[%d] %q: %s is already attached to it (another FE, or another program, drives this port; 'ip link set dev %s xdp off' detaches it): %w",
+			return nil, fmt.Errorf("ports[%d] %q: %s is already attached to it (another FE, or another program, drives this port; 'ip link set dev %s xdp off' detaches it): %w",
 				i, name, prog, name, err)
 		}
 		if err != nil {
-			return fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
+			return nil, fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
 		}
 		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
 		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr, rxQueues: attrs.NumRxQueues}
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
-			return fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
+			return nil, fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)
 		}
 		localID := uint32(forces.MaxNexthopID + 1 + i)
-		if err := a.dp.SetNexthop(localID, datapath.Nexthop{Ifindex: attrs.Index, SrcMAC: attrs.HardwareAddr}); err != nil {
-			return fmt.Errorf("ports[%d] %q: connected nexthop: %w", i, name, err)
+		if err := dp.SetNexthop(localID, datapath.Nexthop{Ifindex: attrs.Index, SrcMAC: attrs.HardwareAddr}); err != nil {
+			return nil, fmt.Errorf("ports[%d] %q: connected nexthop: %w", i, name, err)
 		}
 		for _, ad := range addrs {
 			ip, ok := netip.AddrFromSlice(ad.IP)
@@ -87,20 +111,20 @@ func (a *Agent) setupPorts(links []netlink.Link) error {
 			ones, _ := ad.Mask.Size()
 			pfx := netip.PrefixFrom(ip, ones)
 			p.Addrs = append(p.Addrs, pfx)
-			if err := a.dp.SetLocalAddr(ip); err != nil {
-				return err
+			if err := dp.SetLocalAddr(ip); err != nil {
+				return nil, err
 			}
-			if err := a.dp.SetRoute(pfx.Masked(), localID); err != nil {
-				return err
+			if err := dp.SetRoute(pfx.Masked(), localID); err != nil {
+				return nil, err
 			}
 			if ip.Is4() {
-				a.connected[prefix.FromV4(pfx)] = localID
+				ps.connected[prefix.FromV4(pfx)] = localID
 			} else {
-				a.connected6[pfx.Masked()] = localID
+				ps.connected6[pfx.Masked()] = localID
 			}
 		}
-		a.ports[attrs.Index] = p
+		ps.ports = append(ps.ports, p)
 		a.log.Info("fe: port ready", "port", name, "ifindex", attrs.Index, "xdp", mode.String(), "addresses", p.Addrs)
 	}
-	return nil
+	return ps, nil
 }

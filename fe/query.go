@@ -104,24 +104,24 @@ func (a *Agent) name() string {
 
 // portInfos lists the ports in configuration order; their PHYPortID is the ifindex.
 func (a *Agent) portInfos() []forces.PortInfo {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]forces.PortInfo, 0, len(a.ports))
-	for _, p := range a.ports {
-		pi := forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: p.Up, Addrs: slices.Clone(p.Addrs)}
-		copy(pi.MAC[:], p.mac)
-		out = append(out, pi)
-	}
+	var out []forces.PortInfo
+	a.do(func() {
+		out = make([]forces.PortInfo, 0, len(a.ports))
+		for _, p := range a.ports {
+			pi := forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: p.Up, Addrs: slices.Clone(p.Addrs)}
+			copy(pi.MAC[:], p.mac)
+			out = append(out, pi)
+		}
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
 // policy is the FE Protocol LFB's heartbeat settings: the CE sets them after
 // association; until then they come from the FE's configuration.
-func (a *Agent) policy() forces.HeartbeatPolicy {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.hb
+func (a *Agent) policy() (p forces.HeartbeatPolicy) {
+	a.do(func() { p = a.hb })
+	return p
 }
 
 // setProtocol applies a SET on the FE Protocol LFB.
@@ -158,7 +158,8 @@ func (a *Agent) setProtocol(it forces.Item) error {
 	return nil
 }
 
-// setPolicy records the heartbeat policy; called with a.mu held. The reader
+// setPolicy records the heartbeat policy; called by the owner of the agent's
+// state (or New, before anything else runs). The reader
 // and the heartbeat sender read the intervals from atomics, never waiting for
 // the lock that a long commit holds.
 func (a *Agent) setPolicy(p forces.HeartbeatPolicy) {

@@ -28,11 +28,16 @@ func (a *Agent) Reload(cfg Config) (Reloaded, error) {
 	if err := cfg.Validate(); err != nil {
 		return Reloaded{}, err
 	}
-	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
-	a.mu.Lock()
-	dp := a.dp
-	a.mu.Unlock()
+	var r Reloaded
+	var err error
+	a.do(func() { r, err = a.reload(cfg) })
+	return r, err
+}
+
+// reload is Reload's work, done by the owner of the agent's state: one
+// reload at a time, and its few datapath writes among the loop's own.
+func (a *Agent) reload(cfg Config) (Reloaded, error) {
+	dp := a.prog.dp
 	if dp == nil {
 		return Reloaded{}, ErrNotRunning
 	}
@@ -62,9 +67,7 @@ func (a *Agent) Reload(cfg Config) (Reloaded, error) {
 			r.Applied = append(r.Applied, "classifier.gtsm_peers")
 		}
 		st := &a.classifier
-		st.mu.Lock()
 		st.status.PolicePPS, st.status.GTSMPeers = nc.PolicePPS, slices.Clone(nc.GTSMPeers)
-		st.mu.Unlock()
 	}
 	// What was applied becomes the baseline of the next reload; what needs
 	// a restart stays as it runs.

@@ -49,7 +49,7 @@ func TestReload(t *testing.T) {
 		t.Fatalf("reload before Run: %v, want ErrNotRunning", err)
 	}
 	dp := &classifierFake{Datapath: newFake()}
-	a.dp = dp
+	a.prog.dp = dp
 
 	r, err := a.Reload(base())
 	if err != nil || len(r.Applied)+len(r.Restart)+len(dp.calls) != 0 {

@@ -41,15 +41,9 @@ func (a *Agent) associate(ctx context.Context) error {
 	// The FIB of an earlier association stays in place (non-stop
 	// forwarding); the CE's full sync replaces it in one transaction.
 	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress)
-	a.mu.Lock()
-	a.associated = true
-	a.mu.Unlock()
+	a.associated.Store(true)
 	a.ceID.Store(ce)
-	defer func() {
-		a.mu.Lock()
-		a.associated = false
-		a.mu.Unlock()
-	}()
+	defer a.associated.Store(false)
 
 	lowCtx, lowStop := context.WithCancel(ctx)
 	lowDone := make(chan struct{})

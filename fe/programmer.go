@@ -2,6 +2,7 @@ package fe
 
 import (
 	"errors"
+	"log/slog"
 	"maps"
 	"net/netip"
 
@@ -30,10 +31,32 @@ type dgroup struct {
 	members []*slot
 }
 
-// programmed is what the datapath holds for the CE's routes: per prefix, the
-// target ID it is programmed with (a slot's, or a group's at or above
-// datapath.GroupIDBase).
-type programmed struct {
+// programmer owns the datapath's forwarding state: the handle, the routes
+// programmed for the CE's rows, the gateway slots and ECMP groups they point
+// at, the ports' connected routes, and the kernel's copy. It takes desired
+// state (a table and what changed in it) idempotently: a route already
+// programmed as wanted is not written again, so applying the same table twice
+// writes nothing and a diff writes only what differs. It is not safe for
+// concurrent use: the agent's loop is its only caller.
+type programmer struct {
+	dp     Datapath
+	kernel *kernelFIB // nil: the kernel's table is left alone
+	log    *slog.Logger
+	ports  map[int]*port // the agent's ports, for their MACs
+	// egressPort, if set, returns the port a gateway is reached through (0:
+	// none of ours) without asking the kernel (WithDatapath, tests): a new
+	// slot is then resolved at once. Otherwise the resolver, kicked when a
+	// slot is made, asks the kernel outside the loop and sends the answer.
+	egressPort func(gw netip.Addr) int
+	kick       chan struct{}
+
+	// connected are the ports' own subnets (prefix -> local nexthop ID):
+	// they shadow a CE route for the same prefix.
+	connected  map[prefix.V4]uint32
+	connected6 map[netip.Prefix]uint32
+
+	// Per prefix, the target ID it is programmed with (a slot's, or a
+	// group's at or above datapath.GroupIDBase).
 	routes    prefixMap[prefix.V4, uint32]
 	routes6   prefixMap[netip.Prefix, uint32]
 	slots     map[netip.Addr]*slot
@@ -49,8 +72,10 @@ type programmed struct {
 	lastErr   error
 }
 
-func newProgrammed() *programmed {
-	return &programmed{
+func newProgrammer(log *slog.Logger, ports map[int]*port, kick chan struct{}) *programmer {
+	return &programmer{
+		log: log, ports: ports, kick: kick,
+		connected: map[prefix.V4]uint32{}, connected6: map[netip.Prefix]uint32{},
 		routes: newPrefixMap[prefix.V4, uint32](0), routes6: newPrefixMap[netip.Prefix, uint32](0),
 		slots: map[netip.Addr]*slot{}, slotByID: map[uint32]*slot{}, next: 1,
 		groups: map[string]*dgroup{}, groupByID: map[uint32]*dgroup{}, nextGroup: datapath.GroupIDBase,
@@ -66,34 +91,34 @@ type famProg[K comparable] struct {
 	shadowed func(K) bool // a port's connected route owns the prefix
 }
 
-func (a *Agent) prog4() famProg[prefix.V4] {
-	return famProg[prefix.V4]{routes: a.prog.routes, prefix: prefix.V4.Prefix,
+func (pr *programmer) prog4() famProg[prefix.V4] {
+	return famProg[prefix.V4]{routes: pr.routes, prefix: prefix.V4.Prefix,
 		reserve: func(n int) prefixMap[prefix.V4, uint32] {
-			a.prog.routes = newPrefixMap[prefix.V4, uint32](n)
-			return a.prog.routes
+			pr.routes = newPrefixMap[prefix.V4, uint32](n)
+			return pr.routes
 		},
-		shadowed: func(p prefix.V4) bool { _, ok := a.connected[p]; return ok }}
+		shadowed: func(p prefix.V4) bool { _, ok := pr.connected[p]; return ok }}
 }
 
-func (a *Agent) prog6() famProg[netip.Prefix] {
-	return famProg[netip.Prefix]{routes: a.prog.routes6, prefix: func(p netip.Prefix) netip.Prefix { return p },
+func (pr *programmer) prog6() famProg[netip.Prefix] {
+	return famProg[netip.Prefix]{routes: pr.routes6, prefix: func(p netip.Prefix) netip.Prefix { return p },
 		reserve: func(n int) prefixMap[netip.Prefix, uint32] {
-			a.prog.routes6 = newPrefixMap[netip.Prefix, uint32](n)
-			return a.prog.routes6
+			pr.routes6 = newPrefixMap[netip.Prefix, uint32](n)
+			return pr.routes6
 		},
-		shadowed: func(p netip.Prefix) bool { _, ok := a.connected6[p]; return ok }}
+		shadowed: func(p netip.Prefix) bool { _, ok := pr.connected6[p]; return ok }}
 }
 
 // program brings the datapath in line with the table for everything d marks,
-// in one batch of route writes. Called with a.mu held.
-func (a *Agent) program(d *dirty) {
+// in one batch of route writes.
+func (pr *programmer) program(t *table, d *dirty) {
 	var b batch
-	programFam(a, a.table.v4, a.prog4(), d.v4, &b)
-	programFam(a, a.table.v6, a.prog6(), d.v6, &b)
-	a.flush(&b)
+	programFam(pr, t.v4, pr.prog4(), d.v4, &b)
+	programFam(pr, t.v6, pr.prog6(), d.v6, &b)
+	pr.flush(&b)
 }
 
-func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDirty[K], b *batch) {
+func programFam[K comparable](pr *programmer, t *famTable[K], fp famProg[K], d *famDirty[K], b *batch) {
 	// Routes through one ECMP group share its target: work it out once.
 	memo := map[uint32]target{}
 	targetOf := func(r rowSlot[K]) target {
@@ -109,18 +134,18 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 	}
 	if d.all {
 		if fp.routes.len() == 0 && !t.empty() {
-			programFirst(a, t, fp, b)
+			programFirst(pr, t, fp, b)
 			return
 		}
 		t.index()
-		unprogramGone(a, t, fp, b)
+		unprogramGone(pr, t, fp, b)
 		for _, r := range t.rows.all() {
-			programTo(a, fp, r.prefix, targetOf(r), b)
+			programTo(pr, fp, r.prefix, targetOf(r), b)
 		}
 		return
 	}
 	for p, at := range aheadOf(maps.All(d.prefixes), dirtyPrefix, fp.routes.prefetch) {
-		programTo(a, fp, p, t.dirtyTarget(p, at), b)
+		programTo(pr, fp, p, t.dirtyTarget(p, at), b)
 	}
 	if len(d.nexthops) > 0 || len(d.groups) > 0 {
 		// Groups whose members changed change too.
@@ -136,15 +161,15 @@ func programFam[K comparable](a *Agent, t *famTable[K], fp famProg[K], d *famDir
 			_, nh := d.nexthops[r.nexthop]
 			_, grp := groups[r.nexthop]
 			if r.ecmp && grp || !r.ecmp && nh {
-				programTo(a, fp, r.prefix, targetOf(r), b)
+				programTo(pr, fp, r.prefix, targetOf(r), b)
 			}
 		}
-		unprogramGone(a, t, fp, b)
+		unprogramGone(pr, t, fp, b)
 	}
 }
 
 // unprogramGone takes out of the datapath the prefixes t no longer has.
-func unprogramGone[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batch) {
+func unprogramGone[K comparable](pr *programmer, t *famTable[K], fp famProg[K], b *batch) {
 	var gone []K
 	for p := range fp.routes.all() {
 		if _, ok := t.index().get(p); !ok {
@@ -152,7 +177,7 @@ func unprogramGone[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *bat
 		}
 	}
 	for _, p := range gone { // not while iterating: a prefixMap must not change then
-		programTo(a, fp, p, target{}, b)
+		programTo(pr, fp, p, target{}, b)
 	}
 }
 
@@ -165,7 +190,7 @@ func unprogramGone[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *bat
 // third: the three million-entry writes run side by side. The rows go in
 // the order they were set, so a prefix sent in two rows (which indexing
 // resolves in favour of the later) ends up programmed as the later too.
-func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batch) {
+func programFirst[K comparable](pr *programmer, t *famTable[K], fp famProg[K], b *batch) {
 	rows := t.rows.all()
 	var indexed chan struct{}
 	var index prefixMap[K, uint32]
@@ -181,7 +206,7 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 	} else {
 		fp.routes = fp.reserve(t.routes.len())
 	}
-	w := newChunkWriter(a.dp)
+	w := newChunkWriter(pr.dp)
 	sets := w.buffer()
 	var kern []netip.Prefix // copied into the kernel once the datapath has them
 	type known struct {
@@ -204,8 +229,8 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 			if k = targets[key]; k == nil {
 				k, first = &known{}, true
 				if w := t.targetOf(r); w.ok {
-					if id, ok := a.refTarget(w); ok { // the first reference
-						k.id, k.refs = id, a.refsOf(id)
+					if id, ok := pr.refTarget(w); ok { // the first reference
+						k.id, k.refs = id, pr.refsOf(id)
 					}
 				}
 				targets[key] = k
@@ -221,10 +246,10 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 		p := fp.prefix(r.prefix)
 		sets = append(sets, datapath.Route{Prefix: p, Nexthop: k.id})
 		if have, had := fp.routes.get(r.prefix); had {
-			a.unrefTarget(have, b) // a prefix in two rows: the later replaces it
+			pr.unrefTarget(have, b) // a prefix in two rows: the later replaces it
 		}
 		fp.routes.put(r.prefix, k.id)
-		if a.kernel != nil && a.kernel.wants(p) {
+		if pr.kernel != nil && pr.kernel.wants(p) {
 			kern = append(kern, p)
 		}
 		if len(sets) == firstChunk {
@@ -241,10 +266,10 @@ func programFirst[K comparable](a *Agent, t *famTable[K], fp famProg[K], b *batc
 	}
 	for _, c := range w.failed {
 		b.sets = append(b.sets, c...)
-		a.writeSets(b) // route by route: what fits is installed
+		pr.writeSets(b) // route by route: what fits is installed
 		b.sets = b.sets[:0]
 	}
-	a.copyToKernel(kern)
+	pr.copyToKernel(kern)
 }
 
 // firstChunk is how many routes programFirst writes at a time: few enough
@@ -291,11 +316,11 @@ func (w *chunkWriter) buffer() []datapath.Route {
 }
 
 // refsOf returns the reference count of slot or group id.
-func (a *Agent) refsOf(id uint32) *int {
-	if g := a.prog.groupByID[id]; g != nil {
+func (pr *programmer) refsOf(id uint32) *int {
+	if g := pr.groupByID[id]; g != nil {
 		return &g.refs
 	}
-	return &a.prog.slotByID[id].refs
+	return &pr.slotByID[id].refs
 }
 
 // batch collects the datapath writes of one program call. Slots and groups
@@ -310,7 +335,7 @@ type batch struct {
 
 // programTo makes the datapath forward p to w, or (w not ok) not at all. A
 // connected route of a port shadows a CE route for the same prefix.
-func programTo[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) {
+func programTo[K comparable](pr *programmer, fp famProg[K], p K, w target, b *batch) {
 	if fp.shadowed(p) {
 		w.ok = false
 	}
@@ -318,10 +343,10 @@ func programTo[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) {
 	switch {
 	case !w.ok && !had:
 		return
-	case w.ok && had && a.targetID(w) == have:
+	case w.ok && had && pr.targetID(w) == have:
 		return
 	case w.ok:
-		if !programNew(a, fp, p, w, b) {
+		if !programNew(pr, fp, p, w, b) {
 			return
 		}
 	default:
@@ -331,14 +356,14 @@ func programTo[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) {
 		fp.routes.del(p)
 	}
 	if had {
-		a.unrefTarget(have, b)
+		pr.unrefTarget(have, b)
 	}
 }
 
 // programNew programs p towards w, replacing what the datapath holds. It
 // reports false when no slot or group is left.
-func programNew[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) bool {
-	id, ok := a.refTarget(w)
+func programNew[K comparable](pr *programmer, fp famProg[K], p K, w target, b *batch) bool {
+	id, ok := pr.refTarget(w)
 	if !ok {
 		return false
 	}
@@ -348,46 +373,46 @@ func programNew[K comparable](a *Agent, fp famProg[K], p K, w target, b *batch) 
 }
 
 // targetID returns the datapath ID of w's slot or group, 0 if it has none.
-func (a *Agent) targetID(w target) uint32 {
+func (pr *programmer) targetID(w target) uint32 {
 	if w.group == nil {
-		if s := a.slotOf(w.gw); s != nil {
+		if s := pr.slotOf(w.gw); s != nil {
 			return s.id
 		}
-	} else if g := a.prog.groups[w.key]; g != nil {
+	} else if g := pr.groups[w.key]; g != nil {
 		return g.id
 	}
 	return 0
 }
 
 // refTarget takes a reference on the slot or group of w, making it if new.
-func (a *Agent) refTarget(w target) (uint32, bool) {
+func (pr *programmer) refTarget(w target) (uint32, bool) {
 	if w.group == nil {
-		s := a.ref(w.gw)
+		s := pr.ref(w.gw)
 		if s == nil {
 			return 0, false
 		}
 		return s.id, true
 	}
-	if g := a.prog.groups[w.key]; g != nil {
+	if g := pr.groups[w.key]; g != nil {
 		g.refs++
 		return g.id, true
 	}
 	var id uint32
 	switch {
-	case len(a.prog.freeGroup) > 0:
-		id = a.prog.freeGroup[len(a.prog.freeGroup)-1]
-		a.prog.freeGroup = a.prog.freeGroup[:len(a.prog.freeGroup)-1]
-	case a.prog.nextGroup < datapath.GroupIDBase+datapath.MaxGroups:
-		id = a.prog.nextGroup
-		a.prog.nextGroup++
+	case len(pr.freeGroup) > 0:
+		id = pr.freeGroup[len(pr.freeGroup)-1]
+		pr.freeGroup = pr.freeGroup[:len(pr.freeGroup)-1]
+	case pr.nextGroup < datapath.GroupIDBase+datapath.MaxGroups:
+		id = pr.nextGroup
+		pr.nextGroup++
 	default:
-		a.datapathError(errGroupsFull)
+		pr.datapathError(errGroupsFull)
 		return 0, false
 	}
 	g := &dgroup{id: id, key: w.key, refs: 1}
 	ids := make([]uint32, 0, len(w.group))
 	for _, gw := range w.group {
-		s := a.ref(gw)
+		s := pr.ref(gw)
 		if s == nil {
 			break
 		}
@@ -398,43 +423,43 @@ func (a *Agent) refTarget(w target) (uint32, bool) {
 	if len(ids) < len(w.group) {
 		err = errSlotsFull
 	} else {
-		err = a.dp.SetNexthopGroup(id, ids)
+		err = pr.dp.SetNexthopGroup(id, ids)
 	}
 	if err != nil {
-		a.datapathError(err)
+		pr.datapathError(err)
 		var b batch
 		for _, s := range g.members {
-			a.unref(s.gw, &b)
+			pr.unref(s.gw, &b)
 		}
-		a.flush(&b)
-		a.prog.freeGroup = append(a.prog.freeGroup, id)
+		pr.flush(&b)
+		pr.freeGroup = append(pr.freeGroup, id)
 		return 0, false
 	}
-	a.prog.groups[w.key] = g
-	a.prog.groupByID[id] = g
+	pr.groups[w.key] = g
+	pr.groupByID[id] = g
 	return id, true
 }
 
 // unrefTarget drops a route's reference on the slot or group id.
-func (a *Agent) unrefTarget(id uint32, b *batch) {
-	if g := a.prog.groupByID[id]; g != nil {
+func (pr *programmer) unrefTarget(id uint32, b *batch) {
+	if g := pr.groupByID[id]; g != nil {
 		if g.refs--; g.refs == 0 {
 			b.freedGroups = append(b.freedGroups, g.key)
 		}
 		return
 	}
-	if s := a.prog.slotByID[id]; s != nil {
-		a.unref(s.gw, b)
+	if s := pr.slotByID[id]; s != nil {
+		pr.unref(s.gw, b)
 	}
 }
 
 // gatewayOf returns the gateway of target id for the kernel's copy of a
 // route: the slot's, or a group's first member's.
-func (a *Agent) gatewayOf(id uint32) netip.Addr {
-	if g := a.prog.groupByID[id]; g != nil && len(g.members) > 0 {
+func (pr *programmer) gatewayOf(id uint32) netip.Addr {
+	if g := pr.groupByID[id]; g != nil && len(g.members) > 0 {
 		return g.members[0].gw
 	}
-	if s := a.prog.slotByID[id]; s != nil {
+	if s := pr.slotByID[id]; s != nil {
 		return s.gw
 	}
 	return netip.Addr{}
@@ -442,19 +467,19 @@ func (a *Agent) gatewayOf(id uint32) netip.Addr {
 
 // flushSets writes the batch's new and changed routes, into the datapath and
 // the kernel's table, and empties its list of them.
-func (a *Agent) flushSets(b *batch) {
+func (pr *programmer) flushSets(b *batch) {
 	if len(b.sets) == 0 {
 		return
 	}
-	a.writeSets(b)
-	if a.kernel != nil {
+	pr.writeSets(b)
+	if pr.kernel != nil {
 		var kern []netip.Prefix
 		for _, r := range b.sets {
-			if a.kernel.wants(r.Prefix) { // most modes copy few or none of the CE's routes
+			if pr.kernel.wants(r.Prefix) { // most modes copy few or none of the CE's routes
 				kern = append(kern, r.Prefix)
 			}
 		}
-		a.copyToKernel(kern)
+		pr.copyToKernel(kern)
 	}
 	b.sets = b.sets[:0]
 }
@@ -462,12 +487,12 @@ func (a *Agent) flushSets(b *batch) {
 // writeSets writes the batch's routes into the datapath. A batch the
 // datapath refuses as a whole (a full FIB) is retried route by route; the
 // routes that still fail are forgotten.
-func (a *Agent) writeSets(b *batch) {
-	if err := a.dp.SetRoutes(b.sets); err != nil {
+func (pr *programmer) writeSets(b *batch) {
+	if err := pr.dp.SetRoutes(b.sets); err != nil {
 		for _, r := range b.sets {
-			if err := a.dp.SetRoute(r.Prefix, r.Nexthop); err != nil {
-				a.datapathError(err)
-				a.forget(r.Prefix, b)
+			if err := pr.dp.SetRoute(r.Prefix, r.Nexthop); err != nil {
+				pr.datapathError(err)
+				pr.forget(r.Prefix, b)
 			}
 		}
 	}
@@ -475,14 +500,14 @@ func (a *Agent) writeSets(b *batch) {
 
 // copyToKernel gives the kernel's table the routes of ps as programmed (a
 // route the datapath refused, none).
-func (a *Agent) copyToKernel(ps []netip.Prefix) {
+func (pr *programmer) copyToKernel(ps []netip.Prefix) {
 	for _, p := range ps {
 		if p.Addr().Is4() {
-			id, _ := a.prog.routes.get(prefix.FromV4(p))
-			a.kernel.sync(prefix.FromV4(p), ip4(a.gatewayOf(id)))
+			id, _ := pr.routes.get(prefix.FromV4(p))
+			pr.kernel.sync(prefix.FromV4(p), ip4(pr.gatewayOf(id)))
 		} else {
-			id, _ := a.prog.routes6.get(p)
-			a.kernel.sync6(p, a.gatewayOf(id))
+			id, _ := pr.routes6.get(p)
+			pr.kernel.sync6(p, pr.gatewayOf(id))
 		}
 	}
 }
@@ -490,141 +515,142 @@ func (a *Agent) copyToKernel(ps []netip.Prefix) {
 // flush writes a batch: new and changed routes first, then deletions, then
 // the slots nothing points at any more. A batch the datapath refuses as a
 // whole (a full FIB) is retried route by route, so what fits is installed.
-func (a *Agent) flush(b *batch) {
-	a.flushSets(b)
+func (pr *programmer) flush(b *batch) {
+	pr.flushSets(b)
 	if len(b.dels) > 0 {
-		if err := a.dp.DeleteRoutes(b.dels); err != nil {
+		if err := pr.dp.DeleteRoutes(b.dels); err != nil {
 			for _, p := range b.dels {
-				if err := a.dp.DeleteRoute(p); err != nil && !errors.Is(err, datapath.ErrNotFound) {
-					a.datapathError(err)
+				if err := pr.dp.DeleteRoute(p); err != nil && !errors.Is(err, datapath.ErrNotFound) {
+					pr.datapathError(err)
 				}
 			}
 		}
 	}
-	if a.kernel != nil {
+	if pr.kernel != nil {
 		for _, p := range b.dels {
 			if p.Addr().Is4() {
-				a.kernel.sync(prefix.FromV4(p), 0)
+				pr.kernel.sync(prefix.FromV4(p), 0)
 			} else {
-				a.kernel.sync6(p, netip.Addr{})
+				pr.kernel.sync6(p, netip.Addr{})
 			}
 		}
 	}
 	// Groups first: freeing one frees its members' references.
 	for _, key := range b.freedGroups {
-		g := a.prog.groups[key]
+		g := pr.groups[key]
 		if g == nil || g.refs > 0 {
 			continue // taken again within the batch
 		}
-		delete(a.prog.groups, key)
-		delete(a.prog.groupByID, g.id)
-		if err := a.dp.DeleteNexthopGroup(g.id); err != nil {
-			a.datapathError(err)
+		delete(pr.groups, key)
+		delete(pr.groupByID, g.id)
+		if err := pr.dp.DeleteNexthopGroup(g.id); err != nil {
+			pr.datapathError(err)
 		}
-		a.prog.freeGroup = append(a.prog.freeGroup, g.id)
+		pr.freeGroup = append(pr.freeGroup, g.id)
 		for _, s := range g.members {
-			a.unref(s.gw, b)
+			pr.unref(s.gw, b)
 		}
 	}
 	for _, gw := range b.freed {
-		s := a.prog.slots[gw]
+		s := pr.slots[gw]
 		if s == nil || s.refs > 0 {
 			continue // taken again within the batch
 		}
-		delete(a.prog.slots, gw)
-		if a.prog.lastSlot == s {
-			a.prog.lastSlot = nil
+		delete(pr.slots, gw)
+		if pr.lastSlot == s {
+			pr.lastSlot = nil
 		}
-		delete(a.prog.slotByID, s.id)
+		delete(pr.slotByID, s.id)
 		if s.ifindex != 0 {
-			if err := a.dp.DeleteNexthop(s.id); err != nil {
-				a.datapathError(err)
+			if err := pr.dp.DeleteNexthop(s.id); err != nil {
+				pr.datapathError(err)
 			}
 		}
-		a.prog.free = append(a.prog.free, s.id)
+		pr.free = append(pr.free, s.id)
 	}
 }
 
 // forget drops a route the datapath refused from what is programmed.
-func (a *Agent) forget(p netip.Prefix, b *batch) {
+func (pr *programmer) forget(p netip.Prefix, b *batch) {
 	if p.Addr().Is4() {
 		k := prefix.FromV4(p)
-		id, _ := a.prog.routes.get(k)
-		a.prog.routes.del(k)
-		a.unrefTarget(id, b)
+		id, _ := pr.routes.get(k)
+		pr.routes.del(k)
+		pr.unrefTarget(id, b)
 		return
 	}
-	id, _ := a.prog.routes6.get(p)
-	a.prog.routes6.del(p)
-	a.unrefTarget(id, b)
+	id, _ := pr.routes6.get(p)
+	pr.routes6.del(p)
+	pr.unrefTarget(id, b)
 }
 
 // slotOf returns the slot of gw, nil if it has none.
-func (a *Agent) slotOf(gw netip.Addr) *slot {
-	if c := a.prog.lastSlot; c != nil && c.gw == gw {
+func (pr *programmer) slotOf(gw netip.Addr) *slot {
+	if c := pr.lastSlot; c != nil && c.gw == gw {
 		return c
 	}
-	s := a.prog.slots[gw]
+	s := pr.slots[gw]
 	if s != nil {
-		a.prog.lastSlot = s
+		pr.lastSlot = s
 	}
 	return s
 }
 
-func (a *Agent) ref(gw netip.Addr) *slot {
-	if s := a.slotOf(gw); s != nil {
+func (pr *programmer) ref(gw netip.Addr) *slot {
+	if s := pr.slotOf(gw); s != nil {
 		s.refs++
 		return s
 	}
 	var id uint32
 	switch {
-	case len(a.prog.free) > 0:
-		id = a.prog.free[len(a.prog.free)-1]
-		a.prog.free = a.prog.free[:len(a.prog.free)-1]
-	case a.prog.next <= forces.MaxNexthopID:
-		id = a.prog.next
-		a.prog.next++
+	case len(pr.free) > 0:
+		id = pr.free[len(pr.free)-1]
+		pr.free = pr.free[:len(pr.free)-1]
+	case pr.next <= forces.MaxNexthopID:
+		id = pr.next
+		pr.next++
 	default:
-		a.datapathError(errSlotsFull)
+		pr.datapathError(errSlotsFull)
 		return nil
 	}
 	s := &slot{id: id, gw: gw, refs: 1}
-	a.prog.slots[gw] = s
-	a.prog.slotByID[id] = s
-	a.resolve(gw, s)
+	pr.slots[gw] = s
+	pr.slotByID[id] = s
+	if pr.egressPort != nil {
+		pr.resolve(s, pr.egressPort(gw))
+	}
 	select {
-	case a.kick <- struct{}{}: // solicit its MAC now, not at the next tick
+	case pr.kick <- struct{}{}: // solicit its MAC now, not at the next tick
 	default:
 	}
 	return s
 }
 
-func (a *Agent) unref(gw netip.Addr, b *batch) {
-	s := a.slotOf(gw)
+func (pr *programmer) unref(gw netip.Addr, b *batch) {
+	s := pr.slotOf(gw)
 	if s.refs--; s.refs == 0 {
 		b.freed = append(b.freed, gw)
 	}
 }
 
-func (a *Agent) datapathError(err error) {
-	a.prog.errors++
-	if a.prog.lastErr == nil || a.prog.lastErr.Error() != err.Error() {
-		a.log.Error("fe: datapath update failed; affected packets go to the kernel", "err", err)
+func (pr *programmer) datapathError(err error) {
+	pr.errors++
+	if pr.lastErr == nil || pr.lastErr.Error() != err.Error() {
+		pr.log.Error("fe: datapath update failed; affected packets go to the kernel", "err", err)
 	}
-	a.prog.lastErr = err
+	pr.lastErr = err
 }
 
-// resolve finds the egress port of a gateway through the kernel's routing
-// table (the port's connected route) and programs the slot. An unresolved
-// slot stays empty in the datapath, so its packets go to the kernel.
-func (a *Agent) resolve(gw netip.Addr, s *slot) {
-	ifindex := a.egressPort(gw)
+// resolve programs slot s as reached through port ifindex (0: not known,
+// which changes nothing). An unresolved slot stays empty in the datapath, so
+// its packets go to the kernel.
+func (pr *programmer) resolve(s *slot, ifindex int) {
 	if ifindex == 0 || ifindex == s.ifindex {
 		return
 	}
-	p := a.ports[ifindex]
-	if err := a.dp.SetNexthop(s.id, datapath.Nexthop{Ifindex: ifindex, Gateway: gw, SrcMAC: p.mac}); err != nil {
-		a.datapathError(err)
+	p := pr.ports[ifindex]
+	if err := pr.dp.SetNexthop(s.id, datapath.Nexthop{Ifindex: ifindex, Gateway: s.gw, SrcMAC: p.mac}); err != nil {
+		pr.datapathError(err)
 		return
 	}
 	s.ifindex = ifindex

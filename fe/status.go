@@ -1,0 +1,69 @@
+package fe
+
+import "github.com/splitplane/splitplane/forces"
+
+// Status is a snapshot of the FE for operators: the document the FE
+// returns to the CE's status query, defined in forces so that its readers
+// need not import the FE.
+type Status = forces.FEStatus
+
+// status is the port as the FE's status reports it (without counters).
+func (p *port) status() forces.FEPortStatus {
+	return forces.FEPortStatus{Name: p.Name, Ifindex: p.Ifindex, MAC: p.MAC, Addrs: p.Addrs, Mode: p.Mode, Up: p.Up}
+}
+
+// Status returns a snapshot of the FE.
+func (a *Agent) Status() Status {
+	st := Status{ID: a.id.String(), Associated: a.associated.Load(), CE: a.cfg.CEAddress}
+	var dp Datapath
+	var queues []portQueues
+	a.do(func() {
+		st.Routes = a.table.v4.len() + a.table.v6.len()
+		st.Nexthops = len(a.table.v4.nexthops) + len(a.table.v6.nexthops)
+		st.Gateways, st.Programmed, st.DatapathErrors = len(a.prog.slots), a.prog.routes.len()+a.prog.routes6.len(), a.prog.errors
+		for _, s := range a.prog.slots {
+			if s.ifindex != 0 {
+				st.Resolved++
+			}
+		}
+		if a.prog.kernel != nil {
+			ks := a.prog.kernel.stats()
+			st.KernelRoutes, st.KernelErrors = ks.routes, ks.errors
+		}
+		for _, name := range a.cfg.Ports {
+			for _, p := range a.ports {
+				if p.Name == name {
+					st.Ports = append(st.Ports, p.status())
+					queues = append(queues, portQueues{p.Name, p.rxQueues})
+				}
+			}
+		}
+		dp = a.prog.dp
+	})
+	st.Neighbors = a.neighbors.len()
+	st.ProtocolErrors = a.protocolErrors.Load()
+	st.Low = forces.FELowStatus{Up: a.lowq.Load() != nil, Redirected: a.low.redirected.Load(), Dropped: a.low.dropped.Load(),
+		Injected: a.low.injected.Load(), Events: a.low.events.Load()}
+	if !a.noPorts {
+		st.Lanes = lanes("/sys", "/proc/interrupts", queues)
+	}
+	if dp != nil {
+		if c, err := dp.Counters(); err == nil {
+			st.Counters = forces.FECounters(c)
+		}
+		if cs, err := dp.CPUCounters(); err == nil {
+			st.PerCPU = make([]forces.FECounters, len(cs))
+			for i, c := range cs {
+				st.PerCPU[i] = forces.FECounters(c)
+			}
+		}
+		if pc, err := dp.PortCounters(); err == nil {
+			for i := range st.Ports {
+				st.Ports[i].Counters = forces.FEPortCounters(pc[st.Ports[i].Ifindex])
+			}
+		}
+	}
+	counts := controlFlowCounts(dp)
+	a.do(func() { st.Classifier = a.classifierStatus(counts) })
+	return st
+}
