@@ -10,7 +10,7 @@ import (
 )
 
 // supportedLFBs is what this FE implements, as its FE Object LFB reports it.
-var supportedLFBs = []forces.SupportedLFB{
+var supportedLFBs = [...]forces.SupportedLFB{
 	{Name: "FEObject", ClassID: forces.ClassFEObject, Version: "1.0"},
 	{Name: "FEProtocolObject", ClassID: forces.ClassFEProtocol, Version: "1.0"},
 	{Name: "EtherPHYCop", ClassID: forces.ClassEtherPHYCop, Version: "1.0"},
@@ -51,7 +51,7 @@ func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {
 		case forces.FEObjectFEState:
 			return forces.FEStateOperEnable.MarshalFullData(), forces.ResultSuccess
 		case forces.FEObjectSupportedLFBs:
-			b, err := forces.MarshalSupportedLFBs(supportedLFBs)
+			b, err := forces.MarshalSupportedLFBs(supportedLFBs[:])
 			if err != nil {
 				return nil, forces.ResultInternalError
 			}
