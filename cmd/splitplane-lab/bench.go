@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/splitplane/splitplane/integration/bench"
+	"github.com/splitplane/splitplane/internal/cli"
 	"github.com/splitplane/splitplane/internal/host"
 )
 
@@ -58,7 +59,7 @@ func benchFIBCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rounds < 1 {
-				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, rounds)
+				return fmt.Errorf("%w: --rounds %d: need at least 1", cli.ErrUsage, rounds)
 			}
 			ctx, stop := signalContext()
 			defer stop()
@@ -95,13 +96,13 @@ take turns in every round; each figure is the median over --rounds:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Routes < 1 {
-				return fmt.Errorf("%w: --routes %d: need at least 1", errUsage, o.Routes)
+				return fmt.Errorf("%w: --routes %d: need at least 1", cli.ErrUsage, o.Routes)
 			}
 			if seconds < 1 {
-				return fmt.Errorf("%w: --seconds %g: need at least 1", errUsage, seconds)
+				return fmt.Errorf("%w: --seconds %g: need at least 1", cli.ErrUsage, seconds)
 			}
 			if o.Rounds < 1 {
-				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+				return fmt.Errorf("%w: --rounds %d: need at least 1", cli.ErrUsage, o.Rounds)
 			}
 			o.Duration = time.Duration(seconds * float64(time.Second))
 			ctx, stop := signalContext()
@@ -144,10 +145,10 @@ inherits the environment: GOGC and GOMEMLIMIT set here apply to it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Routes < 1 {
-				return fmt.Errorf("%w: --routes %d: need at least 1", errUsage, o.Routes)
+				return fmt.Errorf("%w: --routes %d: need at least 1", cli.ErrUsage, o.Routes)
 			}
 			if o.Rounds < 1 {
-				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+				return fmt.Errorf("%w: --rounds %d: need at least 1", cli.ErrUsage, o.Rounds)
 			}
 			var err error
 			if o.Binary, err = routerBinary(*binary); err != nil {
@@ -195,13 +196,13 @@ Median over --rounds:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Routes < 1 {
-				return fmt.Errorf("%w: --routes %d: need at least 1", errUsage, o.Routes)
+				return fmt.Errorf("%w: --routes %d: need at least 1", cli.ErrUsage, o.Routes)
 			}
 			if o.Rounds < 1 {
-				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+				return fmt.Errorf("%w: --rounds %d: need at least 1", cli.ErrUsage, o.Rounds)
 			}
 			if o.Adds < 1 || o.Adds > 1<<16 {
-				return fmt.Errorf("%w: --adds %d: must be 1 to 65536", errUsage, o.Adds)
+				return fmt.Errorf("%w: --adds %d: must be 1 to 65536", cli.ErrUsage, o.Adds)
 			}
 			var err error
 			if o.Binary, err = routerBinary(*binary); err != nil {
@@ -242,10 +243,10 @@ in-memory datapath in the FE, and measures (median over --rounds):
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Routes < 10 {
-				return fmt.Errorf("%w: --routes %d: need at least 10", errUsage, o.Routes)
+				return fmt.Errorf("%w: --routes %d: need at least 10", cli.ErrUsage, o.Routes)
 			}
 			if o.Rounds < 1 {
-				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+				return fmt.Errorf("%w: --rounds %d: need at least 1", cli.ErrUsage, o.Rounds)
 			}
 			ctx, stop := signalContext()
 			defer stop()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/splitplane/splitplane/integration/bench"
+	"github.com/splitplane/splitplane/internal/cli"
 	"github.com/splitplane/splitplane/internal/host"
 )
 
@@ -48,11 +49,11 @@ that the suite works, not figures to quote.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Rounds < 0 {
-				return fmt.Errorf("%w: --rounds %d: need at least 1", errUsage, o.Rounds)
+				return fmt.Errorf("%w: --rounds %d: need at least 1", cli.ErrUsage, o.Rounds)
 			}
 			for _, s := range o.Only {
 				if !slices.Contains(bench.Sections(), s) {
-					return fmt.Errorf("%w: --only %s: sections are %s", errUsage, s, strings.Join(bench.Sections(), ", "))
+					return fmt.Errorf("%w: --only %s: sections are %s", cli.ErrUsage, s, strings.Join(bench.Sections(), ", "))
 				}
 			}
 			if os.Geteuid() != 0 {

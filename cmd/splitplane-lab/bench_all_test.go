@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/splitplane/splitplane/internal/cli"
 )
 
 // Bad flags of `bench all` are usage errors (exit 2), refused before
@@ -19,10 +21,10 @@ func TestBenchAllUsage(t *testing.T) {
 	} {
 		root := &cobra.Command{Use: "splitplane", SilenceUsage: true, SilenceErrors: true}
 		root.AddCommand(benchCmd(new(string)))
-		usageErrors(root)
+		cli.UsageErrors(root)
 		root.SetArgs(args)
 		err := root.Execute()
-		if !errors.Is(err, errUsage) || exitCode(err) != 2 {
+		if !errors.Is(err, cli.ErrUsage) || exitCode(err) != 2 {
 			t.Errorf("%v: %v (exit %d), want a usage error", args, err, exitCode(err))
 		}
 	}

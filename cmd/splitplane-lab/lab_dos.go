@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/splitplane/splitplane/integration/lab"
+	"github.com/splitplane/splitplane/internal/cli"
 )
 
 // labDosCmd is `splitplane lab dos`: the DoS-resilience test (issue 8). It
@@ -43,18 +44,18 @@ Where each flow is processed, and why: docs/architecture.md, "The DoS test".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Duration < 5*time.Second {
-				return fmt.Errorf("%w: --duration %s: need at least 5s", errUsage, o.Duration)
+				return fmt.Errorf("%w: --duration %s: need at least 5s", cli.ErrUsage, o.Duration)
 			}
 			if o.UpdateInterval < 100*time.Millisecond || o.UpdateInterval > o.Duration/2 {
-				return fmt.Errorf("%w: --update-interval %s: need 100ms to half the duration", errUsage, o.UpdateInterval)
+				return fmt.Errorf("%w: --update-interval %s: need 100ms to half the duration", cli.ErrUsage, o.UpdateInterval)
 			}
 			if o.Routes < 1 {
-				return fmt.Errorf("%w: --routes %d: need at least 1", errUsage, o.Routes)
+				return fmt.Errorf("%w: --routes %d: need at least 1", cli.ErrUsage, o.Routes)
 			}
 			switch o.Protection {
 			case "on", "off", "both":
 			default:
-				return fmt.Errorf("%w: --protection %q: on, off or both", errUsage, o.Protection)
+				return fmt.Errorf("%w: --protection %q: on, off or both", cli.ErrUsage, o.Protection)
 			}
 			if *noBinary != nil {
 				return *noBinary

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/splitplane/splitplane/internal/cli"
 )
 
 // Bad flags of `lab dos` are usage errors (exit 2), refused before anything
@@ -22,10 +24,10 @@ func TestLabDosUsage(t *testing.T) {
 	} {
 		root := &cobra.Command{Use: "splitplane", SilenceUsage: true, SilenceErrors: true}
 		root.AddCommand(labCmd(new(string)))
-		usageErrors(root)
+		cli.UsageErrors(root)
 		root.SetArgs(args)
 		err := root.Execute()
-		if !errors.Is(err, errUsage) || exitCode(err) != 2 {
+		if !errors.Is(err, cli.ErrUsage) || exitCode(err) != 2 {
 			t.Errorf("%v: %v (exit %d), want a usage error", args, err, exitCode(err))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/splitplane/splitplane/internal/cli"
 	"github.com/splitplane/splitplane/internal/peer"
 )
 
@@ -35,23 +36,23 @@ func peerCmd() *cobra.Command {
 				GracefulRestart: gracefulRestart, HoldTime: holdTime}
 			var err error
 			if cfg.RouterID, err = netip.ParseAddr(routerID); err != nil {
-				return fmt.Errorf("%w: --router-id %q: %v", errUsage, routerID, err)
+				return fmt.Errorf("%w: --router-id %q: %v", cli.ErrUsage, routerID, err)
 			}
 			if cfg.Neighbor, err = netip.ParseAddr(neighbor); err != nil {
-				return fmt.Errorf("%w: --neighbor %q: %v", errUsage, neighbor, err)
+				return fmt.Errorf("%w: --neighbor %q: %v", cli.ErrUsage, neighbor, err)
 			}
 			if cfg.NextHop, err = netip.ParseAddr(nh); err != nil {
-				return fmt.Errorf("%w: --next-hop %q: %v", errUsage, nh, err)
+				return fmt.Errorf("%w: --next-hop %q: %v", cli.ErrUsage, nh, err)
 			}
 			if nh6 != "" {
 				if cfg.NextHop6, err = netip.ParseAddr(nh6); err != nil {
-					return fmt.Errorf("%w: --next-hop6 %q: %v", errUsage, nh6, err)
+					return fmt.Errorf("%w: --next-hop6 %q: %v", cli.ErrUsage, nh6, err)
 				}
 			}
 			for _, e := range extra {
 				p, err := netip.ParsePrefix(strings.TrimSpace(e))
 				if err != nil {
-					return fmt.Errorf("%w: --extra %q: %v", errUsage, e, err)
+					return fmt.Errorf("%w: --extra %q: %v", cli.ErrUsage, e, err)
 				}
 				cfg.Extra = append(cfg.Extra, p)
 			}

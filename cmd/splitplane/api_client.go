@@ -17,6 +17,7 @@ import (
 
 	splitplanev1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/cli"
 )
 
 // The API commands (route, fe list, bgp, classifier, top) are pure gRPC
@@ -87,7 +88,7 @@ func callError(op string, api string, err error) error {
 // usageError marks err as a usage error (exit code 2), naming the command's
 // usage line.
 func usageError(cmd *cobra.Command, err error) error {
-	return fmt.Errorf("%w: %s: %v", errUsage, cmd.UseLine(), err)
+	return fmt.Errorf("%w: %s: %v", cli.ErrUsage, cmd.UseLine(), err)
 }
 
 // usageArgs makes an argument check's error a usage error.

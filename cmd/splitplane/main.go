@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/splitplane/splitplane/internal/cli"
 )
 
 func main() {
@@ -29,47 +31,10 @@ func main() {
 	root.AddCommand(ceCmd(), feCmd())
 	root.AddCommand(externalCmds()...)
 	addAPICommands(root)
-	usageErrors(root)
+	cli.UsageErrors(root)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "splitplane:", err)
 		os.Exit(exitCode(err))
-	}
-}
-
-// errUsage marks errors in how the command was called (exit code 2).
-var errUsage = errors.New("usage")
-
-// usageErrors makes cobra's own errors in how a command was called (an
-// unknown flag or subcommand, wrong arguments) usage errors (exit code 2),
-// on every command of the tree.
-func usageErrors(c *cobra.Command) {
-	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
-	if args := c.Args; args != nil {
-		c.Args = func(cmd *cobra.Command, a []string) error {
-			if err := args(cmd, a); err != nil {
-				if errors.Is(err, errUsage) {
-					return err
-				}
-				return fmt.Errorf("%w: %v", errUsage, err)
-			}
-			return nil
-		}
-	}
-	// A command that only groups others (lab, bench) refuses an unknown
-	// subcommand instead of printing its help with success.
-	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
-		c.RunE = func(cmd *cobra.Command, a []string) error {
-			return fmt.Errorf("%w: %s needs a subcommand (see --help)", errUsage, cmd.CommandPath())
-		}
-		c.Args = func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 {
-				return fmt.Errorf("%w: unknown command %q for %q", errUsage, a[0], cmd.CommandPath())
-			}
-			return nil
-		}
-	}
-	for _, sub := range c.Commands() {
-		usageErrors(sub)
 	}
 }
 
@@ -78,7 +43,7 @@ func exitCode(err error) int {
 	if errors.As(err, &api) {
 		return api.exitCode()
 	}
-	if errors.Is(err, errUsage) {
+	if errors.Is(err, cli.ErrUsage) {
 		return 2
 	}
 	return 1
