@@ -12,18 +12,21 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	pfx "github.com/splitplane/splitplane/internal/prefix"
 )
 
-func (x u128) add(d int64) u128 {
-	lo := x.lo + uint64(d)
-	hi := x.hi
+// add128 is x + d, carrying between the halves.
+func add128(x pfx.U128, d int64) pfx.U128 {
+	lo := x.Lo + uint64(d)
+	hi := x.Hi
 	switch {
-	case d > 0 && lo < x.lo:
+	case d > 0 && lo < x.Lo:
 		hi++
-	case d < 0 && lo > x.lo:
+	case d < 0 && lo > x.Lo:
 		hi--
 	}
-	return u128{hi, lo}
+	return pfx.U128{Hi: hi, Lo: lo}
 }
 
 // refLPM6 is the obviously correct IPv6 reference: a map per prefix length,
@@ -41,9 +44,9 @@ func newRefLPM6() *refLPM6 {
 }
 
 func (r *refLPM6) lookup(a [16]byte) (uint32, bool) {
-	x := u128Of(a)
+	x := pfx.U128Of(a)
 	for bits := 128; bits >= 0; bits-- {
-		if nh, ok := r.m[bits][x.and(mask128(bits)).bytes()]; ok {
+		if nh, ok := r.m[bits][x.And(pfx.Mask128(bits)).Bytes()]; ok {
 			return nh, true
 		}
 	}
@@ -65,25 +68,25 @@ func (r *refLPM6) prefixes() []prefix6 {
 // ::/0 covering them.
 type routeGen6 struct {
 	rng *rand.Rand
-	hot []u128
+	hot []pfx.U128
 }
 
 func newRouteGen6(seed uint64) *routeGen6 {
 	g := &routeGen6{rng: rand.New(rand.NewPCG(seed, 6))}
 	for range 4 {
-		g.hot = append(g.hot, u128{0x2000_0000_0000_0000 | g.rng.Uint64()&0x1fff_ff00_0000_0000, 0})
+		g.hot = append(g.hot, pfx.U128{Hi: 0x2000_0000_0000_0000 | g.rng.Uint64()&0x1fff_ff00_0000_0000})
 	}
 	return g
 }
 
-func (g *routeGen6) addr() u128 {
-	a := u128{g.rng.Uint64(), g.rng.Uint64()}
+func (g *routeGen6) addr() pfx.U128 {
+	a := pfx.U128{Hi: g.rng.Uint64(), Lo: g.rng.Uint64()}
 	if g.rng.IntN(8) != 0 {
 		h := g.hot[g.rng.IntN(len(g.hot))]
-		a = h.or(a.and(mask128(24).not()))
+		a = h.Or(a.And(pfx.Mask128(24).Not()))
 		// Keep many long prefixes in a few /48s so that they nest.
 		if g.rng.IntN(2) == 0 {
-			a.hi = a.hi&^0xffff_ffff_0000 | uint64(g.rng.IntN(4))<<16
+			a.Hi = a.Hi&^0xffff_ffff_0000 | uint64(g.rng.IntN(4))<<16
 		}
 	}
 	return a
@@ -103,7 +106,7 @@ func (g *routeGen6) prefix() prefix6 {
 	default:
 		bits = 65 + g.rng.IntN(64) // up to /128
 	}
-	return prefix6{addr: g.addr().and(mask128(bits)).bytes(), bits: uint8(bits)}
+	return prefix6{addr: g.addr().And(pfx.Mask128(bits)).Bytes(), bits: uint8(bits)}
 }
 
 // addrsToCheck returns every prefix's first and last address and the ones
@@ -111,12 +114,12 @@ func (g *routeGen6) prefix() prefix6 {
 func (g *routeGen6) addrsToCheck(ps []prefix6, n int) [][16]byte {
 	out := make([][16]byte, 0, 4*len(ps)+n)
 	for _, p := range ps {
-		first := u128Of(p.addr)
-		last := first.or(mask128(int(p.bits)).not())
-		out = append(out, first.bytes(), last.bytes(), first.add(-1).bytes(), last.add(1).bytes())
+		first := pfx.U128Of(p.addr)
+		last := first.Or(pfx.Mask128(int(p.bits)).Not())
+		out = append(out, first.Bytes(), last.Bytes(), add128(first, -1).Bytes(), add128(last, 1).Bytes())
 	}
 	for range n {
-		out = append(out, g.addr().bytes())
+		out = append(out, g.addr().Bytes())
 	}
 	return out
 }

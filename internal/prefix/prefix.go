@@ -1,6 +1,7 @@
 // Package prefix packs IPv4 prefixes into integers: the one key the CE's
 // RIB and FIB, the FE's table and the FE's datapath all store prefixes
-// under. It imports nothing of the project, so any layer may use it.
+// under; and IPv6 addresses as two integers (U128) for mask arithmetic. It
+// imports nothing of the project, so any layer may use it.
 package prefix
 
 import "net/netip"

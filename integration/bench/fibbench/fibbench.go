@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/splitplane/splitplane/fe/datapath"
+	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/splitplane/splitplane/internal/routegen"
 )
 
@@ -349,8 +350,8 @@ func Routes6(n int, seed int64) []datapath.Route {
 		default:
 			bits = 64
 		}
-		a := u128{0x2000_0000_0000_0000 | rng.Uint64()&0x1fff_ffff_ffff_ffff, rng.Uint64()}
-		p := netip.PrefixFrom(netip.AddrFrom16(a.and(mask128(bits)).bytes()), bits)
+		a := prefix.U128{Hi: 0x2000_0000_0000_0000 | rng.Uint64()&0x1fff_ffff_ffff_ffff, Lo: rng.Uint64()}
+		p := netip.PrefixFrom(netip.AddrFrom16(a.And(prefix.Mask128(bits)).Bytes()), bits)
 		if seen[p] {
 			continue
 		}
@@ -385,44 +386,15 @@ func newLookupBench6(n int, seed int64) (lb *lookupBench, err error) {
 	dsts := make([][16]byte, BenchDsts)
 	for i := range dsts {
 		p := routes[rng.IntN(len(routes))].Prefix
-		a := u128Of(p.Addr().As16())
-		host := u128{rng.Uint64(), rng.Uint64()}.and(mask128(p.Bits()).not())
-		dsts[i] = a.or(host).bytes()
+		a := prefix.U128Of(p.Addr().As16())
+		host := prefix.U128{Hi: rng.Uint64(), Lo: rng.Uint64()}.And(prefix.Mask128(p.Bits()).Not())
+		dsts[i] = a.Or(host).Bytes()
 	}
 	if err := d.SetDestinations6(dsts); err != nil {
 		return nil, err
 	}
 	return &lookupBench{d: d, frame: benchFrame6()}, nil
 }
-
-// u128 is an IPv6 address as two halves, for address arithmetic.
-type u128 struct{ hi, lo uint64 }
-
-func u128Of(a [16]byte) u128 {
-	return u128{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])}
-}
-
-func (x u128) bytes() [16]byte {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], x.hi)
-	binary.BigEndian.PutUint64(b[8:], x.lo)
-	return b
-}
-
-// mask128 returns the netmask of a /bits.
-func mask128(bits int) u128 {
-	switch {
-	case bits == 0:
-		return u128{}
-	case bits <= 64:
-		return u128{^uint64(0) << (64 - bits), 0}
-	}
-	return u128{^uint64(0), ^uint64(0) << (128 - bits)}
-}
-
-func (x u128) and(m u128) u128 { return u128{x.hi & m.hi, x.lo & m.lo} }
-func (x u128) or(m u128) u128  { return u128{x.hi | m.hi, x.lo | m.lo} }
-func (x u128) not() u128       { return u128{^x.hi, ^x.lo} }
 
 func addrFromUint(a uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
