@@ -151,6 +151,7 @@ func labCmd(binary *string) *cobra.Command {
 	pc.AddCommand(peerCtl("withdraw"), peerCtl("announce"))
 
 	cmd.AddCommand(up, st, down, restart, pc)
-	cmd.AddCommand(labDosCmd(&o, &noBinary)) // splitplane lab dos: lab_dos.go
+	cmd.AddCommand(labDosCmd(&o, &noBinary))    // splitplane lab dos: lab_dos.go
+	cmd.AddCommand(labAttackCmd(&o, &noBinary)) // splitplane lab attack: lab_attack.go
 	return cmd
 }

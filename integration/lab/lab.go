@@ -120,6 +120,11 @@ type Options struct {
 	// bridge mgmt in NAME-rtr, which FE n reaches from 10.10.0.n over TCP
 	// with mutual TLS (the CE's certificate names it "ce").
 	FEs int
+	// Attackable readies the lab for the hostile-input suite (Attack): the
+	// lab's CA also certifies SpareFE, which the CE admits though no FE
+	// runs it, and NotAllowedFE, which it does not; and the API asks for a
+	// bearer token (in Dir/api-token).
+	Attackable bool
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 }
@@ -263,6 +268,12 @@ func FEName(n int) (daemon, suffix string) {
 		return "fe", ""
 	}
 	return "fe" + strconv.Itoa(n), strconv.Itoa(n)
+}
+
+// FECertName is the name the lab's CA certifies FE ID n under.
+func FECertName(n uint32) string {
+	name, _ := FEName(int(n))
+	return name
 }
 
 func (o *Options) namespaces() []string {

@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -482,6 +484,9 @@ func (o *Options) writeConfigs() error {
 		name, _ := FEName(n)
 		names = append(names, name)
 	}
+	if o.Attackable {
+		names = append(names, FECertName(SpareFE), FECertName(NotAllowedFE))
+	}
 	pki, err := forces.WritePKI(o.Dir, 30*24*time.Hour, names...)
 	if err != nil {
 		return err
@@ -501,6 +506,16 @@ control_cores: [0]              # the control core: the FE's XDP forwards on the
 bgp_multipath: true
 neighbors:
 %s`, RouterASN, strings.Join(listen, ", "), o.forcesAddr(), pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), neighbors.String())
+	if o.Attackable {
+		tok := make([]byte, 16)
+		if _, err := rand.Read(tok); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.apiToken(), []byte(hex.EncodeToString(tok)+"\n"), 0o600); err != nil {
+			return err
+		}
+		ce += fmt.Sprintf("api_token_file: %s   # the attack suite's API clients need it\n", o.apiToken())
+	}
 	if o.PersistAPIRoutes {
 		ce += fmt.Sprintf("api_routes_file: %s   # the API's routes survive a CE restart\n", filepath.Join(o.Dir, "api-routes"))
 	}
