@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,9 +13,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 
+	"github.com/splitplane/splitplane/api/packed"
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // countingCodec is the proto codec, counting the messages it decodes.
@@ -193,5 +197,52 @@ func TestSnapshotLimit(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("Watch(current) after the List: %v", err)
+	}
+}
+
+// A martian prefix is refused with InvalidArgument naming it; a route the
+// FIB cannot take (here: one next hop more than its next-hop table holds)
+// with ResourceExhausted saying which table, and is not listed.
+func TestRoutesRefusedMartianAndTableFull(t *testing.T) {
+	_, _, rc := setup(t)
+	ctx := ctxT(t)
+	_, err := rc.Add(ctx, &spv1.AddRouteRequest{Route: route("127.0.0.0/8", "10.0.0.2")})
+	wantCode(t, "martian", err, codes.InvalidArgument, `route.prefix "127.0.0.0/8"`, "martian", "api_allow_martians")
+
+	var b []byte
+	for i := range forces.MaxNexthopID {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 64 + byte(i>>16), byte(i >> 8), byte(i)}), 32)
+		hop := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(1 + i)})
+		if hop.As4()[3] == 0 {
+			hop = netip.AddrFrom4([4]byte{10, 200 + byte(i>>16), byte(i >> 8), 0})
+		}
+		var err error
+		if b, err = packed.AppendReplace(b, p, []netip.Addr{hop}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rc.Transaction(ctx, &spv1.TransactionRequest{PackedOps: b}); status.Code(err) != codes.Unavailable {
+		// No FE: a transaction is refused before anything is applied.
+		t.Fatalf("transaction without FE: %v", err)
+	}
+	bulk, err := rc.Bulk(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bulk.Send(&spv1.RouteBatch{Id: 1, PackedOps: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bulk.Recv(); err != nil {
+		t.Fatalf("filling the next-hop table: %v", err)
+	}
+	bulk.CloseSend()
+	_, err = rc.Add(ctx, &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.250.0.1")})
+	wantCode(t, "one next hop too many", err, codes.ResourceExhausted, `route.prefix "198.51.100.0/24"`, "next-hop table", "full")
+	for _, r := range listAll(t, rc, &spv1.ListRoutesRequest{Prefix: "198.51.100.0/24"}) {
+		t.Fatalf("the refused route is listed: %v", r)
+	}
+	// Through a next hop the table has, it fits.
+	if _, err := rc.Add(ctx, &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.0.0.1")}); err != nil {
+		t.Fatal(err)
 	}
 }
