@@ -126,6 +126,11 @@ type Config struct {
 	// million routes), on a clean stop, and read back when the CE starts,
 	// before any FE is synced, so a CE restart neither loses them nor takes
 	// them out of the FEs (a crash loses the changes since the last save).
+	// A failed save is retried (backoff from 0.5 s to 30 s, and once more
+	// at a clean stop; splitplane_api_routes_save_failing). A file the CE
+	// cannot restore (corrupt, or routes the FIB cannot take) is renamed
+	// FILE.corrupt-TIME, named in the error log, and the CE starts without
+	// the API's routes (splitplane_api_routes_restore_failed 1).
 	// Without it the API's routes end with the CE and clients replay them
 	// (docs/operations.md). Its directory must exist. Text, one route a
 	// line.
