@@ -229,3 +229,27 @@ func TestWatchCurrentWholeFIB(t *testing.T) {
 		t.Fatalf("current:\n%v\nwant:\n%v", got, want)
 	}
 }
+
+// Listings that scan the whole RIB on the loop are spaced out by what the
+// last one cost there, however many clients ask; a listing of one prefix
+// is not.
+func TestListPaced(t *testing.T) {
+	c := startCE(t, time.Second)
+	ctx := context.Background()
+	if _, err := c.ApplyRoutes(ctx, []RouteOp{replaceOp("198.51.100.0/24", "10.0.0.2")}); err != nil {
+		t.Fatal(err)
+	}
+	c.listPace.cost.Store(int64(10 * time.Second)) // as if the last scan had taken 10 s
+	if l, err := c.ListRoutes(ctx, RouteFilter{}); err != nil || len(l) == 0 {
+		t.Fatalf("first listing: %v, %v", l, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.ListRoutes(short, RouteFilter{Longer: true, Prefix: netip.MustParsePrefix("0.0.0.0/0")}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second scan right after one that cost 10 s: %v, want to wait its turn", err)
+	}
+	l, err := c.ListRoutes(ctx, RouteFilter{Prefix: netip.MustParsePrefix("198.51.100.0/24")})
+	if err != nil || len(l) != 1 || !l[0].Installed {
+		t.Fatalf("listing one prefix: %+v, %v", l, err)
+	}
+}

@@ -31,6 +31,7 @@ type CE struct {
 	// loop to put back.
 	restoredAPI []RouteOp
 	apiFile     persistStats // api_routes_file's figures (apistate.go)
+	listPace    listPacer    // spaces out listings of the whole RIB (api.go)
 
 	cfg Config
 	log *slog.Logger

@@ -159,7 +159,7 @@ func (c *CE) loop(ctx context.Context) error {
 				m.done <- apiResult{fibChanges: len(changes), err: err}
 				send()
 			case apiList:
-				m.reply <- rib.list(m.filter)
+				c.listOnLoop(rib, m)
 			case apiWatch:
 				watches.add(m, fib)
 			case apiUnwatch:
