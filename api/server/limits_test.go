@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -244,5 +245,30 @@ func TestRoutesRefusedMartianAndTableFull(t *testing.T) {
 	// Through a next hop the table has, it fits.
 	if _, err := rc.Add(ctx, &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.0.0.1")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// One connection may have at most api_max_streams calls in progress: with a
+// limit of one, a call waits while a Watch holds the connection's stream;
+// another connection is not held up.
+func TestMaxStreams(t *testing.T) {
+	c := startCE(t, ce.Config{})
+	s := startServer(t, c, Config{Limits: Limits{MaxStreams: 1}})
+	ctx := ctxT(t)
+	conn := dial(t, s)
+	rc := spv1.NewRoutesClient(conn)
+	w, err := rc.Watch(ctx, &spv1.WatchRoutesRequest{})
+	if err == nil {
+		_, err = w.Header()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = rc.Add(short, &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.0.0.2")})
+	wantCode(t, "a second call on the connection", err, codes.DeadlineExceeded)
+	if _, err := spv1.NewRoutesClient(dial(t, s)).Add(ctx, &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.0.0.2")}); err != nil {
+		t.Fatalf("another connection: %v", err)
 	}
 }
