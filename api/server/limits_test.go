@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/splitplane/splitplane/api/packed"
@@ -270,5 +271,20 @@ func TestMaxStreams(t *testing.T) {
 	wantCode(t, "a second call on the connection", err, codes.DeadlineExceeded)
 	if _, err := spv1.NewRoutesClient(dial(t, s)).Add(ctx, &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.0.0.2")}); err != nil {
 		t.Fatalf("another connection: %v", err)
+	}
+}
+
+// A call's headers are bounded (they are read before the token is
+// checked): 64 KiB of metadata is refused, 1 KiB is not.
+func TestMaxHeaderList(t *testing.T) {
+	c := startCE(t, ce.Config{})
+	s := startServer(t, c, Config{Token: "s3cret"})
+	rc := spv1.NewRoutesClient(dial(t, s, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer("s3cret"))))
+	ctx := ctxT(t)
+	if _, err := rc.Add(metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("a", 64<<10)), &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.0.0.2")}); err == nil {
+		t.Fatal("64 KiB of headers accepted")
+	}
+	if _, err := rc.Add(metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("a", 1<<10)), &spv1.AddRouteRequest{Route: route("198.51.100.0/24", "10.0.0.2")}); err != nil {
+		t.Fatalf("1 KiB of headers: %v", err)
 	}
 }

@@ -123,6 +123,10 @@ var ErrConfig = errors.New("api server config")
 // routes, nobody else.
 const socketMode = 0o660
 
+// maxHeaderList bounds a call's headers (the API's are a few hundred
+// bytes: the path, content type, deadline and the token).
+const maxHeaderList = 16 << 10
+
 // stopGrace bounds how long Stop waits for calls in progress (a Watch never
 // ends by itself) before cutting them off.
 const stopGrace = 2 * time.Second
@@ -185,6 +189,9 @@ func Start(b Backend, cfg Config) (*Server, error) {
 		grpc.InTapHandle(s.tap),
 		grpc.MaxRecvMsgSize(lim.MaxMessage),
 		grpc.MaxConcurrentStreams(uint32(lim.MaxStreams)),
+		// What is read (and HPACK-decoded) before the tap sees a call:
+		// grpc's default is still 16 MiB.
+		grpc.MaxHeaderListSize(maxHeaderList),
 	}
 	if cfg.TLS != nil {
 		tc, err := cfg.TLS.ServerTLS()
