@@ -96,6 +96,7 @@ What the API refuses, and how a client sees it (the configuration keys are in
 |---|---|
 | A call without the bearer token, with a wrong one or two of them (when ` + "`api_token_file`" + ` is set) | ` + "`Unauthenticated`" + `, from the call's headers alone: its request is never read or decoded, whatever its size. Counted in ` + "`splitplane_api_requests_total{code=\"Unauthenticated\"}`" + ` |
 | An ` + "`authorization`" + ` header on a TCP connection without TLS | ` + "`Unauthenticated`" + ` (the token went over the wire in the clear: replace it). The configuration refuses ` + "`api_token_file`" + ` with a TCP ` + "`api_listen`" + ` and no ` + "`api_tls`" + `; a TCP API without ` + "`api_tls`" + ` is refused too |
+| A call's headers over 16 KiB | refused before they are decoded further (the client sees ` + "`Internal`" + ` or ` + "`ResourceExhausted`" + `) |
 | A request message over ` + "`api_max_message_bytes`" + ` (1 MiB: a batch of 10,000 IPv4 routes is about 0.4 MiB, packed about 0.13 MiB) | ` + "`ResourceExhausted`" + `, before it is decoded; split the batch |
 | More than ` + "`api_max_streams`" + ` (64) calls in progress on one connection | the client waits for one to end (HTTP/2 concurrent streams) |
 | More than ` + "`api_max_watches`" + ` (64) ` + "`Routes.Watch`" + ` streams open | ` + "`ResourceExhausted`" + ` naming ` + "`api_max_watches`" + ` |
