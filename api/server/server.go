@@ -138,7 +138,6 @@ type Server struct {
 	stats   *Stats
 	gate    *gate
 	methods map[string]bool // the served methods, for counting refused calls
-	limits  Limits
 	// watches and snapshots hold a token per Watch stream, and per List or
 	// Watch(current) snapshot, in progress.
 	watches, snapshots chan struct{}
@@ -184,7 +183,7 @@ func Start(b Backend, cfg Config) (*Server, error) {
 	}
 	lim := cfg.Limits.orDefault()
 	s := &Server{stats: newStats(), done: make(chan struct{}), gate: newGate(cfg.Token),
-		watches: make(chan struct{}, lim.MaxWatches), snapshots: make(chan struct{}, lim.MaxSnapshots), limits: lim}
+		watches: make(chan struct{}, lim.MaxWatches), snapshots: make(chan struct{}, lim.MaxSnapshots)}
 	opts := []grpc.ServerOption{
 		grpc.InTapHandle(s.tap),
 		grpc.MaxRecvMsgSize(lim.MaxMessage),
