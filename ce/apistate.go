@@ -202,7 +202,8 @@ func (c *CE) restoreFailed(path string, why error) {
 			"api_routes_file", path, "err", why, "move_err", err)
 		return
 	}
-	c.log.Error("api: the API's routes were NOT restored: api_routes_file cannot be read back; it was moved aside, the CE starts without them",
+	c.log.Error("api: the API's routes were NOT restored: api_routes_file cannot be read back; it was moved aside, the CE starts without them "+
+		"(to restore them: stop the CE, fix the file moved aside, move it back)",
 		"api_routes_file", path, "moved_to", aside, "err", why)
 }
 
