@@ -288,3 +288,18 @@ func TestMaxHeaderList(t *testing.T) {
 		t.Fatalf("1 KiB of headers: %v", err)
 	}
 }
+
+// The CE's api_max_* keys reach the server.
+func TestFromCELimits(t *testing.T) {
+	cfg := ce.Config{ASN: 65001, RouterID: "192.0.2.1", APIMaxMessage: 2 << 20, APIMaxStreams: 8, APIMaxWatches: 3, APIMaxSnapshots: 2}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := FromCE(cfg, nil)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if want := (Limits{MaxMessage: 2 << 20, MaxStreams: 8, MaxWatches: 3, MaxSnapshots: 2}); c.Limits != want {
+		t.Fatalf("limits %+v, want %+v", c.Limits, want)
+	}
+}
