@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/splitplane/splitplane/forces"
@@ -94,14 +93,26 @@ func CheckRouteOp(i int, op RouteOp) error {
 	return nil
 }
 
+// checkOps validates a batch's operations on their own: each by
+// CheckRouteOp, and none for a martian prefix unless api_allow_martians.
+func (c *CE) checkOps(ops []RouteOp) error {
+	for i, op := range ops {
+		if err := CheckRouteOp(i, op); err != nil {
+			return err
+		}
+	}
+	if !c.cfg.APIAllowMartians {
+		return checkMartians(ops)
+	}
+	return nil
+}
+
 // ApplyRoutes applies ops to the API's routes as one batch: all of them, or,
 // if one is refused (a *RouteError), none. It returns how many FIB changes
 // they made.
 func (c *CE) ApplyRoutes(ctx context.Context, ops []RouteOp) (fibChanges int, err error) {
-	for i, op := range ops {
-		if err := CheckRouteOp(i, op); err != nil {
-			return 0, err
-		}
+	if err := c.checkOps(ops); err != nil {
+		return 0, err
 	}
 	done := make(chan apiResult, 1)
 	if err := c.toLoop(ctx, apiOps{ops: ops, done: done}); err != nil {
@@ -151,21 +162,107 @@ func (c *CE) applyAPI(rib *RIB, ops []RouteOp, out []Change) ([]Change, error) {
 	if free := maxSets - len(rib.sets) + len(rib.freeSets); free < len(ops) {
 		return out, &RouteError{Index: 0, Err: fmt.Errorf("%w: %d next-hop sets free for %d operations", ErrTableFull, free, len(ops))}
 	}
+	// Each operation's prefix as it was before, to put back if a later one
+	// does not fit the FIB; its set is held meanwhile.
+	prior := make([]priorRoute, 0, len(ops))
+	defer func() {
+		for _, pr := range prior {
+			if pr.had {
+				rib.release(pr.v.set())
+			}
+		}
+	}()
 	for i, op := range ops {
 		if i+prefetch.Ahead < len(ops) {
 			rib.prefetch(srcAPI, ops[i+prefetch.Ahead].Prefix)
 		}
+		pr := priorRoute{p: op.Prefix}
+		if pr.v, pr.had = rib.tables[srcAPI].get(op.Prefix); pr.had {
+			rib.sets[pr.v.set()].refs++
+		}
+		prior = append(prior, pr)
 		if op.Kind == OpDelete {
-			out = rib.del(srcAPI, op.Prefix, out)
+			var ok bool
+			if out, ok = rib.delAPI(op.Prefix, out); !ok {
+				// What the prefix falls back to (another origin's route)
+				// does not fit: the deleted route must not stay.
+				out = rib.fibs.of(op.Prefix).Delete(op.Prefix, out)
+				c.log.Error("rib: table full, the route the API's route for the prefix gave way to is not installed",
+					"prefix", op.Prefix, "why", rib.fibs.of(op.Prefix).full)
+			}
 			continue
 		}
 		d := op.Distance
 		if d == 0 {
 			d = rib.distances[srcAPI]
 		}
-		out, _ = rib.set(srcAPI, op.Prefix, op.NextHops, d, out)
+		var ok bool
+		if out, ok = rib.set(srcAPI, op.Prefix, op.NextHops, d, out); !ok {
+			why := "the next-hop set table is full"
+			if f := rib.fibs.of(op.Prefix); f.full != "" {
+				why, f.full = f.full, ""
+			}
+			out = rib.undoAPI(prior, out)
+			return out, &RouteError{Index: i, Field: "route.prefix", Value: op.Prefix.String(),
+				Err: fmt.Errorf("%w: %s: the route cannot be installed, so none of the batch was applied", ErrTableFull, why)}
+		}
 	}
 	return out, nil
+}
+
+// priorRoute is the API's route for a prefix before an operation: v, if
+// had.
+type priorRoute struct {
+	p   netip.Prefix
+	v   srcRoute
+	had bool
+}
+
+// delAPI removes the API's route for p, installing what p falls back to;
+// ok is false when that does not fit the FIB.
+func (r *RIB) delAPI(p netip.Prefix, out []Change) (_ []Change, ok bool) {
+	old, had := r.tables[srcAPI].del(p)
+	if !had {
+		return out, true
+	}
+	r.release(old.set())
+	return r.install(p, out)
+}
+
+// undoAPI puts the API's routes of prior back as they were, last first:
+// the FIB then holds what it held before the batch. A prefix whose route
+// does not fit again in place is taken out of the FIB first, freeing its
+// next hops. The sets prior holds stay held.
+func (r *RIB) undoAPI(prior []priorRoute, out []Change) []Change {
+	for i := len(prior) - 1; i >= 0; i-- {
+		pr := prior[i]
+		if cur, had := r.tables[srcAPI].del(pr.p); had {
+			r.release(cur.set())
+		}
+		if pr.had {
+			r.sets[pr.v.set()].refs++
+			r.tables[srcAPI].put(pr.p, pr.v)
+		}
+		var ok bool
+		if out, ok = r.install(pr.p, out); !ok {
+			out = r.fibs.of(pr.p).Delete(pr.p, out)
+			out, _ = r.install(pr.p, out)
+		}
+	}
+	return out
+}
+
+// holds reports whether the FIB forwards p through exactly hops (a set's
+// resolution: sorted, at most forces.MaxECMPMembers).
+func (f *FIB) holds(p netip.Prefix, hops []netip.Addr) bool {
+	r, ok := f.routes.get(p)
+	switch {
+	case !ok:
+		return false
+	case r.ecmp:
+		return slices.Equal(f.groupByID[r.id].members, hops)
+	}
+	return len(hops) == 1 && f.addrOf[r.id] == hops[0]
 }
 
 // checkExists refuses an add of a prefix that has an API route, or a delete
@@ -191,92 +288,6 @@ func checkExists(rib *RIB, ops []RouteOp) error {
 	return nil
 }
 
-// RouteInfo is a route of one origin, as listed.
-type RouteInfo struct {
-	Prefix    netip.Prefix
-	NextHops  []netip.Addr // as the origin gave them
-	Distance  uint8
-	Origin    string       // "api", "static", "bgp"
-	Installed bool         // the route the FIB forwards with for its prefix
-	Resolved  []netip.Addr // the directly connected next hops it resolves to
-}
-
-// RouteFilter selects routes to list.
-type RouteFilter struct {
-	Prefix netip.Prefix // valid: only it, or with Longer it and more specific ones
-	Longer bool
-	Family int    // 4 or 6; 0: both
-	Origin string // "api", "static", "bgp"; "": all
-}
-
-func (f RouteFilter) match(p netip.Prefix, origin string) bool {
-	switch {
-	case f.Family == 4 && !p.Addr().Is4(), f.Family == 6 && p.Addr().Is4():
-		return false
-	case f.Origin != "" && f.Origin != origin:
-		return false
-	case !f.Prefix.IsValid():
-		return true
-	case f.Longer:
-		return f.Prefix.Bits() <= p.Bits() && f.Prefix.Contains(p.Addr())
-	}
-	return p == f.Prefix
-}
-
-var originNames = [numSources]string{srcStatic: "static", srcAPI: "api", srcBGP: "bgp"}
-
-// ListRoutes returns the routes matching f, of every origin, sorted by
-// prefix and origin.
-func (c *CE) ListRoutes(ctx context.Context, f RouteFilter) ([]RouteInfo, error) {
-	reply := make(chan []RouteInfo, 1)
-	if err := c.toLoop(ctx, apiList{filter: f, reply: reply}); err != nil {
-		return nil, err
-	}
-	select {
-	case l := <-reply:
-		return l, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-type apiList struct {
-	filter RouteFilter
-	reply  chan []RouteInfo
-}
-
-// list runs on the loop.
-func (r *RIB) list(f RouteFilter) []RouteInfo {
-	var out []RouteInfo
-	add := func(src source, p netip.Prefix, v srcRoute) {
-		if !f.match(p, originNames[src]) {
-			return
-		}
-		s := r.sets[v.set()]
-		_, chosen, _ := r.choose(p)
-		out = append(out, RouteInfo{Prefix: p, NextHops: slices.Clone(s.hops), Distance: v.distance(), Origin: originNames[src],
-			Resolved: slices.Clone(s.resolved), Installed: chosen == src && len(s.resolved) > 0})
-	}
-	for src := range numSources {
-		for k, v := range r.tables[src].v4.All() {
-			add(src, k.Prefix(), v)
-		}
-		for p, v := range r.tables[src].v6 {
-			add(src, p, v)
-		}
-	}
-	slices.SortFunc(out, func(a, b RouteInfo) int {
-		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
-			return c
-		}
-		if c := a.Prefix.Bits() - b.Prefix.Bits(); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Origin, b.Origin)
-	})
-	return out
-}
-
 // FIBEvent is a change of the FIB: a prefix installed (new next hops) or
 // removed.
 type FIBEvent struct {
@@ -299,6 +310,7 @@ type Watcher struct {
 	c       chan FIBEvent
 	err     error // why C was closed, if the CE closed it
 	done    chan struct{}
+	snap    *Snapshot // the FIB when the watch began, until WatchFIB made Current of it
 }
 
 // Err says why C was closed: ErrWatcherBehind, or nil (Stop, or the CE
@@ -319,11 +331,46 @@ func (c *CE) WatchFIB(ctx context.Context, current bool) (*Watcher, error) {
 	}
 	select {
 	case <-ack:
-		return w, nil
 	case <-ctx.Done():
 		c.Unwatch(w)
 		return nil, ctx.Err()
 	}
+	if w.snap != nil {
+		// The loop only took the snapshot (copy on write, no route
+		// copied); the copy is made here, off the loop.
+		w.Current, w.snap = w.snap.events(), nil
+	}
+	return w, nil
+}
+
+// events lists the snapshot's routes with their next hops.
+func (s *Snapshot) events() []FIBEvent {
+	out := make([]FIBEvent, 0, s.Len())
+	hops := map[[2]uint32][]netip.Addr{} // by family (0: IPv4) and nexthop or group ID; a group's key has bit 31
+	const group = 1 << 31
+	for i, p := range s.parts {
+		fam := uint32(i) // one part per family
+		for _, ch := range p.head {
+			switch ch.Kind {
+			case NexthopSet:
+				hops[[2]uint32{fam, ch.ID}] = []netip.Addr{ch.NextHop}
+			case GroupSet:
+				members := make([]netip.Addr, len(ch.Members))
+				for j, id := range ch.Members {
+					members[j] = hops[[2]uint32{fam, id}][0]
+				}
+				hops[[2]uint32{fam, group | ch.ID}] = members
+			}
+		}
+		for e := range p.all() {
+			k := [2]uint32{fam, e.id}
+			if e.ecmp {
+				k[1] |= group
+			}
+			out = append(out, FIBEvent{Prefix: e.key.prefix(e.is4), NextHops: hops[k]})
+		}
+	}
+	return out
 }
 
 // Unwatch stops a watch; its channel is closed.
@@ -347,12 +394,7 @@ type watchers map[*Watcher]bool
 
 func (ws watchers) add(m apiWatch, fib fibs) {
 	if m.current {
-		m.w.Current = make([]FIBEvent, 0, fib.Len())
-		for _, f := range []*FIB{fib.v4, fib.v6} {
-			f.Prefixes(func(p netip.Prefix, hops []netip.Addr) {
-				m.w.Current = append(m.w.Current, FIBEvent{Prefix: p, NextHops: hops})
-			})
-		}
+		m.w.snap = fib.Snapshot() // WatchFIB makes Current of it
 	}
 	ws[m.w] = true
 	close(m.ack)
@@ -416,10 +458,8 @@ func (ws watchers) closeAll() {
 // as they were, and the error wraps ErrTxnAborted. With no FE associated the
 // error wraps ErrNoFE. It returns the FIB changes and the FEs that committed.
 func (c *CE) Transaction(ctx context.Context, ops []RouteOp) (fibChanges, fes int, err error) {
-	for i, op := range ops {
-		if err := CheckRouteOp(i, op); err != nil {
-			return 0, 0, err
-		}
+	if err := c.checkOps(ops); err != nil {
+		return 0, 0, err
 	}
 	done := make(chan apiResult, 1)
 	started := make(chan *txnRun, 1)
@@ -512,6 +552,11 @@ func (c *CE) startTxn(rib *RIB, m apiOps, fes map[forces.ID]*session, out []Chan
 	}
 	out, err := c.applyAPI(rib, m.ops, out)
 	if err != nil {
+		// A batch that did not fit was undone, but the FIB's numbering may
+		// have moved: every FE gets the changes the usual way.
+		for _, s := range fes {
+			s.enqueue(out)
+		}
 		m.done <- apiResult{err: err}
 		return out
 	}

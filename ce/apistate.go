@@ -14,15 +14,23 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The API's routes live in the RIB, in memory. With api_routes_file the CE
 // also keeps them on disk: the loop marks them changed after API
 // operations, and at most once per persistInterval (less often for big
 // tables) hands a copy to a writer that replaces the file atomically (a
-// temporary file, fsync, rename); a CE starting with the file puts its
-// routes back before any FE is synced, so a restart loses nothing, a crash
-// the changes since the last save, and an FE never sees the routes go.
+// temporary file, fsync, rename, fsync of the directory) and, if that
+// fails, tries again with backoff until it succeeds or a newer copy
+// replaces it, and once more when the CE stops. A CE starting with the
+// file puts its routes back before any FE is synced, so a restart loses
+// nothing, a crash the changes since the last save, and an FE never sees
+// the routes go. A file the CE cannot read back (corrupt, or routes that
+// do not fit) is moved aside, named in the log, and the CE starts without
+// the API's routes (splitplane_api_routes_restore_failed says so) rather
+// than not at all.
 //
 // The file is text, one route a line, "PREFIX NEXTHOP[,NEXTHOP...]
 // DISTANCE", with '#' comments: an operator can read it, and fix it when
@@ -55,8 +63,13 @@ func (r *RIB) apiRoutes() []RouteOp {
 	return ops
 }
 
+// ErrAPIRoutesCorrupt is wrapped by the errors of an api_routes_file that
+// cannot be read back as routes.
+var ErrAPIRoutesCorrupt = errors.New("corrupt api_routes_file")
+
 // loadAPIRoutes reads an api_routes_file; a file that does not exist (yet)
-// holds no routes, but its directory must exist.
+// holds no routes, but its directory must exist. A file that is not routes
+// is an error wrapping ErrAPIRoutesCorrupt.
 func loadAPIRoutes(path string) ([]RouteOp, error) {
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: api_routes_file %q: its directory does not exist", ErrConfig, path)
@@ -79,7 +92,7 @@ func loadAPIRoutes(path string) ([]RouteOp, error) {
 			continue
 		}
 		bad := func(why string) error {
-			return fmt.Errorf("%w: api_routes_file %q line %d %q: %s (fix or remove the line, or the file)", ErrConfig, path, n, strings.TrimSpace(line), why)
+			return fmt.Errorf("%w: %w: api_routes_file %q line %d %q: %s", ErrConfig, ErrAPIRoutesCorrupt, path, n, strings.TrimSpace(line), why)
 		}
 		if len(f) != 3 {
 			return nil, bad("want PREFIX NEXTHOP[,NEXTHOP...] DISTANCE")
@@ -110,7 +123,7 @@ func loadAPIRoutes(path string) ([]RouteOp, error) {
 		ops = append(ops, op)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: api_routes_file %q: %w", ErrConfig, path, err)
+		return nil, fmt.Errorf("%w: %w: api_routes_file %q: %w", ErrConfig, ErrAPIRoutesCorrupt, path, err)
 	}
 	return ops, nil
 }
@@ -156,36 +169,121 @@ func writeAPIRoutes(path string, routes []RouteOp) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// The rename is in the directory: until it is on disk too, a power
+	// cut can bring back the old file (or none).
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// moveAside renames a file the CE cannot restore to PATH.corrupt-TIME, so
+// that the next save does not overwrite what an operator may want back.
+func moveAside(path string) (string, error) {
+	aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(path, aside); err != nil {
+		return "", err
+	}
+	return aside, nil
+}
+
+// restoreFailed logs that the API's routes in path were not restored, and
+// why, moves the file aside and marks the metric.
+func (c *CE) restoreFailed(path string, why error) {
+	c.apiFile.restoreFailed.Store(true)
+	aside, err := moveAside(path)
+	if err != nil {
+		c.log.Error("api: the API's routes were NOT restored: api_routes_file cannot be read back, nor moved aside (the next save replaces it)",
+			"api_routes_file", path, "err", why, "move_err", err)
+		return
+	}
+	c.log.Error("api: the API's routes were NOT restored: api_routes_file cannot be read back; it was moved aside, the CE starts without them "+
+		"(to restore them: stop the CE, fix the file moved aside, move it back)",
+		"api_routes_file", path, "moved_to", aside, "err", why)
+}
+
+// persistStats are the API route file's figures (CE.apiFile), for
+// metrics.
+type persistStats struct {
+	restoreFailed atomic.Bool   // the file at start was not restored
+	saveErrors    atomic.Uint64 // failed writes
+	saveFailing   atomic.Bool   // the last write failed: the file is behind
 }
 
 // apiPersister writes snapshots of the API's routes in the background; a
-// newer snapshot replaces one not yet written.
+// newer snapshot replaces one not yet written. A failed write is tried
+// again, after retryMin doubling up to retryMax, until it succeeds or a
+// newer snapshot comes, and once more at close.
 type apiPersister struct {
-	path string
-	log  *slog.Logger
-	next chan []RouteOp
-	done chan struct{}
+	path  string
+	log   *slog.Logger
+	next  chan []RouteOp
+	done  chan struct{}
+	stats *persistStats
+	write func(path string, routes []RouteOp) error
 	// lastWrite is how long the last write took, in nanoseconds.
 	lastWrite atomic.Int64
 }
 
-func startAPIPersister(path string, log *slog.Logger) *apiPersister {
-	p := &apiPersister{path: path, log: log, next: make(chan []RouteOp, 1), done: make(chan struct{})}
+// Bounds of the backoff between attempts to save after a failure.
+const (
+	saveRetryMin = 500 * time.Millisecond
+	saveRetryMax = 30 * time.Second
+)
+
+func startAPIPersister(path string, log *slog.Logger, stats *persistStats) *apiPersister {
+	return startPersister(path, log, stats, writeAPIRoutes, saveRetryMin, saveRetryMax)
+}
+
+func startPersister(path string, log *slog.Logger, stats *persistStats, write func(string, []RouteOp) error, retryMin, retryMax time.Duration) *apiPersister {
+	p := &apiPersister{path: path, log: log, next: make(chan []RouteOp, 1), done: make(chan struct{}), stats: stats, write: write}
 	go func() {
 		defer close(p.done)
 		for routes := range p.next {
-			start := time.Now()
-			err := writeAPIRoutes(p.path, routes)
-			p.lastWrite.Store(int64(time.Since(start)))
-			if err != nil {
-				p.log.Error("api: could not save the API's routes; a restart would lose the changes since the last save", "api_routes_file", p.path, "err", err)
-				continue
+			for retry := retryMin; !p.try(routes, retry); retry = min(2*retry, retryMax) {
+				t := time.NewTimer(retry)
+				select {
+				case newer, ok := <-p.next:
+					t.Stop()
+					if !ok { // stopping: one last try
+						p.try(routes, -1)
+						return
+					}
+					routes = newer
+				case <-t.C:
+				}
 			}
-			p.log.Debug("api: routes saved", "api_routes_file", p.path, "routes", len(routes), "took", time.Since(start))
 		}
 	}()
 	return p
+}
+
+// try writes routes once, logging a failure with when the next try is
+// (retry; negative: none).
+func (p *apiPersister) try(routes []RouteOp, retry time.Duration) bool {
+	start := time.Now()
+	err := p.write(p.path, routes)
+	p.lastWrite.Store(int64(time.Since(start)))
+	if err != nil {
+		p.stats.saveErrors.Add(1)
+		p.stats.saveFailing.Store(true)
+		next := "the CE stops: the changes since the last save are lost"
+		if retry >= 0 {
+			next = "retrying in " + retry.String()
+		}
+		p.log.Error("api: could not save the API's routes; "+next, "api_routes_file", p.path, "err", err)
+		return false
+	}
+	if p.stats.saveFailing.Swap(false) {
+		p.log.Info("api: routes saved again", "api_routes_file", p.path, "routes", len(routes))
+	}
+	p.log.Debug("api: routes saved", "api_routes_file", p.path, "routes", len(routes), "took", time.Since(start))
+	return true
 }
 
 // saveFrom snapshots the API's routes of rib (on the loop) and queues them
@@ -216,8 +314,34 @@ func (p *apiPersister) save(routes []RouteOp) {
 	}
 }
 
-// close writes what is queued and stops.
+// close writes what is queued (or still failing) and stops.
 func (p *apiPersister) close() {
 	close(p.next)
 	<-p.done
+}
+
+var (
+	apiRestoreFailedDesc = prometheus.NewDesc("splitplane_api_routes_restore_failed",
+		"1 if the API's routes in api_routes_file could not be restored at start (the file was moved aside), else 0.", nil, nil)
+	apiSaveErrorsDesc = prometheus.NewDesc("splitplane_api_routes_save_errors_total",
+		"Failed writes of api_routes_file (each is retried).", nil, nil)
+	apiSaveFailingDesc = prometheus.NewDesc("splitplane_api_routes_save_failing",
+		"1 while the last write of api_routes_file failed (the file is behind the API's routes), else 0.", nil, nil)
+)
+
+// apiFileCollector exports CE.apiFile.
+type apiFileCollector struct{ s *persistStats }
+
+// Describe implements prometheus.Collector.
+func (a apiFileCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- apiRestoreFailedDesc
+	ch <- apiSaveErrorsDesc
+	ch <- apiSaveFailingDesc
+}
+
+// Collect implements prometheus.Collector.
+func (a apiFileCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(apiRestoreFailedDesc, prometheus.GaugeValue, b2f(a.s.restoreFailed.Load()))
+	ch <- prometheus.MustNewConstMetric(apiSaveErrorsDesc, prometheus.CounterValue, float64(a.s.saveErrors.Load()))
+	ch <- prometheus.MustNewConstMetric(apiSaveFailingDesc, prometheus.GaugeValue, b2f(a.s.saveFailing.Load()))
 }

@@ -1,8 +1,10 @@
 package ce
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -10,15 +12,25 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/splitplane/splitplane/forces"
 )
 
 // runCE starts a CE on cfg and returns it with a function that stops it and
 // waits until Run has returned.
 func runCE(t *testing.T, cfg Config) (*CE, func()) {
 	t.Helper()
-	c, err := New(cfg, slog.New(slog.DiscardHandler))
+	return runCELog(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// runCELog is runCE logging to log.
+func runCELog(t *testing.T, cfg Config, log *slog.Logger) (*CE, func()) {
+	t.Helper()
+	c, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +74,8 @@ func addrStrings(as []netip.Addr) []string {
 }
 
 // api_routes_file: the API's routes survive the CE, changes included, and
-// are back before anything else happens; a broken file stops the CE at
-// start, naming the line.
+// are back before anything else happens; a broken file is moved aside and
+// the CE starts without them, naming the file and line.
 func TestAPIRoutesFile(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "api-routes")
@@ -104,7 +116,45 @@ func TestAPIRoutesFile(t *testing.T) {
 		t.Fatalf("after a restart: API routes %v, want %v", got, want)
 	}
 
-	// A broken file: the CE refuses to start, naming the file and line.
+	// A broken file: the CE starts without the API's routes, the file moved
+	// aside (kept for the operator), the log naming it and the line, the
+	// metric saying the routes were not restored.
+	for _, c := range []struct{ body, want string }{
+		{"# comment\n198.51.100.0/24 10.0.0.2\n", `line 2 "198.51.100.0/24 10.0.0.2": want PREFIX NEXTHOP[,NEXTHOP...] DISTANCE`},
+		{"198.51.100.0/24 10.0.0.x 5\n", `line 1 "198.51.100.0/24 10.0.0.x 5": next hop "10.0.0.x": not an IP address`},
+		{"198.51.100.0/24 fd00::1 5\n", `line 1`},
+		{"198.51.100.0/24 10.0.0.2 5\n198.51.100.0/24 10.0.0.3 5\n", `line 2 "198.51.100.0/24 10.0.0.3 5": 198.51.100.0/24 again (line 1 has it)`},
+		{"198.51.100.0/24 10.0.0.2 0\n", `distance "0": want 1 to 255`},
+		{"\x00\xff\xfe garbage " + strings.Repeat("x", 2<<20) + "\n", "api_routes_file"},
+	} {
+		bad := filepath.Join(t.TempDir(), "api-routes")
+		if err := os.WriteFile(bad, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		next := cfg
+		next.APIRoutesFile = bad
+		var logs syncBuffer
+		ce, stop := runCELog(t, next, slog.New(slog.NewTextHandler(&logs, nil)))
+		if got := apiRouteList(t, ce); len(got) != 0 {
+			t.Errorf("file %q: restored %v", c.body, got)
+		}
+		if !ce.apiFile.restoreFailed.Load() {
+			t.Errorf("file %q: splitplane_api_routes_restore_failed not set", c.body)
+		}
+		stop()
+		aside, _ := filepath.Glob(bad + ".corrupt-*")
+		if len(aside) != 1 {
+			t.Fatalf("file %q: moved aside as %v", c.body, aside)
+		}
+		if b, _ := os.ReadFile(aside[0]); string(b) != c.body {
+			t.Errorf("file %q: the file moved aside holds %q", c.body, b)
+		}
+		log := strings.ReplaceAll(logs.String(), `\"`, `"`) // slog quotes the error
+		if !strings.Contains(log, "the API's routes were NOT restored") || !strings.Contains(log, c.want) ||
+			!strings.Contains(log, aside[0]) || !strings.Contains(log, "level=ERROR") {
+			t.Errorf("file %q: log does not say what happened, naming %q and %s:\n%s", c.body, c.want, aside[0], log)
+		}
+	}
 	runErr := func(cfg Config) error {
 		c, err := New(cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
@@ -113,23 +163,6 @@ func TestAPIRoutesFile(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		return c.Run(ctx)
-	}
-	for _, c := range []struct{ body, want string }{
-		{"# comment\n198.51.100.0/24 10.0.0.2\n", `line 2 "198.51.100.0/24 10.0.0.2": want PREFIX NEXTHOP[,NEXTHOP...] DISTANCE`},
-		{"198.51.100.0/24 10.0.0.x 5\n", `line 1 "198.51.100.0/24 10.0.0.x 5": next hop "10.0.0.x": not an IP address`},
-		{"198.51.100.0/24 fd00::1 5\n", `line 1`},
-		{"198.51.100.0/24 10.0.0.2 5\n198.51.100.0/24 10.0.0.3 5\n", `line 2 "198.51.100.0/24 10.0.0.3 5": 198.51.100.0/24 again (line 1 has it)`},
-		{"198.51.100.0/24 10.0.0.2 0\n", `distance "0": want 1 to 255`},
-	} {
-		bad := filepath.Join(dir, "bad")
-		if err := os.WriteFile(bad, []byte(c.body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		next := cfg
-		next.APIRoutesFile = bad
-		if err := runErr(next); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), bad) {
-			t.Errorf("file %q: Run = %v, want an error naming %q", c.body, err, c.want)
-		}
 	}
 	next := cfg
 	next.APIRoutesFile = filepath.Join(dir, "none", "api-routes")
@@ -142,7 +175,7 @@ func TestAPIRoutesFile(t *testing.T) {
 // that saving a big table never takes more than a fifth of a core; a cheap
 // one leaves the next a second away.
 func TestAPIRoutesSavePacing(t *testing.T) {
-	p := startAPIPersister(filepath.Join(t.TempDir(), "api-routes"), slog.New(slog.DiscardHandler))
+	p := startAPIPersister(filepath.Join(t.TempDir(), "api-routes"), slog.New(slog.DiscardHandler), &persistStats{})
 	defer p.close()
 	rib := NewRIB(fibs{v4: NewFIB(), v6: NewFIB()}, Distances{})
 	last, every := p.saveFrom(rib, time.Time{}, 0)
@@ -155,5 +188,111 @@ func TestAPIRoutesSavePacing(t *testing.T) {
 	p.lastWrite.Store(int64(2 * time.Second)) // as a million routes might
 	if _, every = p.saveFrom(rib, time.Time{}, 0); every < 10*time.Second {
 		t.Fatalf("after a 2 s write the next save may come after %v, want 10 s or more", every)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// flakyWrite fails until ok is set, counting its calls.
+type flakyWrite struct {
+	ok    atomic.Bool
+	calls atomic.Int64
+}
+
+func (f *flakyWrite) write(path string, routes []RouteOp) error {
+	f.calls.Add(1)
+	if !f.ok.Load() {
+		return errors.New("disk full")
+	}
+	return writeAPIRoutes(path, routes)
+}
+
+// A failed save is tried again (with backoff) until it succeeds, counted
+// and logged; the metric says the file is behind meanwhile.
+func TestAPIRoutesSaveRetried(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "api-routes")
+	var logs syncBuffer
+	var stats persistStats
+	w := &flakyWrite{}
+	p := startPersister(file, slog.New(slog.NewTextHandler(&logs, nil)), &stats, w.write, time.Millisecond, 4*time.Millisecond)
+	defer p.close()
+	p.save([]RouteOp{replaceOp("198.51.100.0/24", "10.0.0.2")})
+	waitFor(t, func() bool { return w.calls.Load() >= 3 })
+	if !stats.saveFailing.Load() || stats.saveErrors.Load() < 3 {
+		t.Fatalf("after failed saves: failing %v, errors %d", stats.saveFailing.Load(), stats.saveErrors.Load())
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("a file appeared from failed saves")
+	}
+	w.ok.Store(true)
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(string(b), "198.51.100.0/24 10.0.0.2 0\n")
+	})
+	waitFor(t, func() bool { return !stats.saveFailing.Load() })
+	if log := logs.String(); !strings.Contains(log, "could not save the API's routes; retrying in") || !strings.Contains(log, "disk full") ||
+		!strings.Contains(log, "routes saved again") {
+		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// A save still failing when the CE stops is tried once more on the way
+// out; a newer snapshot replaces one that failed.
+func TestAPIRoutesSaveAtStop(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "api-routes")
+	w := &flakyWrite{}
+	p := startPersister(file, slog.New(slog.DiscardHandler), &persistStats{}, w.write, time.Hour, time.Hour)
+	p.save([]RouteOp{replaceOp("198.51.100.0/24", "10.0.0.2")})
+	waitFor(t, func() bool { return w.calls.Load() == 1 })
+	p.save([]RouteOp{replaceOp("198.51.100.0/24", "10.0.0.3")})
+	waitFor(t, func() bool { return w.calls.Load() == 2 }) // the newer one, at once
+	w.ok.Store(true)
+	p.close() // long before the hour's retry
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(b), "198.51.100.0/24 10.0.0.3 0\n") {
+		t.Fatalf("after the stop: %q, %v", b, err)
+	}
+}
+
+// A restored file whose routes the FIB cannot take is not half restored:
+// none are, the file is moved aside, and the CE runs.
+func TestAPIRoutesRestoreDoesNotFit(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "api-routes")
+	var b strings.Builder
+	for i := range forces.MaxNexthopID + 1 {
+		fmt.Fprintf(&b, "100.%d.%d.%d/32 10.%d.%d.%d 5\n", 64+i>>16, byte(i>>8), byte(i), 200+i>>16, byte(i>>8), byte(i))
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	c, stop := runCELog(t, Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0",
+		APIRoutesFile: file, StaticRoutes: testConnected}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if got := apiRouteList(t, c); len(got) != 0 {
+		t.Fatalf("%d routes restored", len(got))
+	}
+	if st := statusOf(t, c); st.Routes != 0 || !c.apiFile.restoreFailed.Load() {
+		t.Fatalf("FIB %d routes, restore failed %v", st.Routes, c.apiFile.restoreFailed.Load())
+	}
+	stop()
+	if aside, _ := filepath.Glob(file + ".corrupt-*"); len(aside) != 1 || !strings.Contains(logs.String(), "next-hop table") {
+		t.Fatalf("moved aside as %v; log:\n%s", aside, logs.String())
 	}
 }

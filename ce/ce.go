@@ -30,6 +30,8 @@ type CE struct {
 	// restoredAPI are the API's routes read from api_routes_file, for the
 	// loop to put back.
 	restoredAPI []RouteOp
+	apiFile     persistStats // api_routes_file's figures (apistate.go)
+	listPace    listPacer    // spaces out listings of the whole RIB (api.go)
 
 	cfg Config
 	log *slog.Logger
@@ -121,6 +123,9 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		ready:     make(chan struct{}),
 	}
 	c.prom = metrics.New(log, &ceCollector{c: c})
+	if err := c.prom.Register(apiFileCollector{&c.apiFile}); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -143,7 +148,10 @@ func (c *CE) Run(ctx context.Context) error {
 	}
 	if c.cfg.APIRoutesFile != "" {
 		ops, err := loadAPIRoutes(c.cfg.APIRoutesFile)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrAPIRoutesCorrupt):
+			c.restoreFailed(c.cfg.APIRoutesFile, err) // moved aside: the CE starts without them
+		case err != nil:
 			return err
 		}
 		c.restoredAPI = ops

@@ -92,21 +92,45 @@ type Config struct {
 
 	// APIListen is where the gRPC API is served: "unix:PATH" (the default,
 	// unix:/run/splitplane/ce-api.sock) or "tcp:HOST:PORT", which needs
-	// api_tls (mutual TLS) or api_token_file (a bearer token), or both;
+	// api_tls (mutual TLS), and may add api_token_file (a bearer token);
 	// "off" serves none.
 	APIListen string `yaml:"api_listen"`
 	// APITLS requires mutual TLS on a TCP API: the CE's certificate and key,
 	// and the CA client certificates must chain to.
 	APITLS *forces.TLSConfig `yaml:"api_tls"`
 	// APITokenFile holds the bearer token API clients must send
-	// (authorization: Bearer TOKEN).
+	// (authorization: Bearer TOKEN): on a unix socket, or on TCP with
+	// api_tls (never over plaintext TCP).
 	APITokenFile string `yaml:"api_token_file"`
+	// APIMaxMessage is the largest API request message in bytes (default
+	// 1 MiB, where a batch of 10,000 IPv4 routes takes about 0.4 MiB); a
+	// larger one is refused with ResourceExhausted before it is decoded.
+	APIMaxMessage int `yaml:"api_max_message_bytes"`
+	// APIMaxStreams is how many calls one API connection may have in
+	// progress at once (default 64; HTTP/2 concurrent streams).
+	APIMaxStreams int `yaml:"api_max_streams"`
+	// APIMaxWatches is how many Routes.Watch streams may be open at once
+	// (default 64); another is refused with ResourceExhausted.
+	APIMaxWatches int `yaml:"api_max_watches"`
+	// APIMaxSnapshots is how many Routes.List calls and Watch(current)
+	// snapshots, which copy (part of) the RIB or FIB, may be in progress at
+	// once (default 4); another is refused with ResourceExhausted.
+	APIMaxSnapshots int `yaml:"api_max_snapshots"`
+	// APIAllowMartians lets the API program routes for special-purpose
+	// prefixes that are never routed (loopback, link-local, multicast, ...:
+	// docs/api.md), refused with InvalidArgument by default.
+	APIAllowMartians bool `yaml:"api_allow_martians"`
 	// APIRoutesFile, if set, keeps the API's routes on disk as well as in
 	// memory: rewritten (atomically) a second after they change (for big
 	// tables, no sooner than five times what the last save cost: ~5 s at a
 	// million routes), on a clean stop, and read back when the CE starts,
 	// before any FE is synced, so a CE restart neither loses them nor takes
 	// them out of the FEs (a crash loses the changes since the last save).
+	// A failed save is retried (backoff from 0.5 s to 30 s, and once more
+	// at a clean stop; splitplane_api_routes_save_failing). A file the CE
+	// cannot restore (corrupt, or routes the FIB cannot take) is renamed
+	// FILE.corrupt-TIME, named in the error log, and the CE starts without
+	// the API's routes (splitplane_api_routes_restore_failed 1).
 	// Without it the API's routes end with the CE and clients replay them
 	// (docs/operations.md). Its directory must exist. Text, one route a
 	// line.
@@ -360,13 +384,38 @@ func (c *Config) Validate() error {
 // program routes.
 const DefaultAPIListen = "unix:/run/splitplane/ce-api.sock"
 
-// validateAPI checks api_listen, api_tls, api_token_file and
-// bgp_api_listen, filling in api_listen's default: a TCP API needs mutual
-// TLS or a bearer token (or both), since anyone who can reach it can
-// program routes.
+// Defaults of the API's limits (api_max_*).
+const (
+	DefaultAPIMaxMessage   = 1 << 20
+	DefaultAPIMaxStreams   = 64
+	DefaultAPIMaxWatches   = 64
+	DefaultAPIMaxSnapshots = 4
+)
+
+// validateAPI checks api_listen, api_tls, api_token_file, the api_max_*
+// limits and bgp_api_listen, filling in defaults: a TCP API needs mutual
+// TLS, since anyone who can reach it can program routes (and a bearer
+// token sent over plaintext TCP is anyone's who can see the wire).
 func (c *Config) validateAPI() error {
 	if c.APIListen == "" {
 		c.APIListen = DefaultAPIListen
+	}
+	for _, l := range []struct {
+		key      string
+		v        *int
+		def, max int
+	}{
+		{"api_max_message_bytes", &c.APIMaxMessage, DefaultAPIMaxMessage, 64 << 20},
+		{"api_max_streams", &c.APIMaxStreams, DefaultAPIMaxStreams, 1 << 16},
+		{"api_max_watches", &c.APIMaxWatches, DefaultAPIMaxWatches, 1 << 16},
+		{"api_max_snapshots", &c.APIMaxSnapshots, DefaultAPIMaxSnapshots, 1 << 10},
+	} {
+		switch {
+		case *l.v == 0:
+			*l.v = l.def
+		case *l.v < 0 || *l.v > l.max:
+			return fmt.Errorf("%w: %s %d: want 1 to %d (0: %d)", ErrConfig, l.key, *l.v, l.max, l.def)
+		}
 	}
 	if c.APITLS != nil {
 		if _, err := c.APITLS.ServerTLS(); err != nil {
@@ -389,8 +438,11 @@ func (c *Config) validateAPI() error {
 		if err := checkHostPort(addr); err != nil {
 			return fmt.Errorf("%w: api_listen %q: %v", ErrConfig, c.APIListen, err)
 		}
-		if c.APITLS == nil && c.APITokenFile == "" {
-			return fmt.Errorf("%w: api_listen %q: a TCP API needs api_tls (mutual TLS) or api_token_file (a bearer token), or both", ErrConfig, c.APIListen)
+		if c.APITLS == nil && c.APITokenFile != "" {
+			return fmt.Errorf("%w: api_listen %q with api_token_file %q: a bearer token over plaintext TCP is refused; set api_tls (mutual TLS), or serve the API on a unix socket", ErrConfig, c.APIListen, c.APITokenFile)
+		}
+		if c.APITLS == nil {
+			return fmt.Errorf("%w: api_listen %q: a TCP API needs api_tls (mutual TLS)", ErrConfig, c.APIListen)
 		}
 	default:
 		return fmt.Errorf("%w: api_listen %q: want unix:PATH, tcp:HOST:PORT or off", ErrConfig, c.APIListen)

@@ -2,6 +2,7 @@ package ce
 
 import (
 	"cmp"
+	"fmt"
 	"iter"
 	"net/netip"
 	"slices"
@@ -165,6 +166,11 @@ type FIB struct {
 	// so taking a snapshot copies no route.
 	byRow  [][]snapRoute
 	shared []bool // by page: held by a snapshot
+	// maxID and maxGID are the highest nexthop and group IDs it allocates
+	// (forces.MaxNexthopID, forces.MaxGroupID; lower in tests); full says
+	// which table was full when a Set last failed.
+	maxID, maxGID uint32
+	full          string
 }
 
 const rowPage = 4096
@@ -172,7 +178,8 @@ const rowPage = 4096
 // NewFIB returns an empty FIB.
 func NewFIB() *FIB {
 	return &FIB{routes: routeMap{v4: flatmap.New[prefix.V4, route](0), v6: map[fibKey]route{}}, nexthops: map[netip.Addr]*nexthop{}, addrOf: map[uint32]netip.Addr{},
-		groups: map[string]*group{}, groupByID: map[uint32]*group{}, nextRow: 1, nextID: 1, nextGID: 1}
+		groups: map[string]*group{}, groupByID: map[uint32]*group{}, nextRow: 1, nextID: 1, nextGID: 1,
+		maxID: forces.MaxNexthopID, maxGID: forces.MaxGroupID}
 }
 
 // Len is the number of routes.
@@ -277,10 +284,11 @@ func (f *FIB) refGroup(key string, members []netip.Addr, out []Change) (*group, 
 	case len(f.freeGIDs) > 0:
 		id = f.freeGIDs[len(f.freeGIDs)-1]
 		f.freeGIDs = f.freeGIDs[:len(f.freeGIDs)-1]
-	case f.nextGID <= forces.MaxGroupID:
+	case f.nextGID <= f.maxGID:
 		id = f.nextGID
 		f.nextGID++
 	default:
+		f.full = fmt.Sprintf("the ECMP group table (%d groups) is full", f.maxGID)
 		return nil, out
 	}
 	g := &group{id: id, refs: 1, members: members, ids: make([]uint32, len(members))}
@@ -511,10 +519,11 @@ func (f *FIB) ref(nh netip.Addr, out []Change) (*nexthop, []Change) {
 	case len(f.freeIDs) > 0:
 		id = f.freeIDs[len(f.freeIDs)-1]
 		f.freeIDs = f.freeIDs[:len(f.freeIDs)-1]
-	case f.nextID <= forces.MaxNexthopID:
+	case f.nextID <= f.maxID:
 		id = f.nextID
 		f.nextID++
 	default:
+		f.full = fmt.Sprintf("the next-hop table (%d next hops) is full", f.maxID)
 		return nil, out
 	}
 	n := &nexthop{id: id, refs: 1}

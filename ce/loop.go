@@ -100,12 +100,15 @@ func (c *CE) loop(ctx context.Context) error {
 		if len(c.restoredAPI) > 0 {
 			var err error
 			if changes, err = c.applyAPI(rib, c.restoredAPI, changes[:0]); err != nil {
-				return fmt.Errorf("api_routes_file %q: %w", c.cfg.APIRoutesFile, err)
+				// Not applied (a batch is all or nothing): the CE runs on
+				// without them rather than not at all.
+				c.restoreFailed(c.cfg.APIRoutesFile, err)
+			} else {
+				c.log.Info("api: routes restored", "api_routes_file", c.cfg.APIRoutesFile, "routes", len(c.restoredAPI))
 			}
-			c.log.Info("api: routes restored", "api_routes_file", c.cfg.APIRoutesFile, "routes", len(c.restoredAPI))
 			c.restoredAPI = nil
 		}
-		saver = startAPIPersister(c.cfg.APIRoutesFile, c.log)
+		saver = startAPIPersister(c.cfg.APIRoutesFile, c.log, &c.apiFile)
 		defer func() {
 			if apiChanged {
 				saver.save(rib.apiRoutes())
@@ -156,7 +159,7 @@ func (c *CE) loop(ctx context.Context) error {
 				m.done <- apiResult{fibChanges: len(changes), err: err}
 				send()
 			case apiList:
-				m.reply <- rib.list(m.filter)
+				c.listOnLoop(rib, m)
 			case apiWatch:
 				watches.add(m, fib)
 			case apiUnwatch:

@@ -57,6 +57,7 @@ var restartOnly = [...]string{
 	"forces_listen", "forces_listen_low", "heartbeat_interval", "heartbeat_miss_limit",
 	"sync_hold", "fe_hold_time", "tls", "forces_pcap", "status_socket", "distances",
 	"api_listen", "api_tls", "api_token_file", "api_routes_file", "bgp_api_listen", "metrics_listen",
+	"api_max_message_bytes", "api_max_streams", "api_max_watches", "api_max_snapshots", "api_allow_martians",
 }
 
 // restartFields returns the restart-only settings that differ between a and b.

@@ -127,13 +127,44 @@ func TestAPIEndToEnd(t *testing.T) {
 	if out, err := cli("route", "del", extra+"/32"); exitCode(err) != 3 {
 		t.Fatalf("second delete: %v\n%s", err, out)
 	}
+	// A martian prefix is refused, naming it (exit code 2: InvalidArgument).
+	if out, err := cli("route", "add", "127.0.0.0/8", "via", lab.HostB().String()); exitCode(err) != 2 || !strings.Contains(out, "127.0.0.0/8") || !strings.Contains(out, "martian") {
+		t.Fatalf("martian add: %v\n%s", err, out)
+	}
 
 	// The (restarted) CE's metrics, from inside the router's namespace.
 	body := getInNetns(t, o.Namespace("rtr"), "http://127.0.0.1:9101/metrics")
-	for _, want := range []string{"splitplane_ce_fib_routes", `splitplane_api_requests_total{code="OK",method="Delete",service="splitplane.v1.Routes"}`, "splitplane_ce_fe_synced"} {
+	for _, want := range []string{"splitplane_ce_fib_routes", `splitplane_api_requests_total{code="OK",method="Delete",service="splitplane.v1.Routes"}`, "splitplane_ce_fe_synced",
+		`splitplane_api_requests_total{code="InvalidArgument",method="Add",service="splitplane.v1.Routes"}`, "splitplane_api_routes_restore_failed 0"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+
+	// A corrupt api_routes_file does not keep the CE down: it is moved
+	// aside, and the CE comes back without the API's routes, saying so.
+	file := filepath.Join(o.Dir, "api-routes")
+	if err := os.WriteFile(file, []byte("\x00garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := splitplane(t, bin, args("lab", "restart", "ce", "--kill")...); err != nil {
+		t.Fatalf("restart ce with a corrupt api_routes_file: %v\n%s", err, out)
+	}
+	eventually(t, 40*time.Second, "the CE back with a corrupt api_routes_file, the FE synced", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 102 || st.FERoutes != 102 {
+			return fmt.Errorf("CE routes %d, FE routes %d, FEs %+v", st.CERoutes, st.FERoutes, st.CE.FEs)
+		}
+		return nil
+	})
+	if aside, _ := filepath.Glob(file + ".corrupt-*"); len(aside) != 1 {
+		t.Fatalf("the corrupt file moved aside as %v", aside)
+	}
+	if body := getInNetns(t, o.Namespace("rtr"), "http://127.0.0.1:9101/metrics"); !strings.Contains(body, "splitplane_api_routes_restore_failed 1") {
+		t.Fatal("metrics do not say the API's routes were not restored")
 	}
 }
 

@@ -20,7 +20,14 @@ import (
 type routes struct {
 	spv1.UnimplementedRoutesServer
 	b Backend
+	s *Server
 }
+
+// Names of the limits in the ResourceExhausted errors of List and Watch.
+const (
+	limitWatches   = "api_max_watches"
+	limitSnapshots = "api_max_snapshots"
+)
 
 func (r *routes) unary(ctx context.Context, kind ce.RouteOpKind, route *spv1.Route) error {
 	p, hops, d, err := parseRoute("route", route)
@@ -83,6 +90,11 @@ func (r *routes) List(req *spv1.ListRoutesRequest, stream grpc.ServerStreamingSe
 	default:
 		return fieldError("origin", o.String(), "want ORIGIN_API, ORIGIN_STATIC, ORIGIN_BGP or unspecified (all)")
 	}
+	release, err := acquire(r.s.snapshots, "List or Watch(current) snapshots", limitSnapshots)
+	if err != nil {
+		return err
+	}
+	defer release()
 	list, err := r.b.ListRoutes(stream.Context(), f)
 	if err != nil {
 		return toStatus(err)
@@ -114,6 +126,19 @@ func (r *routes) Watch(req *spv1.WatchRoutesRequest, stream grpc.ServerStreaming
 		return err
 	}
 	ctx := stream.Context()
+	release, err := acquire(r.s.watches, "Watch streams", limitWatches)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// A snapshot is held from its copy until it has been sent.
+	releaseSnap := func() {}
+	if req.GetCurrent() {
+		if releaseSnap, err = acquire(r.s.snapshots, "List or Watch(current) snapshots", limitSnapshots); err != nil {
+			return err
+		}
+		defer func() { releaseSnap() }()
+	}
 	w, err := r.b.WatchFIB(ctx, req.GetCurrent())
 	if err != nil {
 		return toStatus(err)
@@ -133,7 +158,7 @@ func (r *routes) Watch(req *spv1.WatchRoutesRequest, stream grpc.ServerStreaming
 		return fam == 0 || fam == 4 && e.Prefix.Addr().Is4() || fam == 6 && !e.Prefix.Addr().Is4()
 	}
 	if req.GetCurrent() {
-		cur := slices.Clone(w.Current)
+		cur := w.Current
 		slices.SortFunc(cur, func(a, b ce.FIBEvent) int {
 			if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
 				return c
@@ -150,6 +175,9 @@ func (r *routes) Watch(req *spv1.WatchRoutesRequest, stream grpc.ServerStreaming
 		if err := stream.Send(&spv1.RouteEvent{Kind: spv1.RouteEvent_KIND_SYNCED}); err != nil {
 			return err
 		}
+		w.Current, cur = nil, nil // the watch may go on for days
+		releaseSnap()
+		releaseSnap = func() {}
 	}
 	for {
 		select {

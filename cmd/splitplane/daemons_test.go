@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/splitplane/splitplane/ce"
+	"github.com/splitplane/splitplane/forces"
 )
 
 // checkPrivileges names every capability a daemon lacks, with what it is
@@ -68,6 +70,11 @@ func TestCEPrivileges(t *testing.T) {
 	}
 	base := ce.Config{ASN: 65001, RouterID: "192.0.2.1"}
 	token := filepath.Join(t.TempDir(), "token")
+	pki, err := forces.WritePKI(t.TempDir(), time.Hour, "ce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiTLS := pki["ce"] // a TCP API needs mutual TLS
 	if err := os.WriteFile(token, []byte("a-token-long-enough-to-be-accepted-by-the-ce\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +87,12 @@ func TestCEPrivileges(t *testing.T) {
 		{"no bgp listener", func(c *ce.Config) { c.BGPListenPort = -1 }, ""},
 		{"high ports", func(c *ce.Config) { c.BGPListenPort = 1179; c.MetricsListen = "127.0.0.1:9101" }, ""},
 		{"low metrics port", func(c *ce.Config) { c.BGPListenPort = -1; c.MetricsListen = "127.0.0.1:91" }, "metrics_listen 91"},
-		{"low api port", func(c *ce.Config) { c.BGPListenPort = -1; c.APIListen = "tcp:127.0.0.1:443"; c.APITokenFile = token }, "api_listen 443"},
+		{"low api port", func(c *ce.Config) {
+			c.BGPListenPort = -1
+			c.APIListen = "tcp:127.0.0.1:443"
+			c.APITLS = &apiTLS
+			c.APITokenFile = token
+		}, "api_listen 443"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

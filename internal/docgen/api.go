@@ -74,9 +74,9 @@ const apiIntro = `# API reference
 their comments. Do not edit: change the comments in the .proto file and regenerate. -->
 
 The CE serves this gRPC API on ` + "`api_listen`" + ` (see [the configuration](configuration.md#ce)): by
-default the unix socket ` + "`/run/splitplane/ce-api.sock`" + `; on TCP only with mutual TLS (` + "`api_tls`" + `) or a
-bearer token (` + "`api_token_file`" + `, sent as ` + "`authorization: Bearer TOKEN`" + `). It has server reflection, so
-grpcurl needs no .proto file:
+default the unix socket ` + "`/run/splitplane/ce-api.sock`" + `; on TCP only with mutual TLS (` + "`api_tls`" + `). A
+bearer token (` + "`api_token_file`" + `, sent as ` + "`authorization: Bearer TOKEN`" + `) can be required on either, but never
+over plaintext TCP. It has server reflection, so grpcurl needs no .proto file:
 
 ` + "```sh" + `
 grpcurl -plaintext -unix /run/splitplane/ce-api.sock list
@@ -86,6 +86,29 @@ grpcurl -plaintext -unix -d '{"route": {"prefix": "192.0.2.0/24", "next_hops": [
 
 The ` + "`splitplane`" + ` CLI is a client of the same calls ([docs/cli.md](cli.md)). Go programs import
 ` + "`github.com/splitplane/splitplane/api/splitplane/v1`" + ` (the generated code is committed).
+
+## Access, limits and refusals
+
+What the API refuses, and how a client sees it (the configuration keys are in
+[the configuration](configuration.md#ce)):
+
+| What | Answer |
+|---|---|
+| A call without the bearer token, with a wrong one or two of them (when ` + "`api_token_file`" + ` is set) | ` + "`Unauthenticated`" + `, from the call's headers alone: its request is never read or decoded, whatever its size. Counted in ` + "`splitplane_api_requests_total{code=\"Unauthenticated\"}`" + ` |
+| An ` + "`authorization`" + ` header on a TCP connection without TLS | ` + "`Unauthenticated`" + ` (the token went over the wire in the clear: replace it). The configuration refuses ` + "`api_token_file`" + ` with a TCP ` + "`api_listen`" + ` and no ` + "`api_tls`" + `; a TCP API without ` + "`api_tls`" + ` is refused too |
+| A call's headers over 16 KiB | refused before they are decoded further (the client sees ` + "`Internal`" + ` or ` + "`ResourceExhausted`" + `) |
+| A request message over ` + "`api_max_message_bytes`" + ` (1 MiB: a batch of 10,000 IPv4 routes is about 0.4 MiB, packed about 0.13 MiB) | ` + "`ResourceExhausted`" + `, before it is decoded; split the batch |
+| More than ` + "`api_max_streams`" + ` (64) calls in progress on one connection | the client waits for one to end (HTTP/2 concurrent streams) |
+| More than ` + "`api_max_watches`" + ` (64) ` + "`Routes.Watch`" + ` streams open | ` + "`ResourceExhausted`" + ` naming ` + "`api_max_watches`" + ` |
+| More than ` + "`api_max_snapshots`" + ` (4) ` + "`Routes.List`" + ` calls and ` + "`Watch`" + ` snapshots (` + "`current`" + `) in progress | ` + "`ResourceExhausted`" + ` naming ` + "`api_max_snapshots`" + `; a snapshot is held until it has been sent. ` + "`Watch(current)`" + ` takes a copy-on-write snapshot of the FIB on the CE's loop (no route copied there) and copies it out on the call's own goroutine; a ` + "`List`" + ` that scans the RIB (all routes, or ` + "`longer`" + `) waits its turn, four times what the last scan cost the CE's loop after it, so listings take at most a fifth of the loop however many clients ask (a ` + "`List`" + ` of one prefix does not wait) |
+| A route the FIB cannot take: the FEs' next-hop table (64,511 next hops) or ECMP group table (65,535 groups) is full | ` + "`ResourceExhausted`" + `, naming the operation, the prefix and the table; none of the call's batch or transaction is applied, and nothing of it is listed |
+| A route for a martian prefix, unless ` + "`api_allow_martians`" + ` | ` + "`InvalidArgument`" + ` naming the operation, the prefix and the special-purpose block it lies in |
+
+Martian prefixes are those inside the special-purpose blocks (RFC 6890 and the IANA registries) that
+are never forwarded: ` + "`0.0.0.0/8`" + `, ` + "`127.0.0.0/8`" + `, ` + "`169.254.0.0/16`" + `, ` + "`192.0.0.0/24`" + `, ` + "`224.0.0.0/4`" + `,
+` + "`255.255.255.255/32`" + `, ` + "`240.0.0.0/4`" + `, ` + "`::/128`" + `, ` + "`::1/128`" + `, ` + "`::ffff:0:0/96`" + `, ` + "`fe80::/10`" + ` and ` + "`ff00::/8`" + `. A
+prefix that merely covers one (a default route ` + "`0.0.0.0/0`" + `, an aggregate such as ` + "`0.0.0.0/1`" + `) is routable;
+so are the private and documentation ranges. Deleting a route is never refused as martian.
 `
 
 // comments maps a SourceCodeInfo path to its comments.
