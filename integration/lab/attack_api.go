@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,6 +22,7 @@ import (
 
 	splitplanev1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/integration/harness"
+	"github.com/splitplane/splitplane/internal/nsthread"
 )
 
 // Hostile API clients. The attack lab's API is its unix socket with a
@@ -49,6 +54,27 @@ func (r *attackRun) apiClient(withToken bool) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(strings.TrimSpace(string(b)))))
 	}
 	return grpc.NewClient("unix:"+r.o.Socket("api"), opts...)
+}
+
+// apiClients opens n connections to the API, with the token.
+func (r *attackRun) apiClients(n int) ([]splitplanev1.RoutesClient, func(), error) {
+	var ccs []*grpc.ClientConn
+	closeAll := func() {
+		for _, cc := range ccs {
+			cc.Close()
+		}
+	}
+	var rcs []splitplanev1.RoutesClient
+	for range n {
+		cc, err := r.apiClient(true)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		ccs = append(ccs, cc)
+		rcs = append(rcs, splitplanev1.NewRoutesClient(cc))
+	}
+	return rcs, closeAll, nil
 }
 
 // calls runs n calls at once and counts their status codes.
@@ -141,19 +167,20 @@ func apiAttacks() []attack {
 			return "ce --check: " + msg, nil
 		}},
 		{"attack_api_watch_flood", func(ctx context.Context, r *attackRun) (string, error) {
-			// 2,000 Watch(current) streams held open at once.
-			cc, err := r.apiClient(true)
+			// 2,000 Watch(current) streams held open at once, over 40
+			// connections.
+			rcs, closeAll, err := r.apiClients(40)
 			if err != nil {
 				return "", err
 			}
-			defer cc.Close()
-			rc := splitplanev1.NewRoutesClient(cc)
+			defer closeAll()
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			var mu sync.Mutex
 			got := map[codes.Code]int{}
 			var wg sync.WaitGroup
-			for range 2000 {
+			for i := range 2000 {
+				rc := rcs[i%len(rcs)]
 				wg.Go(func() {
 					s, err := rc.Watch(wctx, &splitplanev1.WatchRoutesRequest{Current: true})
 					if err == nil {
@@ -186,20 +213,22 @@ func apiAttacks() []attack {
 			return what, nil
 		}},
 		{"attack_api_list_flood", func(ctx context.Context, r *attackRun) (string, error) {
-			cc, err := r.apiClient(true)
+			// 1,000 Lists of the whole table at once, over 20 connections.
+			rcs, closeAll, err := r.apiClients(20)
 			if err != nil {
 				return "", err
 			}
-			defer cc.Close()
-			rc := splitplanev1.NewRoutesClient(cc)
+			defer closeAll()
+			var next atomic.Int64
 			got := calls(1000, func() error {
+				rc := rcs[next.Add(1)%int64(len(rcs))]
 				s, err := rc.List(ctx, &splitplanev1.ListRoutesRequest{})
 				if err != nil {
 					return err
 				}
 				for {
 					if _, err := s.Recv(); err != nil {
-						if err.Error() == "EOF" {
+						if errors.Is(err, io.EOF) {
 							return nil
 						}
 						return err
@@ -246,7 +275,6 @@ func apiAttacks() []attack {
 			if err := os.WriteFile(file, []byte("this is not a route\n\x00\xff\n"), 0o644); err != nil {
 				return "", err
 			}
-			lines := r.logLines("ce")
 			if err := Start(r.o, "ce"); err != nil {
 				return "", err
 			}
@@ -267,11 +295,42 @@ func apiAttacks() []attack {
 			if len(aside) == 0 {
 				return "", errors.New("the corrupt file was not kept aside")
 			}
-			log := r.logSince("ce", lines)
-			if !strings.Contains(log, filepath.Base(aside[0])) && !strings.Contains(log, "api-routes") {
-				return "", errors.New("the log does not name the file")
+			// The restarted CE writes a new log.
+			b, _ := os.ReadFile(filepath.Join(r.o.Dir, "ce.log"))
+			if !strings.Contains(string(b), "NOT restored") || !strings.Contains(string(b), filepath.Base(aside[0])) {
+				return "", errors.New("the log does not say the routes were not restored, or where the file went")
 			}
-			return fmt.Sprintf("the CE started and moved the corrupt file to %s", filepath.Base(aside[0])), nil
+			m, err := scrape(r.o.Namespace("rtr"), "127.0.0.1:9101")
+			if err != nil {
+				return "", err
+			}
+			if !strings.Contains(m, "splitplane_api_routes_restore_failed 1") {
+				return "", errors.New("splitplane_api_routes_restore_failed is not 1")
+			}
+			return fmt.Sprintf("the CE started, moved the corrupt file to %s, said so in its log and in splitplane_api_routes_restore_failed", filepath.Base(aside[0])), nil
 		}},
 	}
+}
+
+// scrape reads a Prometheus endpoint in namespace ns.
+func scrape(ns, addr string) (string, error) {
+	var nc net.Conn
+	if err := nsthread.Run(ns, func() error {
+		var err error
+		nc, err = net.DialTimeout("tcp", addr, 5*time.Second)
+		return err
+	}); err != nil {
+		return "", err
+	}
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return nc, nil },
+	}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
