@@ -476,13 +476,14 @@ func (o *Options) writeConfigs() error {
 		}
 	}
 	// The ForCES channels use mutual TLS, with a CA made for the lab: a
-	// certificate for the CE and one for each FE.
-	names := []string{"ce"}
+	// certificate for the CE and one for each FE, bound to its FE ID (the
+	// DNS name fe-N the CE requires).
+	names := []forces.PKICert{{Name: "ce"}}
 	for n := 1; n <= o.FEs; n++ {
 		name, _ := FEName(n)
-		names = append(names, name)
+		names = append(names, forces.PKICert{Name: name, DNS: []string{forces.FECertName(uint32(n))}})
 	}
-	pki, err := forces.WritePKI(o.Dir, 30*24*time.Hour, names...)
+	pki, err := forces.WritePKICerts(o.Dir, 30*24*time.Hour, names...)
 	if err != nil {
 		return err
 	}
