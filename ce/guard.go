@@ -319,20 +319,35 @@ func (c *CE) setProtected() {
 	c.protected.Store(&p)
 }
 
-// portAddrProblem says why an FE may not claim prefix as a port's address,
-// or "" if it may.
-func (c *CE) portAddrProblem(pfx netip.Prefix) string {
-	a := pfx.Addr().Unmap()
+// shapeProblem says what makes prefix unfit to be a connected prefix from
+// an FE's port whatever the configuration, or "": its address and its
+// network must be unicast (link-local included), not in 0.0.0.0/8, not
+// IPv4-mapped, and it must be no shorter than /8 (IPv4) or /16 (IPv6).
+func shapeProblem(pfx netip.Prefix) string {
+	a := pfx.Addr()
 	switch {
 	case !pfx.IsValid():
 		return "not a prefix"
-	case !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast():
+	case a.Is4In6():
+		return "an IPv4-mapped IPv6 address"
+	case !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast(), a.Is4() && a.As4()[0] == 0:
 		return "not a unicast address"
 	case a.Is4() && pfx.Bits() < 8, a.Is6() && pfx.Bits() < 16:
 		return "a prefix shorter than /8 (IPv4) or /16 (IPv6)"
+	case pfx.Masked().Addr().IsUnspecified():
+		return "a prefix of the unspecified address"
+	}
+	return ""
+}
+
+// portAddrProblem says why an FE may not claim prefix as a port's address,
+// or "" if it may.
+func (c *CE) portAddrProblem(pfx netip.Prefix) string {
+	if why := shapeProblem(pfx); why != "" {
+		return why
 	}
 	if p := c.protected.Load(); p != nil {
-		if what, ok := (*p)[a]; ok {
+		if what, ok := (*p)[pfx.Addr()]; ok {
 			return what
 		}
 	}
