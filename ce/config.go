@@ -75,6 +75,8 @@ type Config struct {
 	FEHoldTime time.Duration `yaml:"fe_hold_time"`
 	// TLS, if set, requires mutual TLS on both ForCES channels: this CE's
 	// certificate and key, and the CA that FE certificates must chain to.
+	// An FE's certificate must also name its FE ID, as the DNS name fe-N
+	// or fe-N.DOMAIN (docs/security.md).
 	TLS *forces.TLSConfig `yaml:"tls"`
 	// ForCESAllowedFEs lists the FE IDs that may associate: numbers and
 	// inclusive ranges "A-B", e.g. [1, 2, "10-20"]. Empty: any FE ID from 1
