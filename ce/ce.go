@@ -62,6 +62,9 @@ type CE struct {
 
 	redirects      chan Redirected // packets FEs redirected to the CE; nil: count only
 	protocolErrors atomic.Uint64   // malformed or misaddressed ForCES messages
+	refused        refusals        // connections, setups, messages and addresses refused (guard.go)
+	pending        pendingConns    // connections waiting for their setup
+	protected      atomic.Pointer[protectedAddrs]
 	pcap           *forces.PcapWriter
 	prom           *metrics.Registry // Prometheus metrics (metrics.go)
 }
@@ -126,6 +129,7 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 	if err := c.prom.Register(apiFileCollector{&c.apiFile}); err != nil {
 		return nil, err
 	}
+	c.setProtected()
 	return c, nil
 }
 
@@ -169,7 +173,15 @@ func (c *CE) Run(ctx context.Context) error {
 	}
 	c.listener = l
 	defer l.Close()
-	c.log.Info("forces: listening for FEs", "address", l.Addr().String())
+	c.log.Info("forces: listening for FEs", "address", l.Addr().String(), "tls", c.cfg.TLS != nil)
+	if len(c.cfg.ForCESAllowedFEs) == 0 {
+		c.log.Info("forces: any FE ID from 1 to 1073741823 may associate (forces_allowed_fes is not set)")
+	} else {
+		c.log.Info("forces: FE IDs admitted", "forces_allowed_fes", c.cfg.ForCESAllowedFEs)
+	}
+	if c.cfg.TLS == nil && c.cfg.ForCESAcceptUnauthenticatedFEs {
+		c.log.Warn("forces: FEs are not authenticated (no tls, forces_accept_unauthenticated_fes: true): anyone who reaches the ForCES ports can associate as an FE")
+	}
 
 	bc, _ := c.cfg.bgpConfig() // validated in New
 	bc.Logger = c.log
@@ -278,27 +290,5 @@ func (c *CE) Addr() net.Addr {
 		return c.listener.Addr()
 	default:
 		return nil
-	}
-}
-
-// accept serves every connection on l with serve until ctx is done.
-func (c *CE) accept(ctx context.Context, l net.Listener, wg *sync.WaitGroup, serve func(context.Context, net.Conn)) {
-	go func() {
-		<-ctx.Done()
-		l.Close()
-	}()
-	for {
-		conn, err := l.Accept()
-		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Error("forces: accept", "address", l.Addr().String(), "err", err)
-			}
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			serve(ctx, conn)
-		}()
 	}
 }

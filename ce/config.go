@@ -75,7 +75,20 @@ type Config struct {
 	FEHoldTime time.Duration `yaml:"fe_hold_time"`
 	// TLS, if set, requires mutual TLS on both ForCES channels: this CE's
 	// certificate and key, and the CA that FE certificates must chain to.
+	// An FE's certificate must also name its FE ID, as the DNS name fe-N
+	// or fe-N.DOMAIN (docs/security.md).
 	TLS *forces.TLSConfig `yaml:"tls"`
+	// ForCESAllowedFEs lists the FE IDs that may associate: numbers and
+	// inclusive ranges "A-B", e.g. [1, 2, "10-20"]. Empty: any FE ID from 1
+	// to 0x3FFFFFFF. FE ID 0 is never admitted.
+	ForCESAllowedFEs []string `yaml:"forces_allowed_fes"`
+	// ForCESAcceptUnauthenticatedFEs lets the CE accept FEs without tls on
+	// addresses other than loopback: anyone who reaches forces_listen can
+	// then associate as an FE. Without tls and without it, forces_listen
+	// and forces_listen_low must be loopback addresses.
+	ForCESAcceptUnauthenticatedFEs bool      `yaml:"forces_accept_unauthenticated_fes"`
+	allowedFEs                     []feRange // ForCESAllowedFEs, parsed by Validate
+
 	// ForCESPcap, if set, records every ForCES message sent and received in
 	// this pcap file (decode with: tshark -d udp.port==6700,forces).
 	ForCESPcap string `yaml:"forces_pcap"`
@@ -358,7 +371,18 @@ func (c *Config) Validate() error {
 		if _, err := c.TLS.ServerTLS(); err != nil {
 			return fmt.Errorf("%w: tls: %w", ErrConfig, err)
 		}
+	} else if !c.ForCESAcceptUnauthenticatedFEs {
+		for _, l := range [...][2]string{{"forces_listen", c.ForCESListen}, {"forces_listen_low", c.ForCESListenLow}} {
+			if !loopbackListen(l[1]) {
+				return fmt.Errorf("%w: %s %q: without tls (mutual TLS) FEs are accepted on loopback addresses only; set tls, or forces_accept_unauthenticated_fes: true to accept unauthenticated FEs there", ErrConfig, l[0], l[1])
+			}
+		}
 	}
+	allowed, err := parseAllowedFEs(c.ForCESAllowedFEs)
+	if err != nil {
+		return fmt.Errorf("%w: forces_allowed_fes: %v", ErrConfig, err)
+	}
+	c.allowedFEs = allowed
 	if err := c.validateStatics(); err != nil {
 		return err
 	}
@@ -375,7 +399,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: metrics_listen %q: %v", ErrConfig, c.MetricsListen, err)
 		}
 	}
-	_, err := c.bgpConfig()
+	_, err = c.bgpConfig()
 	return err
 }
 

@@ -26,21 +26,36 @@ const queryTimeout = 10 * time.Second
 func (s *session) discover(ctx context.Context) error {
 	q := forces.NewDiscoveryQuery(s.ce.id, s.fe, s.corr.Add(1))
 	q.LFBs = append(q.LFBs, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.PortTableComponent}))
+	s.qmu.Lock() // one query at a time (FEDetails may ask already)
+	defer s.qmu.Unlock()
+	s.queryFor.Store(q.Header.Correlator)
+	defer s.queryFor.Store(0)
 	if err := s.conn.WriteMessage(q); err != nil {
 		return fmt.Errorf("send discovery query: %w", err)
 	}
 	var resp *forces.Message
-	select {
-	case resp = <-s.queries:
-	case <-time.After(queryTimeout):
-		return fmt.Errorf("no answer to the discovery query within %s", queryTimeout)
-	case <-ctx.Done():
-		return ctx.Err()
+	timeout := time.NewTimer(queryTimeout)
+	defer timeout.Stop()
+	for resp == nil {
+		select {
+		case m := <-s.queries:
+			if m.Header.Correlator == q.Header.Correlator {
+				resp = m
+			} else {
+				s.ce.refuse(refuseStrayResponse, "forces: query response to another query dropped", "fe", s.fe, "correlator", m.Header.Correlator)
+			}
+		case <-timeout.C:
+			return fmt.Errorf("no answer to the discovery query within %s", queryTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	info, err := parseDiscovery(resp)
 	if err != nil {
 		return fmt.Errorf("discovery: %w", err)
 	}
+	// Addresses the FE may not claim never reach the RIB.
+	info.ports = s.vetPorts(info.ports)
 	for _, need := range []uint32{forces.ClassIPv4UcastLPM, forces.ClassIPv4NextHop} {
 		if !info.supports(need) {
 			_ = s.conn.WriteMessage(forces.NewAssociationTeardown(s.ce.id, s.fe, uint32(forces.TeardownUnspecified)))

@@ -32,6 +32,12 @@ func (s *session) queryStatus(ctx context.Context) (json.RawMessage, error) {
 	defer s.qmu.Unlock()
 	corr := s.corr.Add(1)
 	q := forces.NewQuery(s.ce.id, s.fe, corr, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.FEStatusComponent}))
+	s.queryFor.Store(corr)
+	defer s.queryFor.Store(0)
+	select {
+	case <-s.queries: // left over from an earlier query
+	default:
+	}
 	if err := s.send([]*forces.Message{q}); err != nil {
 		return nil, err
 	}

@@ -46,24 +46,39 @@ type lowChannel struct {
 	events     atomic.Uint64
 }
 
-func (c *CE) serveLow(ctx context.Context, nc net.Conn) {
+// serveLow serves a low-priority connection: it is accepted only for an FE
+// associated on the high-priority channel, from the same identity (the same
+// certificate subject with TLS, the same remote address without).
+func (c *CE) serveLow(ctx context.Context, nc net.Conn, release func()) {
 	conn := forces.NewAssocConn(nc, c.tap())
 	defer conn.Close()
 	log := c.log.With("remote", nc.RemoteAddr().String(), "channel", "low")
-	m, err := forces.ReadSetup(conn, setupTimeout)
-	if err != nil {
-		log.Warn("forces: low-priority channel without an association setup", "err", err)
+	m, ok := c.readSetup(conn, nc, log)
+	if !ok {
 		return
 	}
 	s := c.session(ctx, m.Header.Src)
-	if s == nil || !s.attachLow(conn) {
-		log.Warn("forces: low-priority channel of an FE that is not associated (or has one already)", "fe", m.Header.Src)
+	if s == nil {
+		c.refuse(refuseLowUnassociated, "forces: low-priority channel of an FE that is not associated", "remote", nc.RemoteAddr().String(), "fe", m.Header.Src)
+		_ = forces.AnswerSetup(conn, c.id, m, forces.SetupFEIDInvalid)
+		return
+	}
+	if who, _ := identity(nc); who != s.identity {
+		c.refuse(refuseLowIdentity, "forces: low-priority channel from another identity than the FE's association", "remote", nc.RemoteAddr().String(),
+			"fe", s.fe, "identity", who, "association", s.identity)
+		_ = forces.AnswerSetup(conn, c.id, m, forces.SetupPermissionDenied)
+		return
+	}
+	if !s.attachLow(conn) {
+		c.refuse(refuseInUse, "forces: second low-priority channel of an FE", "remote", nc.RemoteAddr().String(), "fe", s.fe)
 		_ = forces.AnswerSetup(conn, c.id, m, forces.SetupFEIDInvalid)
 		return
 	}
 	if err := forces.AnswerSetup(conn, c.id, m, forces.SetupSuccess); err != nil {
 		return
 	}
+	release()
+	conn.SetWriteTimeout(c.deadInterval())
 	log.Info("forces: low-priority channel up", "fe", s.fe)
 	low := s.low.Load()
 	// No heartbeats here: the association's own channel carries them, and
@@ -112,9 +127,10 @@ func (s *session) event(ctx context.Context, m *forces.Message) {
 		}
 		p, err := forces.ParsePortInfo(it.FullData)
 		if err != nil {
-			s.ce.log.Warn("forces: bad port event", "fe", s.fe, "err", err)
+			s.rejected.Warn(s.ce.log, "forces: bad port event", "fe", s.fe, "err", err)
 			continue
 		}
+		p = s.vetPorts([]forces.PortInfo{p})[0]
 		s.mu.Lock()
 		found := false
 		for i := range s.info.ports {

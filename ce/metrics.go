@@ -47,6 +47,8 @@ var (
 		"Connected prefixes next hops resolve through (the FEs' port subnets and configured ones).", nil, nil)
 	ceProtocolErrors = prometheus.NewDesc("splitplane_ce_forces_protocol_errors_total",
 		"Malformed or misaddressed ForCES messages the CE received.", nil, nil)
+	ceRefused = prometheus.NewDesc("splitplane_ce_forces_refused_total",
+		"ForCES connections, association setups, messages and FE port addresses the CE refused, by reason.", []string{"reason"}, nil)
 
 	ceBGPState = prometheus.NewDesc("splitplane_ce_bgp_neighbor_state",
 		"BGP session state of each configured neighbour: 1 for its current state, 0 for the others.", []string{"neighbor", "state"}, nil)
@@ -93,7 +95,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (cc *ceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceProtocolErrors, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
+	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceProtocolErrors, ceRefused, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
 		ceFEs, ceFEInfo, ceFEAssociated, ceFESince, ceFESynced, ceFEPending, ceFEAcked, ceFEFailed, ceFELastHB, ceFERTT, ceFERTTSamples,
 		ceFEPortUp, ceFELow, ceFERedirected, ceFEInjected, ceFEEvents} {
 		ch <- d
@@ -119,6 +121,9 @@ func (cc *ceCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ceFIBRoutes, float64(st.Routes))
 	gauge(ceConnected, float64(len(st.Connected)))
 	counter(ceProtocolErrors, st.ProtocolErrors)
+	for r := range nRefusals {
+		counter(ceRefused, st.ForCESRefused[r.String()], r.String())
+	}
 
 	for _, n := range st.Neighbors {
 		known := false

@@ -55,7 +55,7 @@ type reload struct {
 var restartOnly = [...]string{
 	"id", "asn", "router_id", "bgp_listen_port", "bgp_listen_addresses", "bgp_multipath",
 	"forces_listen", "forces_listen_low", "heartbeat_interval", "heartbeat_miss_limit",
-	"sync_hold", "fe_hold_time", "tls", "forces_pcap", "status_socket", "distances",
+	"sync_hold", "fe_hold_time", "tls", "forces_allowed_fes", "forces_accept_unauthenticated_fes", "forces_pcap", "status_socket", "distances",
 	"api_listen", "api_tls", "api_token_file", "api_routes_file", "bgp_api_listen", "metrics_listen",
 	"api_max_message_bytes", "api_max_streams", "api_max_watches", "api_max_snapshots", "api_allow_martians",
 }
@@ -107,6 +107,7 @@ func (c *CE) applyReload(ctx context.Context, rib *RIB, r reload, out []Change) 
 			c.cfg.BGPNetworks = r.cfg.BGPNetworks
 		}
 	}
+	c.setProtected() // the neighbours and static next hops FEs may not claim
 	c.log.Info("ce: configuration reloaded", "static_route_changes", rep.Statics, "fib_changes", len(out)-before,
 		"neighbors", rep.Neighbors, "networks", rep.Networks, "pinned", rep.Pinned, "need_restart", rep.NeedRestart, "err", rep.Err)
 	return out, rep

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -30,7 +31,10 @@ type session struct {
 	conn   *forces.Conn // the association's, for the writer
 	fe     forces.ID
 	remote string
-	since  time.Time
+	// identity is who associated: the certificate's subject with TLS, the
+	// remote address without; the low-priority channel must come from it.
+	identity string
+	since    time.Time
 
 	decided chan error // the loop's verdict on the association: nil = accepted
 
@@ -43,15 +47,24 @@ type session struct {
 	acked  atomic.Uint64
 	failed atomic.Uint64
 
-	snapshot  *Snapshot              // the full sync, sent as one transaction
-	queries   chan *forces.Message   // Query Responses, from the reader
-	syncReady chan struct{}          // the loop has set snapshot
-	info      feInfo                 // what discovery learned
-	commits   chan forces.ResultCode // COMMIT-RESPONSE results, from the reader
-	synced    atomic.Bool            // the full sync has been committed
+	snapshot  *Snapshot            // the full sync, sent as one transaction
+	queries   chan *forces.Message // Query Responses, from the reader
+	syncReady chan struct{}        // the loop has set snapshot
+	info      feInfo               // what discovery learned
+	commits   chan commitResult    // COMMIT-RESPONSEs to the awaited COMMIT, from the reader
+	commitFor atomic.Uint64        // the correlator of the COMMIT awaited; 0: none
+	queryFor  atomic.Uint64        // the correlator of the Query awaited; 0: none
+	synced    atomic.Bool          // the full sync has been committed
 	low       atomic.Pointer[lowChannel]
 	txns      chan *feTxn // API transactions for this FE, in order
 	qmu       sync.Mutex  // one status query at a time
+	rejected  forces.RateLog
+}
+
+// commitResult is an FE's answer to a COMMIT.
+type commitResult struct {
+	corr uint64
+	code forces.ResultCode
 }
 
 // tap returns the pcap tap for a new connection, or nil.
@@ -62,24 +75,44 @@ func (c *CE) tap() func(raw []byte, sent bool) {
 	return c.pcap.Tap(true)
 }
 
-func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
+// deadInterval is how long an FE may stay silent, or leave a write of the
+// CE's unread, before its association ends.
+func (c *CE) deadInterval() time.Duration {
+	return time.Duration(c.cfg.HeartbeatMissLimit) * c.cfg.HeartbeatInterval
+}
+
+// readSetup reads a new connection's Association Setup and decides whether
+// it may go on (admit); a refusal is answered with its RFC 5810 result, and
+// counted. Every write of the setup phase is bounded by setupTimeout.
+func (c *CE) readSetup(conn *forces.Conn, nc net.Conn, log *slog.Logger) (*forces.Message, bool) {
+	conn.SetWriteTimeout(setupTimeout)
+	m, err := forces.ReadSetup(conn, setupTimeout)
+	if err != nil {
+		c.refuse(refuseNoSetup, "forces: connection closed without an association setup", "remote", nc.RemoteAddr().String(), "err", err)
+		return nil, false
+	}
+	if r, result, err := c.admit(nc, m); err != nil {
+		c.refuse(r, "forces: association setup refused", "remote", nc.RemoteAddr().String(), "fe", m.Header.Src, "result", result, "err", err)
+		_ = forces.AnswerSetup(conn, c.id, m, result)
+		return nil, false
+	}
+	return m, true
+}
+
+func (c *CE) serveFE(ctx context.Context, nc net.Conn, release func()) {
 	conn := forces.NewAssocConn(nc, c.tap())
 	defer conn.Close()
 	log := c.log.With("remote", nc.RemoteAddr().String())
 
-	m, err := forces.ReadSetup(conn, setupTimeout)
-	if err != nil {
-		log.Warn("forces: no association setup", "err", err)
+	m, ok := c.readSetup(conn, nc, log)
+	if !ok {
 		return
 	}
-	if !m.Header.Src.IsFE() {
-		log.Warn("forces: expected an Association Setup from an FE ID", "src", m.Header.Src)
-		return
-	}
+	who, _ := identity(nc)
 
 	s := &session{
-		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), since: time.Now(),
-		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan forces.ResultCode, 1), pending: newPending(), syncReady: make(chan struct{}, 1), queries: make(chan *forces.Message, 1),
+		ce: c, conn: conn, fe: m.Header.Src, remote: nc.RemoteAddr().String(), identity: who, since: time.Now(),
+		decided: make(chan error, 1), wake: make(chan struct{}, 1), commits: make(chan commitResult, 1), pending: newPending(), syncReady: make(chan struct{}, 1), queries: make(chan *forces.Message, 1),
 		txns: make(chan *feTxn, 4),
 	}
 	s.assoc = forces.NewAssoc(conn, forces.AssocConfig{
@@ -87,8 +120,7 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 		// Heartbeats at the CE's interval, measured; the FE is dead after
 		// the configured number of silent intervals.
 		Policy: func() (time.Duration, time.Duration) {
-			iv := c.cfg.HeartbeatInterval
-			return iv, time.Duration(c.cfg.HeartbeatMissLimit) * iv
+			return c.cfg.HeartbeatInterval, c.deadInterval()
 		},
 		HeartbeatACK: forces.AlwaysACK,
 		Correlator:   func() uint64 { return s.corr.Add(1) },
@@ -105,11 +137,16 @@ func (c *CE) serveFE(ctx context.Context, nc net.Conn) {
 		return
 	}
 	if err := <-s.decided; err != nil {
-		log.Warn("forces: association refused", "fe", s.fe, "err", err)
+		c.refuse(refuseInUse, "forces: association refused", "remote", s.remote, "fe", s.fe, "err", err)
 		_ = forces.AnswerSetup(conn, c.id, m, forces.SetupPermissionDenied)
 		return
 	}
-	if err := forces.AnswerSetup(conn, c.id, m, forces.SetupSuccess); err != nil {
+	err := forces.AnswerSetup(conn, c.id, m, forces.SetupSuccess)
+	release()
+	// From here every write must finish within the dead interval: a peer
+	// that stops reading is torn down like one that stops sending.
+	conn.SetWriteTimeout(c.deadInterval())
+	if err != nil {
 		s.end(fmt.Errorf("send setup response: %w", err))
 	} else {
 		s.run(ctx)
@@ -275,17 +312,24 @@ func (s *session) run(ctx context.Context) {
 	}
 }
 
-// configResponse takes a Config Response from the reader: a COMMIT's result
-// goes to the transaction waiting for it; row results are counted.
+// configResponse takes a Config Response from the reader: the answer to
+// the COMMIT awaited (matched by correlator) goes to the transaction waiting
+// for it, any other COMMIT-RESPONSE is a stray, counted and dropped; row
+// results are counted.
 func (s *session) configResponse(m *forces.Message, _ *forces.MessageBuffer) (bool, error) {
 	if isCommitResponse(m) {
+		if want := s.commitFor.Load(); want == 0 || m.Header.Correlator != want {
+			s.ce.refuse(refuseStrayResponse, "forces: COMMIT-RESPONSE to no COMMIT awaited dropped", "fe", s.fe,
+				"correlator", m.Header.Correlator, "awaited", want)
+			return false, nil
+		}
 		code, err := forces.CommitResult(m)
 		if err != nil {
 			code = forces.ResultUnspecifiedError
 		}
 		select {
-		case s.commits <- code:
-		default:
+		case s.commits <- commitResult{corr: m.Header.Correlator, code: code}:
+		default: // a duplicate answer: the first counts
 		}
 		return false, nil
 	}
@@ -298,18 +342,22 @@ func (s *session) configResponse(m *forces.Message, _ *forces.MessageBuffer) (bo
 			s.acked.Add(1)
 		} else {
 			s.failed.Add(1)
-			s.ce.log.Warn("forces: FE rejected a change", "fe", s.fe, "result", r)
+			s.rejected.Warn(s.ce.log, "forces: FE rejected a change", "fe", s.fe, "result", r)
 		}
 	}
 	return false, nil
 }
 
-// queryResponse hands a Query Response to the query waiting for it.
+// queryResponse hands a Query Response to the query waiting for it, matched
+// by correlator; any other is a stray, counted and dropped.
 func (s *session) queryResponse(m *forces.Message, _ *forces.MessageBuffer) (bool, error) {
+	if want := s.queryFor.Load(); want == 0 || m.Header.Correlator != want {
+		s.ce.refuse(refuseStrayResponse, "forces: query response to no query awaited dropped", "fe", s.fe, "correlator", m.Header.Correlator, "awaited", want)
+		return false, nil
+	}
 	select {
 	case s.queries <- m:
-	default:
-		s.ce.log.Warn("forces: unexpected query response", "fe", s.fe, "correlator", m.Header.Correlator)
+	default: // a duplicate answer: the first counts
 	}
 	return false, nil
 }

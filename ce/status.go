@@ -13,12 +13,15 @@ import (
 
 // Status is a snapshot of the CE for operators.
 type Status struct {
-	ID             string               `json:"id"`
-	ProtocolErrors uint64               `json:"protocol_errors"`
-	Routes         int                  `json:"routes"`
-	Connected      []netip.Prefix       `json:"connected"` // the FEs' port prefixes next hops resolve through
-	Neighbors      []bgp.NeighborStatus `json:"neighbors"`
-	FEs            []FEStatus           `json:"fes"`
+	ID             string `json:"id"`
+	ProtocolErrors uint64 `json:"protocol_errors"`
+	// ForCESRefused counts, by reason, the ForCES connections, setups,
+	// messages and FE port addresses the CE refused.
+	ForCESRefused map[string]uint64    `json:"forces_refused"`
+	Routes        int                  `json:"routes"`
+	Connected     []netip.Prefix       `json:"connected"` // the FEs' port prefixes next hops resolve through
+	Neighbors     []bgp.NeighborStatus `json:"neighbors"`
+	FEs           []FEStatus           `json:"fes"`
 }
 
 // FEStatus describes one associated FE.
@@ -64,6 +67,7 @@ func (c *CE) Status(ctx context.Context) (Status, error) {
 	case c.queries <- ch:
 		select {
 		case s := <-ch:
+			s.ForCESRefused = c.refusedCounts()
 			return s, nil
 		case <-ctx.Done():
 		}

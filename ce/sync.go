@@ -2,6 +2,7 @@ package ce
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -130,20 +131,16 @@ func (s *session) fullSync(ctx context.Context) error {
 	if err := s.sendEach(w.Flush()); err != nil { // an empty FIB: just the deletions
 		return err
 	}
-	if err := s.send([]*forces.Message{forces.NewCommit(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
-		return err
-	}
-	select {
-	case code := <-s.commits:
-		if code != forces.ResultSuccess {
-			_ = s.send([]*forces.Message{s.abortMessage()})
-			return fmt.Errorf("FE refused to commit the full sync: %s", code)
-		}
-	case <-time.After(commitTimeout):
+	code, err := s.commit(ctx)
+	switch {
+	case errors.Is(err, errNoCommitAnswer):
 		_ = s.send([]*forces.Message{s.abortMessage()})
-		return fmt.Errorf("no answer to the full sync's COMMIT within %s", commitTimeout)
-	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("the full sync's COMMIT: %w", err)
+	case err != nil:
+		return err
+	case code != forces.ResultSuccess:
+		_ = s.send([]*forces.Message{s.abortMessage()})
+		return fmt.Errorf("FE refused to commit the full sync: %s", code)
 	}
 	if err := s.send([]*forces.Message{forces.NewTRComp(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
 		return err
@@ -184,22 +181,17 @@ func (s *session) transaction(ctx context.Context, t *feTxn) error {
 		t.staged <- err
 		return err
 	}
-	if err := s.send([]*forces.Message{forces.NewCommit(s.ce.id, s.fe, s.corr.Add(1))}); err != nil {
+	code, err := s.commit(ctx)
+	switch {
+	case errors.Is(err, errNoCommitAnswer):
+		t.staged <- err
+	case err != nil:
 		t.staged <- err
 		return err
-	}
-	select {
-	case code := <-s.commits:
-		if code != forces.ResultSuccess {
-			t.staged <- fmt.Errorf("COMMIT refused: %s", code)
-		} else {
-			t.staged <- nil
-		}
-	case <-time.After(commitTimeout):
-		t.staged <- fmt.Errorf("no answer to COMMIT within %s", commitTimeout)
-	case <-ctx.Done():
-		t.staged <- ctx.Err()
-		return ctx.Err()
+	case code != forces.ResultSuccess:
+		t.staged <- fmt.Errorf("COMMIT refused: %s", code)
+	default:
+		t.staged <- nil
 	}
 	var complete bool
 	select {
@@ -215,6 +207,40 @@ func (s *session) transaction(ctx context.Context, t *feTxn) error {
 	s.mu.Unlock()
 	s.acked.Add(uint64(len(changes)))
 	return s.send([]*forces.Message{forces.NewTRComp(s.ce.id, s.fe, s.corr.Add(1))})
+}
+
+// errNoCommitAnswer: the FE did not answer a COMMIT within commitTimeout.
+var errNoCommitAnswer = fmt.Errorf("no answer to COMMIT within %s", commitTimeout)
+
+// commit sends a COMMIT and waits for the FE's answer to it: only a
+// COMMIT-RESPONSE echoing this COMMIT's correlator counts (configResponse
+// drops the others), so a stray or late answer can never complete another
+// transaction.
+func (s *session) commit(ctx context.Context) (forces.ResultCode, error) {
+	corr := s.corr.Add(1)
+	s.commitFor.Store(corr)
+	defer s.commitFor.Store(0)
+	select {
+	case <-s.commits: // left over from an earlier COMMIT
+	default:
+	}
+	if err := s.send([]*forces.Message{forces.NewCommit(s.ce.id, s.fe, corr)}); err != nil {
+		return 0, err
+	}
+	t := time.NewTimer(commitTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-s.commits:
+			if r.corr == corr {
+				return r.code, nil
+			}
+		case <-t.C:
+			return 0, errNoCommitAnswer
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // abortMessage aborts the open transaction (TP=ABT).

@@ -82,11 +82,12 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // the exchange; an FE with a certificate from another CA is refused.
 func TestCEAndFEOverTLS(t *testing.T) {
 	dir := t.TempDir()
-	pki, err := forces.WritePKI(dir, time.Hour, "ce", "fe")
+	// The FE's certificate names its FE ID (fe-1), as the CE requires.
+	pki, err := forces.WritePKI(dir, time.Hour, "ce", forces.FECertName(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ceTLS, feTLS := pki["ce"], pki["fe"]
+	ceTLS, feTLS := pki["ce"], pki[forces.FECertName(1)]
 	pcap := filepath.Join(dir, "ce.pcap")
 	c := runCE(t, ce.Config{TLS: &ceTLS, ForCESPcap: pcap, HeartbeatInterval: 50 * time.Millisecond})
 	ctx := context.Background()

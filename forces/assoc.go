@@ -194,7 +194,7 @@ type Assoc struct {
 	wrongIDs  atomic.Uint64
 	malformed atomic.Uint64
 	rtt       RTTRing
-	drops     rateLog
+	drops     RateLog
 
 	mu    sync.Mutex
 	ended bool
@@ -267,9 +267,10 @@ func (a *Assoc) finish(err error, reason *TeardownReason) bool {
 	close(a.done)
 	a.mu.Unlock()
 	if reason != nil {
-		// A peer that reads nothing cannot hold the end up.
-		a.conn.SetWriteDeadline(time.Now().Add(teardownWrite))
-		_ = a.conn.WriteMessage(NewAssociationTeardown(a.cfg.Local, a.cfg.Peer, uint32(*reason)))
+		// A peer that reads nothing cannot hold the end up: the teardown
+		// is sent only if no other write is under way (one blocked on a
+		// peer that stopped reading would hold it), and within a bound.
+		_ = a.conn.TryWriteMessage(NewAssociationTeardown(a.cfg.Local, a.cfg.Peer, uint32(*reason)), teardownWrite)
 	}
 	a.conn.Close()
 	return true
@@ -369,6 +370,10 @@ func (a *Assoc) read() error {
 			}
 			if dead > 0 {
 				a.conn.SetReadDeadline(now.Add(dead))
+				// A peer that stops reading is as dead as one that
+				// stops sending: every write must finish within the
+				// dead interval too.
+				a.conn.SetWriteTimeout(dead)
 			}
 		}
 		if mb == nil && a.cfg.Buffer != nil {
@@ -398,7 +403,7 @@ func (a *Assoc) read() error {
 		if m.Header.Src != a.cfg.Peer || m.Header.Dst != a.cfg.Local {
 			a.wrongIDs.Add(1)
 			a.count()
-			a.drops.warn(a.cfg.Log, "forces: messages with wrong IDs dropped", "peer", a.cfg.Peer, "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
+			a.drops.Warn(a.cfg.Log, "forces: messages with wrong IDs dropped", "peer", a.cfg.Peer, "src", m.Header.Src, "dst", m.Header.Dst, "type", m.Header.Type)
 			continue
 		}
 		seen = true
@@ -417,7 +422,7 @@ func (a *Assoc) read() error {
 		}
 		h := a.handlers[m.Header.Type]
 		if h == nil {
-			a.drops.warn(a.cfg.Log, "forces: unexpected messages dropped", "peer", a.cfg.Peer, "type", m.Header.Type)
+			a.drops.Warn(a.cfg.Log, "forces: unexpected messages dropped", "peer", a.cfg.Peer, "type", m.Header.Type)
 			continue
 		}
 		took, err := h(m, mb)
@@ -436,14 +441,18 @@ func (a *Assoc) count() {
 	}
 }
 
-// rateLog logs a kind of event at most once a second, with the number of
-// them since the last line, so a peer cannot flood the log.
-type rateLog struct {
+// RateLog logs a kind of event at most once a second, with the number of
+// them since the last line, so a peer cannot flood the log. The zero value
+// is ready to use.
+type RateLog struct {
 	last       atomic.Int64
 	suppressed atomic.Uint64
 }
 
-func (r *rateLog) warn(log *slog.Logger, msg string, args ...any) {
+// Warn logs msg with args at warning level, unless a line of this kind went
+// out less than a second ago (then it is only counted, and the next line
+// says how many were suppressed).
+func (r *RateLog) Warn(log *slog.Logger, msg string, args ...any) {
 	now := time.Now().UnixNano()
 	last := r.last.Load()
 	if now-last < int64(time.Second) || !r.last.CompareAndSwap(last, now) {

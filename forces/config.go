@@ -126,51 +126,67 @@ func Items(m *Message) []Item {
 }
 
 // AppendItems appends m's leaf PATH-DATAs to dst, as Items does, so that a
-// caller can reuse one slice for every message.
+// caller can reuse one slice for every message. The concatenated paths share
+// one array, and a leaf without IDs of its own shares its parent's path, so
+// flattening a parsed message (whose paths hold at most MaxPathIDs IDs)
+// costs memory linear in its size.
 func AppendItems(dst []Item, m *Message) []Item {
-	n := 0
+	n, ids := 0, 0
 	for _, s := range m.LFBs {
 		for _, op := range s.Ops {
 			for i := range op.Paths {
-				n += countLeaves(&op.Paths[i])
+				l, c := countLeaves(&op.Paths[i], 0)
+				n, ids = n+l, ids+c
 			}
 		}
 	}
 	if n == 0 {
 		return dst
 	}
-	out := slices.Grow(dst, n)
+	f := flattener{out: slices.Grow(dst, n), ids: make([]uint32, 0, ids)}
 	for _, s := range m.LFBs {
 		for _, op := range s.Ops {
 			for i := range op.Paths {
-				out = appendItems(out, &s, op.Type, nil, nil, &op.Paths[i])
+				f.add(&s, op.Type, nil, nil, &op.Paths[i])
 			}
 		}
 	}
-	return out
+	return f.out
 }
 
-func appendItems(out []Item, s *LFBSelect, op OpType, prefix []uint32, key *KeyInfo, p *PathData) []Item {
+// flattener builds Items, carving concatenated paths from one array sized
+// by countLeaves.
+type flattener struct {
+	out []Item
+	ids []uint32
+}
+
+func (f *flattener) add(s *LFBSelect, op OpType, prefix []uint32, key *KeyInfo, p *PathData) {
 	path := p.IDs
-	if len(prefix) > 0 {
-		path = make([]uint32, 0, len(prefix)+len(p.IDs))
-		path = append(append(path, prefix...), p.IDs...)
+	switch {
+	case len(prefix) == 0:
+	case len(p.IDs) == 0:
+		path = prefix
+	default:
+		start := len(f.ids)
+		f.ids = append(append(f.ids, prefix...), p.IDs...)
+		path = f.ids[start:len(f.ids):len(f.ids)]
 	}
 	if p.Key != nil {
 		key = p.Key
 	}
 	if len(p.Children) == 0 {
-		return append(out, Item{
+		f.out = append(f.out, Item{
 			ClassID: s.ClassID, InstanceID: s.InstanceID, Op: op, Path: path, Key: key,
 			FullData: p.FullData, HasFullData: p.HasFullData || len(p.FullData) > 0,
 			SparseData: p.SparseData, HasSparseData: p.HasSparseData || len(p.SparseData) > 0,
 			Result: p.Result,
 		})
+		return
 	}
 	for i := range p.Children {
-		out = appendItems(out, s, op, path, key, &p.Children[i])
+		f.add(s, op, path, key, &p.Children[i])
 	}
-	return out
 }
 
 // NewConfigResponse answers the Config req with a Config Response of the same
@@ -188,7 +204,8 @@ func NewConfigResponse(req *Message, results ...ResultCode) (*Message, error) {
 	for _, s := range req.LFBs {
 		for _, op := range s.Ops {
 			for i := range op.Paths {
-				n += countLeaves(&op.Paths[i])
+				l, _ := countLeaves(&op.Paths[i], 0)
+				n += l
 			}
 		}
 	}
@@ -244,15 +261,20 @@ func NewConfigResponse(req *Message, results ...ResultCode) (*Message, error) {
 	return resp, nil
 }
 
-func countLeaves(p *PathData) int {
+// countLeaves returns the leaf PATH-DATAs under p and the IDs that
+// flattening them concatenates (above: the IDs of p's ancestors).
+func countLeaves(p *PathData, above int) (leaves, ids int) {
+	if len(p.IDs) > 0 && above > 0 {
+		ids = above + len(p.IDs)
+	}
 	if len(p.Children) == 0 {
-		return 1
+		return 1, ids
 	}
-	n := 0
 	for i := range p.Children {
-		n += countLeaves(&p.Children[i])
+		l, c := countLeaves(&p.Children[i], above+len(p.IDs))
+		leaves, ids = leaves+l, ids+c
 	}
-	return n
+	return leaves, ids
 }
 
 func echoPath(p *PathData, codes []uint8, next *int) PathData {

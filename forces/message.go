@@ -244,7 +244,7 @@ func appendLFBSelect(b []byte, s *LFBSelect) ([]byte, error) {
 			b = append(b, byte(TLVResult>>8), byte(TLVResult&0xFF), 0, 8, byte(*op.Result), 0, 0, 0)
 		}
 		for j := range op.Paths {
-			if b, err = appendPathData(b, &op.Paths[j], 1); err != nil {
+			if b, err = appendPathData(b, &op.Paths[j], 1, 0); err != nil {
 				return b, err
 			}
 		}
@@ -255,12 +255,12 @@ func appendLFBSelect(b []byte, s *LFBSelect) ([]byte, error) {
 	return endTLV(b, at)
 }
 
-func appendPathData(b []byte, p *PathData, depth int) ([]byte, error) {
+func appendPathData(b []byte, p *PathData, depth, above int) ([]byte, error) {
 	if depth > MaxPathDepth {
-		return b, fmt.Errorf("%w: depth %d", ErrTooDeep, depth)
+		return b, fmt.Errorf("%w: depth %d exceeds %d", ErrTooDeep, depth, MaxPathDepth)
 	}
-	if len(p.IDs) > 0xFFFF {
-		return b, fmt.Errorf("%w: %d path IDs", ErrTooLarge, len(p.IDs))
+	if above+len(p.IDs) > MaxPathIDs {
+		return b, fmt.Errorf("%w: a path of %d IDs exceeds %d", ErrTooDeep, above+len(p.IDs), MaxPathIDs)
 	}
 	hasFull := p.HasFullData || len(p.FullData) > 0
 	hasSparse := p.HasSparseData || len(p.SparseData) > 0
@@ -300,7 +300,7 @@ func appendPathData(b []byte, p *PathData, depth int) ([]byte, error) {
 		b = append(b, byte(TLVResult>>8), byte(TLVResult&0xFF), 0, 8, *p.Result, 0, 0, 0)
 	default:
 		for i := range p.Children {
-			if b, err = appendPathData(b, &p.Children[i], depth+1); err != nil {
+			if b, err = appendPathData(b, &p.Children[i], depth+1, above+len(p.IDs)); err != nil {
 				return b, err
 			}
 		}

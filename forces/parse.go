@@ -265,7 +265,7 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 				return LFBSelect{}, fmt.Errorf("%w: TLV %#04x inside operation %v, want PATH-DATA", ErrMalformed, ptyp, op.Type)
 			}
 			op.Paths = append(op.Paths, PathData{})
-			if err := p.pathData(&op.Paths[len(op.Paths)-1], pval, 1); err != nil {
+			if err := p.pathData(&op.Paths[len(op.Paths)-1], pval, 1, 0); err != nil {
 				return LFBSelect{}, err
 			}
 		}
@@ -289,10 +289,11 @@ func (p *parser) lfbSelect(val []byte) (LFBSelect, error) {
 }
 
 // pathData parses a PATH-DATA value into pd, which must be zero: in place,
-// as a full sync's Configs hold thousands each.
-func (p *parser) pathData(pd *PathData, val []byte, depth int) error {
+// as a full sync's Configs hold thousands each. above is the number of IDs
+// its ancestors hold.
+func (p *parser) pathData(pd *PathData, val []byte, depth, above int) error {
 	if depth > MaxPathDepth {
-		return fmt.Errorf("%w: depth %d", ErrTooDeep, depth)
+		return fmt.Errorf("%w: depth %d exceeds %d", ErrTooDeep, depth, MaxPathDepth)
 	}
 	if len(val) < 4 {
 		return fmt.Errorf("%w: PATH-DATA value is %d bytes, want at least 4", ErrMalformed, len(val))
@@ -302,6 +303,9 @@ func (p *parser) pathData(pd *PathData, val []byte, depth int) error {
 	rest := val[4:]
 	if n*4 > len(rest) {
 		return fmt.Errorf("%w: PATH-DATA IDcount %d runs past the %d bytes left", ErrMalformed, n, len(rest))
+	}
+	if above+n > MaxPathIDs {
+		return fmt.Errorf("%w: a path of %d IDs exceeds %d", ErrTooDeep, above+n, MaxPathIDs)
 	}
 	if n > 0 {
 		start := len(p.ids)
@@ -346,8 +350,13 @@ func (p *parser) pathData(pd *PathData, val []byte, depth int) error {
 			r := v[0]
 			pd.Result = &r
 		case TLVPathData:
+			if pd.Children == nil {
+				// Sized once: a PATH-DATA over thousands of rows would
+				// otherwise allocate twice their room while growing.
+				pd.Children = make([]PathData, 0, 1+countTLVs(rest))
+			}
 			pd.Children = append(pd.Children, PathData{})
-			if err := p.pathData(&pd.Children[len(pd.Children)-1], v, depth+1); err != nil {
+			if err := p.pathData(&pd.Children[len(pd.Children)-1], v, depth+1, above+n); err != nil {
 				return err
 			}
 		default:

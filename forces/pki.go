@@ -21,6 +21,22 @@ import (
 // DIR/NAME.key (mode 0600) and returns each name's TLSConfig. It is meant for
 // labs and tests; a deployment brings certificates from its own CA.
 func WritePKI(dir string, lifetime time.Duration, names ...string) (map[string]TLSConfig, error) {
+	certs := make([]PKICert, len(names))
+	for i, n := range names {
+		certs[i] = PKICert{Name: n}
+	}
+	return WritePKICerts(dir, lifetime, certs...)
+}
+
+// PKICert is a certificate WritePKICerts makes: its file name and Common
+// Name, and DNS names besides Name (an FE's FECertName, say).
+type PKICert struct {
+	Name string
+	DNS  []string
+}
+
+// WritePKICerts is WritePKI with more DNS names in some certificates.
+func WritePKICerts(dir string, lifetime time.Duration, certs ...PKICert) (map[string]TLSConfig, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -43,15 +59,16 @@ func WritePKI(dir string, lifetime time.Duration, names ...string) (map[string]T
 	if err := writePEM(caPath, "CERTIFICATE", caDER); err != nil {
 		return nil, err
 	}
-	out := make(map[string]TLSConfig, len(names))
-	for i, name := range names {
+	out := make(map[string]TLSConfig, len(certs))
+	for i, pc := range certs {
+		name := pc.Name
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return nil, err
 		}
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(int64(i) + 2), Subject: pkix.Name{CommonName: name},
-			DNSNames: []string{name}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+			DNSNames: append([]string{name}, pc.DNS...), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(lifetime),
 			KeyUsage:    x509.KeyUsageDigitalSignature,
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // ErrTLSConfig reports TLS material that cannot be loaded or used.
@@ -76,4 +78,25 @@ func (c TLSConfig) load() (tls.Certificate, *x509.CertPool, error) {
 		return tls.Certificate{}, nil, fmt.Errorf("%w: no certificate in CA file %s", ErrTLSConfig, c.CA)
 	}
 	return cert, pool, nil
+}
+
+// FECertName is the DNS name that binds a certificate to FE n: "fe-N", the
+// FE's number in decimal. A certificate is bound to FE n when one of its
+// DNS subject alternative names is that name or starts with it followed by
+// a dot (fe-1, fe-1.fe.example.net); the CE admits an FE over TLS only with
+// a certificate bound to the FE ID it asks to associate as.
+func FECertName(n uint32) string { return "fe-" + strconv.FormatUint(uint64(n), 10) }
+
+// CertBindsFE reports whether cert is bound to FE fe (see FECertName).
+func CertBindsFE(cert *x509.Certificate, fe ID) bool {
+	if cert == nil || !fe.IsFE() {
+		return false
+	}
+	want := FECertName(uint32(fe) & subIDMask)
+	for _, n := range cert.DNSNames {
+		if n == want || (strings.HasPrefix(n, want) && n[len(want)] == '.') {
+			return true
+		}
+	}
+	return false
 }

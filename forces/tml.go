@@ -32,9 +32,10 @@ type Conn struct {
 	dmu        sync.Mutex
 	readDL     time.Time // the caller's read deadline
 
-	wmu  sync.Mutex
-	wbuf []byte
-	woff []int // message boundaries in wbuf, for the tap
+	wmu      sync.Mutex
+	wtimeout atomic.Int64 // nanoseconds each write may take; 0: unbounded
+	wbuf     []byte
+	woff     []int // message boundaries in wbuf, for the tap
 }
 
 // DefaultMessageTimeout is the time a Conn allows for the rest of a message
@@ -79,6 +80,52 @@ func (c *Conn) SetMessageTimeout(d time.Duration) { c.msgTimeout.Store(int64(max
 // with ErrTooLarge before its body is read. n is clamped to
 // [HeaderLen, MaxMessageLen]; the default is MaxMessageLen.
 func (c *Conn) SetMaxMessageSize(n int) { c.maxMsg.Store(int64(min(max(n, HeaderLen), MaxMessageLen))) }
+
+// SetWriteTimeout bounds every later write (WriteMessage, WriteMessages,
+// WriteEncoded): each must complete within d of its start, or it fails with
+// an error wrapping os.ErrDeadlineExceeded, so a peer that stops reading
+// cannot hold a writer forever. d <= 0 removes the bound.
+func (c *Conn) SetWriteTimeout(d time.Duration) { c.wtimeout.Store(int64(max(d, 0))) }
+
+// armWrite sets the write deadline for a write starting now, if bounded.
+func (c *Conn) armWrite() {
+	if d := time.Duration(c.wtimeout.Load()); d > 0 {
+		_ = c.c.SetWriteDeadline(time.Now().Add(d))
+	}
+}
+
+// TryWriteMessage writes m within timeout unless another write holds the
+// connection for more than a few milliseconds (writeGrace), when it gives up
+// with ErrWriteBusy: for a last message (a teardown) that must not wait
+// behind a write blocked on a peer that stopped reading.
+func (c *Conn) TryWriteMessage(m *Message, timeout time.Duration) error {
+	b, err := appendMessage(nil, m)
+	if err != nil {
+		return err
+	}
+	for start := time.Now(); !c.wmu.TryLock(); time.Sleep(time.Millisecond) {
+		if time.Since(start) > writeGrace {
+			return ErrWriteBusy
+		}
+	}
+	defer c.wmu.Unlock()
+	_ = c.c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.c.Write(b); err != nil {
+		return fmt.Errorf("forces: write: %w", err)
+	}
+	if tap := c.tap.Load(); tap != nil {
+		(*tap)(b, true)
+	}
+	return nil
+}
+
+// writeGrace is how long TryWriteMessage waits for a write under way: one
+// in progress to a reading peer ends well within it.
+const writeGrace = 50 * time.Millisecond
+
+// ErrWriteBusy is TryWriteMessage's answer when another write holds the
+// connection.
+var ErrWriteBusy = errors.New("forces: another write is under way")
 
 // ReadMessage reads exactly one message. It validates the header (version,
 // Length between 6 words and the maximum message size) before reading the
@@ -208,6 +255,7 @@ func (c *Conn) WriteMessages(ms ...*Message) error {
 			offs = append(offs, len(b))
 		}
 	}
+	c.armWrite()
 	_, err = c.c.Write(b)
 	if err == nil && tap != nil {
 		start := 0
@@ -238,6 +286,7 @@ func (c *Conn) WriteEncoded(msgs ...[]byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	for _, m := range msgs {
+		c.armWrite()
 		if _, err := c.c.Write(m); err != nil {
 			return fmt.Errorf("forces: write: %w", err)
 		}

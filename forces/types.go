@@ -15,7 +15,8 @@ var (
 	ErrLength = errors.New("forces: message length mismatch")
 	// ErrTooLarge reports a TLV or message that exceeds its 16-bit length field.
 	ErrTooLarge = errors.New("forces: message or TLV too large")
-	// ErrTooDeep reports PATH-DATA nesting beyond MaxPathDepth.
+	// ErrTooDeep reports PATH-DATA nesting beyond MaxPathDepth, or a path
+	// longer than MaxPathIDs.
 	ErrTooDeep = errors.New("forces: PATH-DATA nested too deep")
 	// ErrInvalid reports a Message value that cannot be encoded as given.
 	ErrInvalid = errors.New("forces: invalid message contents")
@@ -34,7 +35,14 @@ const (
 	// MaxTLVLen is the largest TLV length (type, length and value, without padding).
 	MaxTLVLen = 0xFFFF
 	// MaxPathDepth bounds PATH-DATA recursion; deeper messages are rejected.
-	MaxPathDepth = 32
+	// RFC 6956's LFBs need three levels (table, row, field); eight leaves
+	// room and bounds the work a hostile message can ask for.
+	MaxPathDepth = 8
+	// MaxPathIDs bounds the IDs on the way from an operation to a leaf
+	// PATH-DATA (all its ancestors' and its own): every leaf's Item carries
+	// that whole path, so the bound keeps flattening a message (Items)
+	// linear in its size. RFC 6956 paths hold a handful.
+	MaxPathIDs = 32
 )
 
 // ID is a ForCES source or destination ID (RFC 5810 §4.2.1.3, §6.1). The two

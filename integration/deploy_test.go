@@ -2,12 +2,15 @@ package integration_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"debug/elf"
+	"encoding/pem"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +34,8 @@ func deployPKI(t *testing.T) string {
 	dir := t.TempDir()
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Logf("no openssl (%v): certificates from forces.WritePKI instead of deploy/pki/make-certs.sh", err)
-		if _, err := forces.WritePKI(dir, time.Hour, "ce", "fe"); err != nil {
+		if _, err := forces.WritePKICerts(dir, time.Hour, forces.PKICert{Name: "ce"},
+			forces.PKICert{Name: "fe", DNS: []string{"fe-1.fe.splitplane", "fe-2.fe.splitplane"}}); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -39,7 +43,7 @@ func deployPKI(t *testing.T) string {
 	script := filepath.Join(deployDir, "pki", "make-certs.sh")
 	for _, c := range [][]string{
 		{"ce", "DNS:ce.splitplane,DNS:splitplane-ce.splitplane.svc.cluster.local,IP:127.0.0.1"},
-		{"fe", "DNS:edge-1.fe.splitplane"},
+		{"fe", "DNS:fe-1.fe.splitplane,DNS:fe-2.fe.splitplane"}, // the FE IDs of the examples (deploy/README.md)
 	} {
 		if out, err := exec.Command("sh", script, dir, c[0], c[1], "2").CombinedOutput(); err != nil {
 			t.Fatalf("%s %s: %v\n%s", script, c[0], err, out)
@@ -127,6 +131,23 @@ func TestDeployExamples(t *testing.T) {
 	}
 	if feCfg.TLS != nil {
 		handshake(t, pki, feCfg.TLSServerName)
+		// The CE admits the FE: its ID is allowed and its certificate
+		// names it (fe-ID).
+		b, err := os.ReadFile(filepath.Join(pki, "fe.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		cert, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !forces.CertBindsFE(cert, forces.FEID(feCfg.ID)) {
+			t.Errorf("the FE certificate's names %q do not bind it to the FE's id %d (want %s)", cert.DNSNames, feCfg.ID, forces.FECertName(feCfg.ID))
+		}
+		if len(ceCfg.ForCESAllowedFEs) > 0 && !slices.Contains(ceCfg.ForCESAllowedFEs, strconv.Itoa(int(feCfg.ID))) {
+			t.Errorf("ce forces_allowed_fes %v does not admit the FE's id %d", ceCfg.ForCESAllowedFEs, feCfg.ID)
+		}
 	}
 	// GTSM: the CE's ttl_security neighbours are the FE's GTSM peers, and
 	// the classifier steers to the CE's control core.

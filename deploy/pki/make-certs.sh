@@ -10,11 +10,13 @@
 # speak TLS 1.3 only. Examples:
 #
 #   make-certs.sh /etc/splitplane ce DNS:ce.splitplane,IP:127.0.0.1
-#   make-certs.sh /etc/splitplane fe DNS:edge-1.fe.splitplane
+#   make-certs.sh /etc/splitplane fe DNS:fe-1.fe.splitplane
 #
 # The CE's certificate must carry the name the FEs dial (the host of their
-# ce_address, or their tls_server_name); FE certificates only need to chain
-# to the CA. Keep DIR/ca.key off the routers once the certificates exist.
+# ce_address, or their tls_server_name). An FE's certificate must name its
+# FE ID (the FE's id) as a DNS name fe-ID or fe-ID.DOMAIN: the CE admits
+# FE 1 only with a certificate naming fe-1 (docs/security.md). Keep
+# DIR/ca.key off the routers once the certificates exist.
 set -eu
 
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then

@@ -276,7 +276,7 @@ func associate(ctx context.Context, r *attackRun, id uint32, ports []forces.Port
 	var f *fakeFE
 	var last error
 	for range 20 { // the CE may not have freed the ID of the last attack yet
-		nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, FECertName(id)), 0)
+		nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, certName(id)), 0)
 		if err != nil {
 			return nil, err
 		}

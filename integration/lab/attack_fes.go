@@ -37,11 +37,11 @@ func feAttacks() []attack {
 				return "", err
 			}
 			defer os.RemoveAll(dir)
-			pki, err := forces.WritePKI(dir, time.Hour, FECertName(1))
+			pki, err := forces.WritePKI(dir, time.Hour, certName(1))
 			if err != nil {
 				return "", err
 			}
-			cert := pki[FECertName(1)]
+			cert := pki[certName(1)]
 			nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, &cert, 0)
 			if err != nil {
 				return "TLS refused: " + err.Error(), nil
@@ -51,23 +51,23 @@ func feAttacks() []attack {
 		}},
 		{"attack_fe_id_not_its_certificate", func(ctx context.Context, r *attackRun) (string, error) {
 			// The spare FE's certificate, claiming FE 1's ID.
-			return refusedAs(ctx, r, false, FECertName(SpareFE), 1, "the spare FE's certificate as FE 1")
+			return refusedAs(ctx, r, false, certName(SpareFE), 1, "the spare FE's certificate as FE 1")
 		}},
 		{"attack_fe_id_zero", func(ctx context.Context, r *attackRun) (string, error) {
-			return refusedAs(ctx, r, false, FECertName(SpareFE), 0, "FE ID 0")
+			return refusedAs(ctx, r, false, certName(SpareFE), 0, "FE ID 0")
 		}},
 		{"attack_fe_id_not_allowed", func(ctx context.Context, r *attackRun) (string, error) {
-			return refusedAs(ctx, r, false, FECertName(NotAllowedFE), NotAllowedFE, "a certificate of the lab's CA for an FE ID not on the CE's list")
+			return refusedAs(ctx, r, false, certName(NotAllowedFE), NotAllowedFE, "a certificate of the lab's CA for an FE ID not on the CE's list")
 		}},
 		{"attack_fe_low_channel_hijack", func(ctx context.Context, r *attackRun) (string, error) {
 			// FE 1 is associated; another identity opens its low-priority
 			// channel to inject port events.
-			return refusedAs(ctx, r, true, FECertName(SpareFE), 1, "the spare FE's certificate on FE 1's low-priority channel")
+			return refusedAs(ctx, r, true, certName(SpareFE), 1, "the spare FE's certificate on FE 1's low-priority channel")
 		}},
 		{"attack_fe_duplicate_id", func(ctx context.Context, r *attackRun) (string, error) {
 			// FE 1's own certificate (a stolen one), while FE 1 is
 			// associated: the CE must keep the FE it has.
-			return refusedAs(ctx, r, false, FECertName(1), 1, "FE 1's certificate while FE 1 is associated")
+			return refusedAs(ctx, r, false, certName(1), 1, "FE 1's certificate while FE 1 is associated")
 		}},
 		{"attack_fe_port_address_poison", func(ctx context.Context, r *attackRun) (string, error) {
 			// An admitted FE reports the BGP peer's address (and the
@@ -88,7 +88,7 @@ func feAttacks() []attack {
 			// The discovery answer: 256 KiB whose leaves each have a 30 KiB
 			// path, 300+ MiB if every leaf copies its parent's path.
 			return r.bounded("ce", r.cePid, func() error {
-				nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, FECertName(SpareFE)), 0)
+				nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, certName(SpareFE)), 0)
 				if err != nil {
 					return err
 				}
@@ -122,7 +122,7 @@ func feAttacks() []attack {
 					return err
 				}
 				defer f.close()
-				nc, err := dialCE(ctx, &r.o, true, netip.Addr{}, labCert(&r.o, FECertName(SpareFE)), 0)
+				nc, err := dialCE(ctx, &r.o, true, netip.Addr{}, labCert(&r.o, certName(SpareFE)), 0)
 				if err != nil {
 					return err
 				}
@@ -207,7 +207,7 @@ func feAttacks() []attack {
 			// buffer of 1 KiB that it never drains) while the CE sends it
 			// the full sync: the CE must tear it down within its dead
 			// interval and free its ID, without the FE's help.
-			nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, FECertName(SpareFE)), 1024)
+			nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, certName(SpareFE)), 1024)
 			if err != nil {
 				return "", err
 			}
@@ -244,7 +244,7 @@ func feAttacks() []attack {
 		{"attack_fe_no_setup", func(ctx context.Context, r *attackRun) (string, error) {
 			// TLS done, then silence: the CE must close it in its setup
 			// timeout.
-			nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, FECertName(SpareFE)), 0)
+			nc, err := dialCE(ctx, &r.o, false, netip.Addr{}, labCert(&r.o, certName(SpareFE)), 0)
 			if err != nil {
 				return "", err
 			}

@@ -271,7 +271,7 @@ func FEName(n int) (daemon, suffix string) {
 }
 
 // FECertName is the name the lab's CA certifies FE ID n under.
-func FECertName(n uint32) string {
+func certName(n uint32) string {
 	name, _ := FEName(int(n))
 	return name
 }

@@ -478,16 +478,19 @@ func (o *Options) writeConfigs() error {
 		}
 	}
 	// The ForCES channels use mutual TLS, with a CA made for the lab: a
-	// certificate for the CE and one for each FE.
-	names := []string{"ce"}
+	// certificate for the CE and one for each FE, bound to its FE ID (the
+	// DNS name fe-N the CE requires).
+	names := []forces.PKICert{{Name: "ce"}}
 	for n := 1; n <= o.FEs; n++ {
 		name, _ := FEName(n)
-		names = append(names, name)
+		names = append(names, forces.PKICert{Name: name, DNS: []string{forces.FECertName(uint32(n))}})
 	}
 	if o.Attackable {
-		names = append(names, FECertName(SpareFE), FECertName(NotAllowedFE))
+		for _, n := range []uint32{SpareFE, NotAllowedFE} {
+			names = append(names, forces.PKICert{Name: certName(n), DNS: []string{forces.FECertName(n)}})
+		}
 	}
-	pki, err := forces.WritePKI(o.Dir, 30*24*time.Hour, names...)
+	pki, err := forces.WritePKICerts(o.Dir, 30*24*time.Hour, names...)
 	if err != nil {
 		return err
 	}
@@ -497,6 +500,7 @@ asn: %d
 router_id: 10.10.3.1
 bgp_listen_addresses: [%s]
 forces_listen: %s
+forces_allowed_fes: [%s]        # the FEs that may associate (their certificates name fe-N)
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
@@ -505,7 +509,7 @@ metrics_listen: 127.0.0.1:9101
 control_cores: [0]              # the control core: the FE's XDP forwards on the others
 bgp_multipath: true
 neighbors:
-%s`, RouterASN, strings.Join(listen, ", "), o.forcesAddr(), pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), neighbors.String())
+%s`, RouterASN, strings.Join(listen, ", "), o.forcesAddr(), o.allowedFEs(), pki["ce"].Cert, pki["ce"].Key, pki["ce"].CA, o.Socket("ce"), o.Socket("api"), neighbors.String())
 	if o.Attackable {
 		tok := make([]byte, 16)
 		if _, err := rand.Read(tok); err != nil {
@@ -529,6 +533,16 @@ neighbors:
 		}
 	}
 	return nil
+}
+
+// allowedFEs is the CE's forces_allowed_fes: the lab's FEs and, in an
+// attack lab, SpareFE.
+func (o *Options) allowedFEs() string {
+	allowed := fmt.Sprintf("\"1-%d\"", o.FEs)
+	if o.Attackable {
+		allowed += fmt.Sprintf(", %d", SpareFE)
+	}
+	return allowed
 }
 
 // feConfig is FE n's configuration file.
