@@ -141,11 +141,13 @@ func (a *Agent) setProtocol(it forces.Item) error {
 		if err == nil && p.CEHDI < 10 {
 			return reject(forces.ResultValueOutOfRange, "CEHDI %d ms: below 10 ms", p.CEHDI)
 		}
+		p.CEHDI = a.clampPolicy("CEHDI", p.CEHDI, minCEHDI, maxCEHDI)
 	case forces.FEProtoFEHI:
 		p.FEHI, err = forces.ParseUint32FullData(it.FullData)
 		if err == nil && p.FEHI < 10 {
 			return reject(forces.ResultValueOutOfRange, "FEHI %d ms: below 10 ms", p.FEHI)
 		}
+		p.FEHI = a.clampPolicy("FEHI", p.FEHI, minFEHI, maxFEHI)
 	case forces.FEProtoCurrentRunningVersion, forces.FEProtoFEID:
 		return reject(forces.ResultReadOnly, "FE Protocol component %d is read-only", it.Path[0])
 	default:
@@ -156,6 +158,27 @@ func (a *Agent) setProtocol(it forces.Item) error {
 	}
 	a.setPolicy(p)
 	return nil
+}
+
+// The range the FE honours the CE's heartbeat settings in (milliseconds): a
+// value outside is clamped to it, with a warning, so that no CE can make the
+// FE wait 49 days for it (CEHDI 0xFFFFFFFF) or for its own next heartbeat
+// (FEHI 0xFFFFFFFF), nor give up on a CE after a few milliseconds. Below
+// 10 ms a value is refused (E_VALUE_OUT_OF_RANGE), as it always was.
+const (
+	minCEHDI = 100    // the CE's dead interval: 100 ms ...
+	maxCEHDI = 60_000 // ... to 60 s
+	minFEHI  = 10     // the FE's heartbeat interval: 10 ms ...
+	maxFEHI  = 30_000 // ... to 30 s
+)
+
+// clampPolicy returns v (ms) within lo..hi, warning when it changes it.
+func (a *Agent) clampPolicy(name string, v, lo, hi uint32) uint32 {
+	c := min(max(v, lo), hi)
+	if c != v {
+		a.log.Warn("forces: CE heartbeat setting clamped", "component", name, "value_ms", v, "clamped_ms", c, "min_ms", lo, "max_ms", hi)
+	}
+	return c
 }
 
 // setPolicy records the heartbeat policy; called by the owner of the agent's
