@@ -1,8 +1,10 @@
 package fe
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -340,5 +342,31 @@ func TestConfigMemoryBounded(t *testing.T) {
 	}
 	if dp.String() != before {
 		t.Fatal("the datapath changed")
+	}
+}
+
+// TestRejectionsLoggedAtBoundedRate: a Config of a thousand bad rows, or a
+// stream of refused messages, logs a line, not a thousand.
+func TestRejectionsLoggedAtBoundedRate(t *testing.T) {
+	a, _ := testAgent(t, Config{})
+	var buf bytes.Buffer
+	a.log = slog.New(slog.NewTextHandler(&buf, nil))
+	var ops []forces.TableOp
+	for i := range 1000 {
+		ops = append(ops, del(forces.ClassIPv4UcastLPM, uint32(i+1))) // no such row
+	}
+	if _, failed := a.applyConfig(configWith(t, forces.Flags{ExecMode: forces.ExecContinueOnFailure}, ops...)); !failed {
+		t.Fatal("DELs of missing rows succeeded")
+	}
+	for range 1000 {
+		a.applyConfig(rawMsg(t, seedGetTable()))
+		a.answerQuery(rawMsg(t, ceMsg(forces.MsgQuery, forces.Flags{}, lfb(forces.ClassFEObject,
+			forces.Operation{Type: forces.OpSet, Paths: paths([]uint32{1})}))))
+	}
+	if n := strings.Count(buf.String(), "\n"); n > 4 {
+		t.Fatalf("%d log lines, want a few:\n%s", n, buf.String()[:min(buf.Len(), 1000)])
+	}
+	if n := a.Status().ProtocolErrors; n != 1000 {
+		t.Errorf("protocol errors %d, want 1000 (the refused Queries)", n)
 	}
 }
