@@ -138,45 +138,67 @@ func refusePath(p *forces.PathData, code *uint8) forces.PathData {
 // CE it cannot answer.
 var errUnanswerable = errors.New("message cannot be answered")
 
-// configResponseLen returns the length in bytes of the Config Response
-// echoing the Config m, or more (it counts a RESULT-TLV for every leaf and
-// COMMIT): its PATH-DATA tree with each leaf's data in a RESULT-TLV.
-func configResponseLen(m *forces.Message) int {
-	n := int(m.Header.Length) * 4
+// configResponseFits reports why the Config Response echoing the Config m
+// (its PATH-DATA tree, each leaf's data replaced by a RESULT-TLV, each
+// COMMIT answered by a COMMIT-RESPONSE) would not encode: a TLV or the
+// message longer than its 16-bit length allows. An echoed leaf can grow by
+// a few bytes, so a request that just fits can have a response that does
+// not.
+func configResponseFits(m *forces.Message) error {
+	n := forces.HeaderLen
 	for _, s := range m.LFBs {
+		lfb := 12 // header, class and instance
 		for _, op := range s.Ops {
-			if op.Type == forces.OpCommit {
-				n += 8
+			ol := 4
+			switch op.Type {
+			case forces.OpTRComp:
+				continue // not answered
+			case forces.OpCommit:
+				ol += 8
 			}
 			for i := range op.Paths {
-				n += leafGrowth(&op.Paths[i])
+				pl, err := echoLen(&op.Paths[i])
+				if err != nil {
+					return err
+				}
+				ol += pl
 			}
+			if ol > forces.MaxTLVLen {
+				return fmt.Errorf("the answer to its %v of LFB class %d would be %d bytes, more than a TLV holds (%d)", op.Type, s.ClassID, ol, forces.MaxTLVLen)
+			}
+			lfb += ol
 		}
+		if lfb > forces.MaxTLVLen {
+			return fmt.Errorf("the answer to its LFBselect of class %d would be %d bytes, more than a TLV holds (%d)", s.ClassID, lfb, forces.MaxTLVLen)
+		}
+		n += lfb
 	}
-	return n
+	if n > forces.MaxMessageLen {
+		return fmt.Errorf("its Config Response would be %d bytes, more than a message holds (%d)", n, forces.MaxMessageLen)
+	}
+	return nil
 }
 
-// leafGrowth is how many bytes p's leaves grow by when their data is
-// replaced by a RESULT-TLV.
-func leafGrowth(p *forces.PathData) int {
+// echoLen is the length of p's PATH-DATA TLV echoed in a response.
+func echoLen(p *forces.PathData) (int, error) {
+	n := 8 + 4*len(p.IDs)
+	if p.Key != nil {
+		n += 12 + (len(p.Key.Data)+3)&^3 // KEYINFO: header, key ID, FULLDATA
+	}
 	if len(p.Children) == 0 {
-		g := 8
-		if p.HasFullData {
-			g -= 4 + (len(p.FullData)+3)&^3
-		}
-		if p.HasSparseData {
-			g -= 4 + (len(p.SparseData)+3)&^3
-		}
-		if p.Result != nil {
-			g -= 8
-		}
-		return g
+		n += 8 // the RESULT-TLV
 	}
-	n := 0
 	for i := range p.Children {
-		n += leafGrowth(&p.Children[i])
+		c, err := echoLen(&p.Children[i])
+		if err != nil {
+			return 0, err
+		}
+		n += c
 	}
-	return n
+	if n > forces.MaxTLVLen {
+		return 0, fmt.Errorf("the answer to its PATH-DATA %v would be %d bytes, more than a TLV holds (%d)", p.IDs[:min(len(p.IDs), 4)], n, forces.MaxTLVLen)
+	}
+	return n, nil
 }
 
 // rateLog logs a kind of warning at most once a second, with the number

@@ -241,6 +241,36 @@ func TestUnanswerableConfigTearsDown(t *testing.T) {
 	}
 }
 
+// TestUnanswerableConfigNotApplied: a Config that fits a message but whose
+// answer does not (one LFBselect of 3750 DELs: 60 KB asked, 90 KB to
+// answer, more than a TLV holds) is refused as unanswerable before any of
+// it is applied; a Config that asks for no answer is applied.
+func TestUnanswerableConfigNotApplied(t *testing.T) {
+	for _, ack := range []forces.ACKFlag{forces.AlwaysACK, forces.SuccessACK, forces.FailureACK} {
+		a, dp := testAgent(t, Config{})
+		a.applyConfig(configMsg(t, setNH(1, "192.0.2.1"), setRoute(1, "198.51.100.0/24", 1)))
+		m := bigDel(1, forces.ExecContinueOnFailure)
+		m.Header.Flags.ACK = ack
+		resp, err := a.respond(rawMsg(t, m))
+		if !errors.Is(err, errUnanswerable) || resp != nil || !strings.Contains(err.Error(), "more than a TLV holds") {
+			t.Fatalf("%v: respond: %v, %v; want it unanswerable", ack, resp, err)
+		}
+		if _, ok := dp.Route("198.51.100.0/24"); !ok {
+			t.Fatalf("%v: the unanswerable Config was applied", ack)
+		}
+	}
+	a, dp := testAgent(t, Config{})
+	a.applyConfig(configMsg(t, setNH(1, "192.0.2.1"), setRoute(1, "198.51.100.0/24", 1)))
+	m := bigDel(1, forces.ExecContinueOnFailure)
+	m.Header.Flags.ACK = forces.NoACK
+	if resp, err := a.respond(rawMsg(t, m)); err != nil || resp != nil {
+		t.Fatalf("NoACK: respond: %v, %v", resp, err)
+	}
+	if _, ok := dp.Route("198.51.100.0/24"); ok {
+		t.Fatal("NoACK: the Config was not applied")
+	}
+}
+
 // TestApplierTearsDownOnWriteFailure: a response that fails to go out ends
 // the association through fail, and the applier keeps draining its queue
 // (the reader never blocks on it).

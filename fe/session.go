@@ -142,14 +142,13 @@ func (a *Agent) applier(work <-chan received, free chan<- *forces.MessageBuffer,
 }
 
 // respond applies the Config, or answers the Query, m and returns the
-// response to send (nil: none). A Config whose response would not fit a
-// message is not applied: that is an error (errUnanswerable).
+// response to send (nil: none). A Config whose response would not encode
+// is not applied: that is an error (errUnanswerable).
 func (a *Agent) respond(m *forces.Message) (*forces.Message, error) {
 	switch m.Header.Type {
 	case forces.MsgConfig:
-		if n := configResponseLen(m); n > forces.MaxMessageLen && wantsResponse(m.Header.Flags.ACK, true) {
-			return nil, fmt.Errorf("%w: its Config Response would be %d bytes, more than a message holds (%d); nothing of it applied",
-				errUnanswerable, n, forces.MaxMessageLen)
+		if err := configResponseFits(m); err != nil && m.Header.Flags.ACK != forces.NoACK {
+			return nil, fmt.Errorf("%w: %w; nothing of it applied", errUnanswerable, err)
 		}
 		resp, _ := a.applyConfig(m)
 		return resp, nil
