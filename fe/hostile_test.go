@@ -400,3 +400,31 @@ func TestRejectionsLoggedAtBoundedRate(t *testing.T) {
 		t.Errorf("protocol errors %d, want 1000 (the refused Queries)", n)
 	}
 }
+
+// TestSetupResponseFromNonCERefused: an FE does not associate with a peer
+// whose Setup Response comes from an FE ID, or is addressed to another FE.
+func TestSetupResponseFromNonCERefused(t *testing.T) {
+	for _, edit := range []func(h *forces.Header){
+		func(h *forces.Header) { h.Src = forces.FEID(9) },
+		func(h *forces.Header) { h.Src = forces.AllBroadcast },
+		func(h *forces.Header) { h.Dst = forces.FEID(2) },
+	} {
+		as := startAssociation(t, Config{})
+		resp := forces.NewAssociationSetupResponse(as.setup, uint32(forces.SetupSuccess))
+		edit(&resp.Header)
+		if err := as.ce.WriteMessage(resp); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-as.done:
+			if !errors.Is(err, forces.ErrSetupRefused) {
+				t.Fatalf("associate: %v, want a refused setup", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("associate did not end")
+		}
+		if as.a.Status().Associated {
+			t.Fatal("associated")
+		}
+	}
+}
