@@ -10,9 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/splitplane/splitplane/internal/prefix"
+	"github.com/vishvananda/netlink"
 )
 
 // ipRoutes is a fake netlink handle for the kernel copy: it keeps the
