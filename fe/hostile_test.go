@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,8 +30,8 @@ func TestHeartbeatPolicyClamped(t *testing.T) {
 		cehdi, fehi         uint32
 		wantCEHDI, wantFEHI uint32
 	}{
-		{0xFFFFFFFF, 0xFFFFFFFF, 60_000, 30_000},
-		{60_001, 30_001, 60_000, 30_000},
+		{0xFFFFFFFF, 0xFFFFFFFF, 30_000, 30_000},
+		{30_001, 30_001, 30_000, 30_000},
 		{10, 10, 100, 10},
 		{1500, 500, 1500, 500},
 	} {
@@ -425,6 +426,55 @@ func TestSetupResponseFromNonCERefused(t *testing.T) {
 		}
 		if as.a.Status().Associated {
 			t.Fatal("associated")
+		}
+	}
+}
+
+// pathBomb is a Config or Query of four LFBselects, each one PATH-DATA of
+// 7900 IDs over 2600 one-ID children: 250 KB that would flatten into 10400
+// paths of 7901 IDs (330 MB).
+func pathBomb(typ forces.MessageType, op forces.OpType) *forces.Message {
+	m := ceMsg(typ, forces.Flags{ACK: forces.AlwaysACK})
+	for range 4 {
+		parent := forces.PathData{IDs: slices.Repeat([]uint32{1}, 7900), Children: make([]forces.PathData, 2600)}
+		for i := range parent.Children {
+			parent.Children[i] = forces.PathData{IDs: []uint32{uint32(i)}}
+		}
+		m.LFBs = append(m.LFBs, lfb(forces.ClassIPv4UcastLPM, forces.Operation{Type: op, Paths: []forces.PathData{parent}}))
+	}
+	return m
+}
+
+// TestMessageMemoryLinear: what the FE allocates to handle a message of
+// the CE (answer it, or decide it cannot) is a small multiple of the
+// message's size, however its paths nest.
+func TestMessageMemoryLinear(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    *forces.Message
+	}{
+		{"Config SET", pathBomb(forces.MsgConfig, forces.OpSet)},
+		{"Config DEL", pathBomb(forces.MsgConfig, forces.OpDel)},
+		{"Query GET", pathBomb(forces.MsgQuery, forces.OpGet)},
+	} {
+		a, _ := testAgent(t, Config{})
+		b, err := tc.m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := forces.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		resp, err := a.respond(m)
+		runtime.ReadMemStats(&after)
+		if err == nil && resp == nil {
+			t.Fatalf("%s: neither an answer nor a teardown", tc.name)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 16*uint64(len(b)) {
+			t.Errorf("%s: %d bytes allocated for a message of %d", tc.name, n, len(b))
 		}
 	}
 }

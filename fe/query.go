@@ -201,7 +201,7 @@ func (a *Agent) setProtocol(it forces.Item) error {
 // 10 ms a value is refused (E_VALUE_OUT_OF_RANGE), as it always was.
 const (
 	minCEHDI = 100    // the CE's dead interval: 100 ms ...
-	maxCEHDI = 60_000 // ... to 60 s
+	maxCEHDI = 30_000 // ... to 30 s
 	minFEHI  = 10     // the FE's heartbeat interval: 10 ms ...
 	maxFEHI  = 30_000 // ... to 30 s
 )
