@@ -47,6 +47,22 @@ type txn struct {
 // and the transaction flags. The message is applied by the owner of the
 // agent's state in one request, its rows decoded and written there in bulk.
 func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed bool) {
+	if code, err := screen(m); err != nil {
+		// Refused whole, before anything of it is applied; an open
+		// transaction it belongs to can no longer commit.
+		a.refused(m, code, err)
+		if m.Header.Flags.Atomic {
+			a.do(func() {
+				if a.txn != nil && a.txn.staged != nil {
+					a.txn.failed = true
+				}
+			})
+		}
+		if !wantsResponse(m.Header.Flags.ACK, true) {
+			return nil, true
+		}
+		return refusal(m, code), true
+	}
 	var results []forces.ResultCode
 	commit := hasOp(m, forces.OpCommit)
 	a.do(func() { results, failed = a.apply(m, commit) })
@@ -58,7 +74,7 @@ func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed boo
 	}
 	resp, err := forces.NewConfigResponse(m, results...)
 	if err != nil {
-		a.log.Error("forces: build config response", "err", err)
+		a.refusals.warn(a.log, "forces: cannot build the config response", "correlator", m.Header.Correlator, "err", err)
 		resp = &forces.Message{Header: forces.Header{Type: forces.MsgConfigResponse, Src: m.Header.Dst, Dst: m.Header.Src, Correlator: m.Header.Correlator}}
 	}
 	return resp, failed
@@ -143,7 +159,7 @@ func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forc
 		}
 		failed = true
 		results[i] = resultOf(err)
-		a.log.Warn("forces: config row rejected", "lfb", forces.ClassName(it.ClassID), "op", it.Op, "path", it.Path, "err", err)
+		a.rejects.warn(a.log, "forces: config row rejected", "lfb", forces.ClassName(it.ClassID), "op", it.Op, "path", it.Path, "err", err)
 		switch em {
 		case forces.ExecAllOrNone:
 			for j := len(undo) - 1; j >= 0; j-- {

@@ -40,7 +40,7 @@ var (
 	feLowUp = prometheus.NewDesc("splitplane_fe_forces_low_channel_up",
 		"1 while the low-priority ForCES channel (redirects, events) is up.", nil, nil)
 	feProtocolErrors = prometheus.NewDesc("splitplane_fe_forces_protocol_errors_total",
-		"Malformed or misaddressed ForCES messages the FE received from the CE.", nil, nil)
+		"Malformed, misaddressed, refused or unanswerable ForCES messages the FE received from the CE.", nil, nil)
 	feRedirected = prometheus.NewDesc("splitplane_fe_redirected_packets_total",
 		"Frames the FE redirected to the CE over the low-priority channel.", nil, nil)
 	feRedirectDropped = prometheus.NewDesc("splitplane_fe_redirect_dropped_packets_total",

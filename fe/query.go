@@ -2,6 +2,7 @@ package fe
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"sort"
 	"time"
@@ -23,17 +24,47 @@ var supportedLFBs = [...]forces.SupportedLFB{
 }
 
 // answerQuery answers a Query from the FE Object LFB, the FE Protocol LFB and
-// the port table; anything else gets a RESULT saying why not.
+// the port table; anything else gets a RESULT saying why not. A Query that
+// cannot be answered as asked (an operation other than GET, answers that do
+// not fit one message) is answered with a RESULT at every leaf.
 func (a *Agent) answerQuery(m *forces.Message) *forces.Message {
-	resp, err := forces.NewQueryResponse(m, a.answer)
-	if err != nil {
-		a.log.Warn("forces: cannot answer query", "err", err)
-		return nil
+	if code, err := screen(m); err != nil {
+		a.refused(m, code, err)
+		return refusal(m, code)
 	}
-	return resp
+	// The answers are held until the response is built: once they pass
+	// what one message can carry, the rest are not worked out.
+	budget := forces.MaxMessageLen
+	resp, err := forces.NewQueryResponse(m, func(it forces.Item) ([]byte, forces.ResultCode) {
+		if budget <= 0 {
+			return nil, forces.ResultContentsTooLong
+		}
+		b, code := a.answer(it)
+		budget -= len(b)
+		return b, code
+	})
+	if err == nil {
+		return resp
+	}
+	code := forces.ResultContentsTooLong
+	if !errors.Is(err, forces.ErrTooLarge) {
+		code = forces.ResultNotSupported
+	}
+	a.refused(m, code, err)
+	return refusal(m, code)
+}
+
+// refused counts and logs (at a bounded rate) a message of the CE refused
+// whole with code.
+func (a *Agent) refused(m *forces.Message, code forces.ResultCode, err error) {
+	a.protocolErrors.Add(1)
+	a.refusals.warn(a.log, "forces: message from the CE refused", "type", m.Header.Type, "correlator", m.Header.Correlator, "result", code, "err", err)
 }
 
 func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {
+	if it.Op != forces.OpGet {
+		return nil, forces.ResultNotSupported
+	}
 	if it.InstanceID != 1 {
 		return nil, forces.ResultLFBInstanceIDNotFound
 	}
@@ -126,7 +157,10 @@ func (a *Agent) policy() (p forces.HeartbeatPolicy) {
 
 // setProtocol applies a SET on the FE Protocol LFB.
 func (a *Agent) setProtocol(it forces.Item) error {
-	if it.Op != forces.OpSet || it.InstanceID != 1 || len(it.Path) != 1 || !it.HasFullData {
+	if it.Op != forces.OpSet {
+		return reject(forces.ResultNotSupported, "FE Protocol LFB: %v is not supported in a Config", it.Op)
+	}
+	if it.InstanceID != 1 || len(it.Path) != 1 || !it.HasFullData {
 		return reject(forces.ResultInvalidPath, "FE Protocol LFB: only SET of a top-level component is supported")
 	}
 	p := a.hb
@@ -141,11 +175,13 @@ func (a *Agent) setProtocol(it forces.Item) error {
 		if err == nil && p.CEHDI < 10 {
 			return reject(forces.ResultValueOutOfRange, "CEHDI %d ms: below 10 ms", p.CEHDI)
 		}
+		p.CEHDI = a.clampPolicy("CEHDI", p.CEHDI, minCEHDI, maxCEHDI)
 	case forces.FEProtoFEHI:
 		p.FEHI, err = forces.ParseUint32FullData(it.FullData)
 		if err == nil && p.FEHI < 10 {
 			return reject(forces.ResultValueOutOfRange, "FEHI %d ms: below 10 ms", p.FEHI)
 		}
+		p.FEHI = a.clampPolicy("FEHI", p.FEHI, minFEHI, maxFEHI)
 	case forces.FEProtoCurrentRunningVersion, forces.FEProtoFEID:
 		return reject(forces.ResultReadOnly, "FE Protocol component %d is read-only", it.Path[0])
 	default:
@@ -156,6 +192,27 @@ func (a *Agent) setProtocol(it forces.Item) error {
 	}
 	a.setPolicy(p)
 	return nil
+}
+
+// The range the FE honours the CE's heartbeat settings in (milliseconds): a
+// value outside is clamped to it, with a warning, so that no CE can make the
+// FE wait 49 days for it (CEHDI 0xFFFFFFFF) or for its own next heartbeat
+// (FEHI 0xFFFFFFFF), nor give up on a CE after a few milliseconds. Below
+// 10 ms a value is refused (E_VALUE_OUT_OF_RANGE), as it always was.
+const (
+	minCEHDI = 100    // the CE's dead interval: 100 ms ...
+	maxCEHDI = 30_000 // ... to 30 s
+	minFEHI  = 10     // the FE's heartbeat interval: 10 ms ...
+	maxFEHI  = 30_000 // ... to 30 s
+)
+
+// clampPolicy returns v (ms) within lo..hi, warning when it changes it.
+func (a *Agent) clampPolicy(name string, v, lo, hi uint32) uint32 {
+	c := min(max(v, lo), hi)
+	if c != v {
+		a.log.Warn("forces: CE heartbeat setting clamped", "component", name, "value_ms", v, "clamped_ms", c, "min_ms", lo, "max_ms", hi)
+	}
+	return c
 }
 
 // setPolicy records the heartbeat policy; called by the owner of the agent's

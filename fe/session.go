@@ -2,6 +2,7 @@ package fe
 
 import (
 	"context"
+	"fmt"
 	"net"
 
 	"github.com/splitplane/splitplane/forces"
@@ -93,7 +94,11 @@ func (a *Agent) associate(ctx context.Context) error {
 		Log:    a.log,
 	})
 	applied := make(chan error, 1)
-	go func() { applied <- a.applier(work, free, assoc.Write) }()
+	go func() {
+		applied <- a.applier(work, free, assoc.Write, func(err error) {
+			assoc.Teardown(forces.TeardownUnspecified, err)
+		})
+	}()
 	defer func() {
 		close(work)
 		<-applied
@@ -108,20 +113,24 @@ type received struct {
 }
 
 // applier applies Configs and answers Queries, in order, until work is
-// closed, handing each message's buffer back to free once done with it.
-func (a *Agent) applier(work <-chan received, free chan<- *forces.MessageBuffer, write func(*forces.Message) error) error {
+// closed, handing each message's buffer back to free once done with it. A
+// response it cannot send (one that does not encode, or a failed write)
+// ends the association through fail, with the reason: the CE then knows its
+// message went unanswered, and an association is never left with heartbeats
+// going and nothing applied.
+func (a *Agent) applier(work <-chan received, free chan<- *forces.MessageBuffer, write func(*forces.Message) error, fail func(error)) error {
 	var werr error
 	for r := range work {
 		if werr == nil { // else drain, so the reader never blocks on a dead applier
-			var resp *forces.Message
-			switch r.m.Header.Type {
-			case forces.MsgConfig:
-				resp, _ = a.applyConfig(r.m)
-			case forces.MsgQuery:
-				resp = a.answerQuery(r.m)
+			resp, err := a.respond(r.m)
+			if err == nil && resp != nil {
+				err = write(resp)
 			}
-			if resp != nil {
-				werr = write(resp)
+			if err != nil {
+				werr = fmt.Errorf("cannot answer the CE's %v (correlator %d): %w", r.m.Header.Type, r.m.Header.Correlator, err)
+				a.protocolErrors.Add(1)
+				a.log.Error("forces: tearing the association down", "err", werr)
+				fail(werr)
 			}
 		}
 		select {
@@ -130,4 +139,21 @@ func (a *Agent) applier(work <-chan received, free chan<- *forces.MessageBuffer,
 		}
 	}
 	return werr
+}
+
+// respond applies the Config, or answers the Query, m and returns the
+// response to send (nil: none). A Config whose response would not encode
+// is not applied: that is an error (errUnanswerable).
+func (a *Agent) respond(m *forces.Message) (*forces.Message, error) {
+	switch m.Header.Type {
+	case forces.MsgConfig:
+		if err := configResponseFits(m); err != nil && m.Header.Flags.ACK != forces.NoACK {
+			return nil, fmt.Errorf("%w: %w; nothing of it applied", errUnanswerable, err)
+		}
+		resp, _ := a.applyConfig(m)
+		return resp, nil
+	case forces.MsgQuery:
+		return a.answerQuery(m), nil
+	}
+	return nil, nil
 }

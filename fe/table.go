@@ -332,6 +332,9 @@ func (t *table) apply(r *cfgRow, d *dirty, undo *[]func()) error {
 	if r.err != nil {
 		return reject(rowResult(r.err), "%v", r.err)
 	}
+	if err := checkRow(&r.Row); err != nil {
+		return err
+	}
 	var d4 *famDirty[prefix.V4]
 	var d6 *famDirty[netip.Prefix]
 	if d != nil {
@@ -351,10 +354,27 @@ func (t *table) prefetch(r *cfgRow) {
 	t.v4.routes.prefetch(prefix.FromV4(r.Prefix))
 }
 
+// checkRow refuses what famTable.apply does not do, whatever made the row:
+// an operation other than SET and DEL, a SET of a whole table, a table that
+// does not exist. (DecodeRow makes none of these; a row is checked again
+// here because applying one would, say, take a GET of a whole table for a
+// DEL of it.)
+func checkRow(r *forces.Row) error {
+	switch {
+	case r.Op != forces.OpSet && r.Op != forces.OpDel:
+		return reject(forces.ResultNotSupported, "%v of a route table: only SET and DEL are supported", r.Op)
+	case r.Table < forces.TableIPv4Prefix || r.Table > forces.TableIPv6Group:
+		return reject(forces.ResultLFBNotFound, "route table %d does not exist", r.Table)
+	case r.Whole && r.Op != forces.OpDel:
+		return reject(forces.ResultInvalidPath, "%v of a whole route table: only DEL is supported", r.Op)
+	}
+	return nil
+}
+
 func (t *famTable[K]) apply(r *forces.Row, d *famDirty[K], undo *[]func()) error {
 	lpm, grp := r.Table.IsPrefix(), r.Table.IsGroup()
 	switch {
-	case r.Whole && lpm: // only a DEL: a SET of a whole table does not decode
+	case r.Whole && lpm: // only a DEL (checkRow)
 		rows, routes := t.rows, t.index()
 		t.rows, t.sharedPrefixes = newRowTable[K](), false
 		if undo != nil {

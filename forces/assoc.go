@@ -111,8 +111,12 @@ func AnswerSetup(conn *Conn, local ID, req *Message, result SetupResult) error {
 
 // RequestSetup sends an Association Setup from local to peer and waits up to
 // timeout for the response, returning the responder's ID. A refusal is an
-// error wrapping ErrSetupRefused. If ctx ends meanwhile, a normal teardown is
-// sent and the connection closed.
+// error wrapping ErrSetupRefused. The response must come from peer, or from
+// any CE when local is an FE asking CEID(0) (an FE that does not know its
+// CE's number), be addressed to local and echo the setup's correlator; any
+// other is refused with an error wrapping ErrSetupRefused that names the IDs,
+// and the association never starts. If ctx ends meanwhile, a normal teardown
+// is sent and the connection closed.
 func RequestSetup(ctx context.Context, conn *Conn, local, peer ID, corr uint64, timeout time.Duration) (ID, error) {
 	stop := context.AfterFunc(ctx, func() {
 		conn.SetWriteDeadline(time.Now().Add(teardownWrite))
@@ -132,10 +136,22 @@ func RequestSetup(ctx context.Context, conn *Conn, local, peer ID, corr uint64, 
 	if resp.Header.Type != MsgAssociationSetupResponse || resp.ASResult == nil {
 		return 0, fmt.Errorf("expected an Association Setup Response, got %s", resp.Header.Type)
 	}
+	h := resp.Header
+	anyCE := local.IsFE() && peer == CEID(0)
+	switch {
+	case anyCE && !h.Src.IsCE():
+		return 0, fmt.Errorf("%w: Setup Response from %v, which is not a CE ID", ErrSetupRefused, h.Src)
+	case !anyCE && h.Src != peer:
+		return 0, fmt.Errorf("%w: Setup Response from %v, asked %v", ErrSetupRefused, h.Src, peer)
+	case h.Dst != local:
+		return 0, fmt.Errorf("%w: Setup Response addressed to %v, not to this end (%v)", ErrSetupRefused, h.Dst, local)
+	case h.Correlator != corr:
+		return 0, fmt.Errorf("%w: Setup Response correlator %#x, the setup's was %#x", ErrSetupRefused, h.Correlator, corr)
+	}
 	if r := SetupResult(*resp.ASResult); r != SetupSuccess {
 		return 0, fmt.Errorf("%w: %s", ErrSetupRefused, r)
 	}
-	return resp.Header.Src, nil
+	return h.Src, nil
 }
 
 // Handler serves one message type of an association, on its reader. mb is

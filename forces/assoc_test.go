@@ -83,7 +83,7 @@ func TestSetupAcceptedAndRefused(t *testing.T) {
 		var id ID
 		go func() {
 			var err error
-			id, err = RequestSetup(context.Background(), fe, testFE, CEID(5), 1, time.Second)
+			id, err = RequestSetup(context.Background(), fe, testFE, testCE, 1, time.Second)
 			got <- err
 		}()
 		req, err := ReadSetup(ce, time.Second)
