@@ -68,7 +68,7 @@ var wantAttacks = []string{
 	"attack_fe_stray_commit_response", "attack_fe_wrong_ids", "attack_fe_stalled_reader", "attack_fe_no_setup", "attack_fe_connection_flood",
 	"attack_fe_accept_emfile",
 	"attack_fe_config_get_table", "attack_fe_config_set_prop_table", "attack_fe_config_report_table",
-	"attack_fe_setup_response_not_ce", "attack_fe_dead_interval_max", "attack_fe_config_item_paths",
+	"attack_fe_config_commit_response", "attack_fe_config_unanswerable", "attack_fe_setup_response_not_ce", "attack_fe_dead_interval_max", "attack_fe_config_item_paths",
 	"attack_api_unauthenticated_large", "attack_api_wrong_token", "attack_api_token_on_plaintext_tcp",
 	"attack_api_watch_flood", "attack_api_list_flood", "attack_api_martian_prefixes",
 	"attack_api_routes_file_corrupt",

@@ -246,16 +246,6 @@ func (r *attackRun) logLines(daemon string) int {
 	return strings.Count(string(b), "\n")
 }
 
-// logSince returns what a daemon's log gained after it had n lines.
-func (r *attackRun) logSince(daemon string, n int) string {
-	b, _ := os.ReadFile(filepath.Join(r.o.Dir, daemon+".log"))
-	lines := strings.SplitAfter(string(b), "\n")
-	if n > len(lines) {
-		return ""
-	}
-	return strings.Join(lines[n:], "")
-}
-
 // rssKiB reads a process's resident set size (VmRSS) and its peak (VmHWM).
 func rssKiB(pid int) (rss, hwm int, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -259,7 +259,7 @@ func apiAttacks() []attack {
 					_, _ = rc.Delete(ctx, &splitplanev1.DeleteRouteRequest{Prefix: p.prefix})
 				}
 				if status.Code(err) != codes.InvalidArgument {
-					return "", fmt.Errorf("Add %s: %v, want InvalidArgument", p.prefix, err)
+					return "", fmt.Errorf("route add %s: %v, want InvalidArgument", p.prefix, err)
 				}
 				parts = append(parts, p.prefix)
 			}

@@ -193,6 +193,38 @@ func (c *fakeCE) reply(corr uint64, timeout time.Duration) (string, error) {
 	}
 }
 
+// answer is reply for a message whose success is no failure: it returns
+// the result codes, or how the FE hung up.
+func (c *fakeCE) answer(corr uint64, timeout time.Duration) (string, error) {
+	c.conn.SetReadDeadline(time.Now().Add(timeout))
+	for {
+		m, err := c.conn.ReadMessage()
+		if err != nil {
+			if isTimeout(err) {
+				return "", errors.New("no answer and no teardown")
+			}
+			return "the FE ended the association (" + err.Error() + ")", nil
+		}
+		switch {
+		case m.Header.Type == forces.MsgAssociationTeardown:
+			return "the FE tore the association down", nil
+		case m.Header.Type == forces.MsgConfigResponse && m.Header.Correlator == corr:
+			rs, err := forces.ConfigResults(m)
+			if err != nil {
+				return "answered (" + err.Error() + ")", nil
+			}
+			var codes []string
+			for _, r := range rs {
+				codes = append(codes, r.String())
+			}
+			if len(codes) == 0 {
+				return "answered with no results", nil
+			}
+			return "answered " + strings.Join(slices.Compact(codes), ", "), nil
+		}
+	}
+}
+
 func (c *fakeCE) close() { c.nc.Close() }
 
 // config is a Config message from the fake CE with one operation.
@@ -254,6 +286,58 @@ func ceAttacks() []attack {
 		{"attack_fe_config_get_table", victim(opOnTables(forces.OpGet))},
 		{"attack_fe_config_set_prop_table", victim(opOnTables(forces.OpSetProp))},
 		{"attack_fe_config_report_table", victim(opOnTables(forces.OpReport))},
+		{"attack_fe_config_commit_response", victim(func(ctx context.Context, v *victimFE) (string, error) {
+			// A Config holding a COMMIT-RESPONSE (an FE's answer, not a
+			// CE's request), then an ordinary Config: the FE must answer
+			// both (or hang up), never go on with a dead applier.
+			c, err := v.associated(ctx)
+			if err != nil {
+				return "", err
+			}
+			defer c.close()
+			code := forces.ResultSuccess
+			odd := c.config(51, forces.ClassFEObject, forces.OpCommitResponse)
+			odd.LFBs[0].Ops[0].Result = &code
+			if err := c.conn.WriteMessage(odd); err != nil {
+				return "", err
+			}
+			first, err := c.answer(51, 5*time.Second)
+			if err != nil || strings.HasPrefix(first, "the FE") {
+				return "a COMMIT-RESPONSE in a Config: " + first, err
+			}
+			p := forces.HeartbeatPolicy{CEHBPolicy: 0, CEHDI: 3000, FEHBPolicy: 1, FEHI: 1000}
+			ms, err := forces.BuildConfig(forces.Header{Src: c.id, Dst: c.fe, Correlator: 52, Flags: forces.Flags{ACK: forces.AlwaysACK}}, nil, p.Ops())
+			if err != nil {
+				return "", err
+			}
+			if err := c.conn.WriteMessages(ms...); err != nil {
+				return "", err
+			}
+			second, err := c.answer(52, 5*time.Second)
+			return fmt.Sprintf("a COMMIT-RESPONSE in a Config: %s; the next Config: %s", first, second), err
+		})},
+		{"attack_fe_config_unanswerable", victim(func(ctx context.Context, v *victimFE) (string, error) {
+			// 15,000 DELs in one message, whose answer (a RESULT-TLV per
+			// leaf) cannot fit a message: refused whole or torn down.
+			c, err := v.associated(ctx)
+			if err != nil {
+				return "", err
+			}
+			defer c.close()
+			m := &forces.Message{Header: forces.Header{Type: forces.MsgConfig, Src: c.id, Dst: c.fe, Correlator: 53, Flags: forces.Flags{ACK: forces.AlwaysACK}}}
+			for range 4 {
+				var paths []forces.PathData
+				for i := range 3750 {
+					paths = append(paths, forces.PathData{IDs: []uint32{forces.CompIPv4PrefixTable, uint32(i)}})
+				}
+				m.LFBs = append(m.LFBs, forces.LFBSelect{ClassID: forces.ClassIPv4UcastLPM, InstanceID: 1, Ops: []forces.Operation{{Type: forces.OpDel, Paths: paths}}})
+			}
+			if err := c.conn.WriteMessage(m); err != nil {
+				return "", err
+			}
+			what, err := c.reply(53, 5*time.Second)
+			return "15,000 DELs whose answer cannot fit a message: " + what, err
+		})},
 		{"attack_fe_setup_response_not_ce", victim(func(ctx context.Context, v *victimFE) (string, error) {
 			// The setup answered from an FE ID, not a CE's.
 			c, m, err := v.accept(ctx)
@@ -287,8 +371,14 @@ func ceAttacks() []attack {
 			if err != nil {
 				return "", err
 			}
-			start := time.Now()
 			if err := c.conn.WriteMessages(ms...); err != nil {
+				return "", err
+			}
+			// The FE arms its dead timer at each message it reads: one
+			// heartbeat after the policy is applied, then silence.
+			time.Sleep(300 * time.Millisecond)
+			start := time.Now()
+			if err := c.conn.WriteMessage(forces.NewHeartbeat(c.id, c.fe, 1, forces.NoACK)); err != nil {
 				return "", err
 			}
 			c.conn.SetReadDeadline(time.Now().Add(MaxCEDeadInterval + 10*time.Second))

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -244,16 +243,6 @@ func (f *fakeFE) synced(timeout time.Duration) error {
 	return errors.New("no Config from the CE")
 }
 
-// ended waits up to timeout for the CE to end the association.
-func (f *fakeFE) ended(timeout time.Duration) bool {
-	select {
-	case <-f.done:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
-}
-
 func (f *fakeFE) close() {
 	f.nc.Close()
 	<-f.done
@@ -325,6 +314,3 @@ func fdCount(pid int) int {
 	es, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	return len(es)
 }
-
-// logMatches counts the lines of s that contain sub.
-func logMatches(s, sub string) int { return strings.Count(s, sub) }
