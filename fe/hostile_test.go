@@ -311,7 +311,9 @@ func TestQueryAlwaysAnswered(t *testing.T) {
 	for i := range many {
 		many[i] = status
 	}
-	long := make([]uint32, 2000) // a path every leaf below it repeats
+	// A path every leaf below it repeats: as long as the parser allows
+	// (forces.MaxPathIDs with the leaf's own ID), over many leaves.
+	long := make([]uint32, forces.MaxPathIDs-1)
 	deep := forces.PathData{IDs: long, Children: make([]forces.PathData, 2000)}
 	for _, tc := range []struct {
 		name string
@@ -357,7 +359,7 @@ func TestConfigMemoryBounded(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	a.applyConfig(configMsg(t, setNH(1, "192.0.2.1"), setRoute(1, "198.51.100.0/24", 1)))
 	before := dp.String()
-	long := make([]uint32, 3000)
+	long := make([]uint32, forces.MaxPathIDs-1)
 	long[0] = 1
 	kids := make([]forces.PathData, 3000)
 	kids[0] = forces.PathData{IDs: []uint32{1}} // DEL of row 1, would it apply
@@ -431,12 +433,13 @@ func TestSetupResponseFromNonCERefused(t *testing.T) {
 }
 
 // pathBomb is a Config or Query of four LFBselects, each one PATH-DATA of
-// 7900 IDs over 2600 one-ID children: 250 KB that would flatten into 10400
-// paths of 7901 IDs (330 MB).
+// as many IDs as the parser allows over 5300 one-ID children: 250 KB that
+// flattens into 21200 paths of 32 IDs (2.7 MB). (A longer path, which
+// would flatten quadratically, does not parse: forces.MaxPathIDs.)
 func pathBomb(typ forces.MessageType, op forces.OpType) *forces.Message {
 	m := ceMsg(typ, forces.Flags{ACK: forces.AlwaysACK})
 	for range 4 {
-		parent := forces.PathData{IDs: slices.Repeat([]uint32{1}, 7900), Children: make([]forces.PathData, 2600)}
+		parent := forces.PathData{IDs: slices.Repeat([]uint32{1}, forces.MaxPathIDs-1), Children: make([]forces.PathData, 5300)}
 		for i := range parent.Children {
 			parent.Children[i] = forces.PathData{IDs: []uint32{uint32(i)}}
 		}
