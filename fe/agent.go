@@ -92,9 +92,9 @@ type Agent struct {
 	redirector *Redirector
 	pcap       *forces.PcapWriter
 
-	protocolErrors atomic.Uint64 // malformed, misaddressed or refused messages from the CE
-	refusals       rateLog       // warnings of messages refused whole, or unanswerable
-	rejects        rateLog       // warnings of rejected Config rows
+	protocolErrors atomic.Uint64  // malformed, misaddressed or refused messages from the CE
+	refusals       forces.RateLog // warnings of messages refused whole, or unanswerable
+	rejects        forces.RateLog // warnings of rejected Config rows
 	dial           func(ctx context.Context, d net.Dialer, addr string) (net.Conn, error)
 	prom           *metrics.Registry // Prometheus metrics (metrics.go)
 

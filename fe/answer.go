@@ -3,9 +3,6 @@ package fe
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"sync/atomic"
-	"time"
 
 	"github.com/splitplane/splitplane/forces"
 )
@@ -199,22 +196,4 @@ func echoLen(p *forces.PathData) (int, error) {
 		return 0, fmt.Errorf("the answer to its PATH-DATA %v would be %d bytes, more than a TLV holds (%d)", p.IDs[:min(len(p.IDs), 4)], n, forces.MaxTLVLen)
 	}
 	return n, nil
-}
-
-// rateLog logs a kind of warning at most once a second, with the number
-// left out since the last line, so that a CE cannot flood the FE's log (one
-// Config can carry thousands of rows to reject).
-type rateLog struct {
-	last       atomic.Int64
-	suppressed atomic.Uint64
-}
-
-func (r *rateLog) warn(log *slog.Logger, msg string, args ...any) {
-	now := time.Now().UnixNano()
-	last := r.last.Load()
-	if now-last < int64(time.Second) || !r.last.CompareAndSwap(last, now) {
-		r.suppressed.Add(1)
-		return
-	}
-	log.Warn(msg, append(args, "suppressed_since_last", r.suppressed.Swap(0))...)
 }

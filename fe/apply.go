@@ -74,7 +74,7 @@ func (a *Agent) applyConfig(m *forces.Message) (resp *forces.Message, failed boo
 	}
 	resp, err := forces.NewConfigResponse(m, results...)
 	if err != nil {
-		a.refusals.warn(a.log, "forces: cannot build the config response", "correlator", m.Header.Correlator, "err", err)
+		a.refusals.Warn(a.log, "forces: cannot build the config response", "correlator", m.Header.Correlator, "err", err)
 		resp = &forces.Message{Header: forces.Header{Type: forces.MsgConfigResponse, Src: m.Header.Dst, Dst: m.Header.Src, Correlator: m.Header.Correlator}}
 	}
 	return resp, failed
@@ -159,7 +159,7 @@ func (a *Agent) applyNow(em forces.ExecMode, items []forces.Item, results []forc
 		}
 		failed = true
 		results[i] = resultOf(err)
-		a.rejects.warn(a.log, "forces: config row rejected", "lfb", forces.ClassName(it.ClassID), "op", it.Op, "path", it.Path, "err", err)
+		a.rejects.Warn(a.log, "forces: config row rejected", "lfb", forces.ClassName(it.ClassID), "op", it.Op, "path", it.Path, "err", err)
 		switch em {
 		case forces.ExecAllOrNone:
 			for j := len(undo) - 1; j >= 0; j-- {

@@ -7,9 +7,10 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // KernelRoutes says which of the CE's routes the FE copies into the kernel's

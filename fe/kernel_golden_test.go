@@ -10,8 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/splitplane/splitplane/internal/prefix"
 	"github.com/vishvananda/netlink"
+
+	"github.com/splitplane/splitplane/internal/prefix"
 )
 
 // ipRoutes is a fake netlink handle for the kernel copy: it keeps the

@@ -18,11 +18,11 @@ const lowQueue = 1024
 
 // lowStats counts the low-priority channel's traffic.
 type lowStats struct {
-	redirected atomic.Uint64 // frames sent to the CE
-	dropped    atomic.Uint64 // frames dropped: queue full or no association
-	injected   atomic.Uint64 // frames the CE sent out of a port
-	events     atomic.Uint64 // event notifications sent
-	warns      rateLog       // warnings of frames of the CE's not sent out, at most one a second
+	redirected atomic.Uint64  // frames sent to the CE
+	dropped    atomic.Uint64  // frames dropped: queue full or no association
+	injected   atomic.Uint64  // frames the CE sent out of a port
+	events     atomic.Uint64  // event notifications sent
+	warns      forces.RateLog // warnings of frames of the CE's not sent out, at most one a second
 }
 
 // LowStatus is the low-priority channel in the FE's status.
@@ -110,11 +110,11 @@ func (a *Agent) lowChannel(ctx context.Context, ce forces.ID, next func() uint64
 func (a *Agent) inject(r forces.Redirect) {
 	port, ok := r.Port()
 	if !ok || a.redirector == nil {
-		a.low.warns.warn(a.log, "forces: packet redirect without a usable output port", "has_port", ok)
+		a.low.warns.Warn(a.log, "forces: packet redirect without a usable output port", "has_port", ok)
 		return
 	}
 	if err := a.redirector.Inject(int(port), r.Data); err != nil {
-		a.low.warns.warn(a.log, "forces: inject", "port", port, "err", err)
+		a.low.warns.Warn(a.log, "forces: inject", "port", port, "err", err)
 		return
 	}
 	a.low.injected.Add(1)

@@ -58,7 +58,7 @@ func (a *Agent) answerQuery(m *forces.Message) *forces.Message {
 // whole with code.
 func (a *Agent) refused(m *forces.Message, code forces.ResultCode, err error) {
 	a.protocolErrors.Add(1)
-	a.refusals.warn(a.log, "forces: message from the CE refused", "type", m.Header.Type, "correlator", m.Header.Correlator, "result", code, "err", err)
+	a.refusals.Warn(a.log, "forces: message from the CE refused", "type", m.Header.Type, "correlator", m.Header.Correlator, "result", code, "err", err)
 }
 
 func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {

@@ -161,40 +161,18 @@ func (v *victimFE) associated(ctx context.Context) (*fakeCE, error) {
 }
 
 // reply waits for the victim's answer to the message with correlator corr
-// (heartbeats and events on the way are skipped): the Config Response's
-// results, or why there is none (the FE hung up: fine, an answer too).
+// (heartbeats and events on the way are skipped), which must be a refusal:
+// the Config Response's results, or how the FE hung up (a refusal too).
 func (c *fakeCE) reply(corr uint64, timeout time.Duration) (string, error) {
-	c.conn.SetReadDeadline(time.Now().Add(timeout))
-	for {
-		m, err := c.conn.ReadMessage()
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				return "", errors.New("no answer and no teardown")
-			}
-			return "the FE ended the association (" + err.Error() + ")", nil
-		}
-		switch {
-		case m.Header.Type == forces.MsgAssociationTeardown:
-			return "the FE tore the association down", nil
-		case m.Header.Type == forces.MsgConfigResponse && m.Header.Correlator == corr:
-			rs, err := forces.ConfigResults(m)
-			if err != nil {
-				return "", fmt.Errorf("its response does not parse: %w", err)
-			}
-			var codes []string
-			for _, r := range rs {
-				codes = append(codes, r.String())
-				if r == forces.ResultSuccess {
-					return "", errors.New("answered SUCCESS")
-				}
-			}
-			return "answered " + strings.Join(codes, ", "), nil
-		}
+	what, err := c.answer(corr, timeout)
+	if err == nil && strings.Contains(what, forces.ResultSuccess.String()) {
+		return what, errors.New("answered SUCCESS")
 	}
+	return what, err
 }
 
-// answer is reply for a message whose success is no failure: it returns
-// the result codes, or how the FE hung up.
+// answer waits for the victim's answer to the message with correlator corr:
+// the Config Response's result codes, or how the FE hung up.
 func (c *fakeCE) answer(corr uint64, timeout time.Duration) (string, error) {
 	c.conn.SetReadDeadline(time.Now().Add(timeout))
 	for {
