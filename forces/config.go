@@ -135,6 +135,10 @@ func AppendItems(dst []Item, m *Message) []Item {
 	for _, s := range m.LFBs {
 		for _, op := range s.Ops {
 			for i := range op.Paths {
+				if len(op.Paths[i].Children) == 0 {
+					n++ // a row, as a full sync's thousands are
+					continue
+				}
 				l, c := countLeaves(&op.Paths[i], 0)
 				n, ids = n+l, ids+c
 			}
@@ -143,50 +147,50 @@ func AppendItems(dst []Item, m *Message) []Item {
 	if n == 0 {
 		return dst
 	}
-	f := flattener{out: slices.Grow(dst, n), ids: make([]uint32, 0, ids)}
+	out := slices.Grow(dst, n)
+	var arena []uint32
+	if ids > 0 {
+		arena = make([]uint32, 0, ids)
+	}
 	for _, s := range m.LFBs {
 		for _, op := range s.Ops {
 			for i := range op.Paths {
-				f.add(&s, op.Type, nil, nil, &op.Paths[i])
+				out = appendItems(out, &arena, &s, op.Type, nil, nil, &op.Paths[i])
 			}
 		}
 	}
-	return f.out
+	return out
 }
 
-// flattener builds Items, carving concatenated paths from one array sized
-// by countLeaves.
-type flattener struct {
-	out []Item
-	ids []uint32
-}
-
-func (f *flattener) add(s *LFBSelect, op OpType, prefix []uint32, key *KeyInfo, p *PathData) {
+// appendItems appends the leaves under p to out, carving concatenated paths
+// from arena (sized by countLeaves). The slice being built travels by value,
+// as the full sync's flat rows (no concatenation) want it in registers.
+func appendItems(out []Item, arena *[]uint32, s *LFBSelect, op OpType, prefix []uint32, key *KeyInfo, p *PathData) []Item {
 	path := p.IDs
 	switch {
 	case len(prefix) == 0:
 	case len(p.IDs) == 0:
 		path = prefix
 	default:
-		start := len(f.ids)
-		f.ids = append(append(f.ids, prefix...), p.IDs...)
-		path = f.ids[start:len(f.ids):len(f.ids)]
+		start := len(*arena)
+		*arena = append(append(*arena, prefix...), p.IDs...)
+		path = (*arena)[start:len(*arena):len(*arena)]
 	}
 	if p.Key != nil {
 		key = p.Key
 	}
 	if len(p.Children) == 0 {
-		f.out = append(f.out, Item{
+		return append(out, Item{
 			ClassID: s.ClassID, InstanceID: s.InstanceID, Op: op, Path: path, Key: key,
 			FullData: p.FullData, HasFullData: p.HasFullData || len(p.FullData) > 0,
 			SparseData: p.SparseData, HasSparseData: p.HasSparseData || len(p.SparseData) > 0,
 			Result: p.Result,
 		})
-		return
 	}
 	for i := range p.Children {
-		f.add(s, op, path, key, &p.Children[i])
+		out = appendItems(out, arena, s, op, path, key, &p.Children[i])
 	}
+	return out
 }
 
 // NewConfigResponse answers the Config req with a Config Response of the same
