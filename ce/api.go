@@ -176,14 +176,12 @@ func (c *CE) applyAPI(rib *RIB, ops []RouteOp, out []Change) ([]Change, error) {
 		if i+prefetch.Ahead < len(ops) {
 			rib.prefetch(srcAPI, ops[i+prefetch.Ahead].Prefix)
 		}
-		pr := priorRoute{p: op.Prefix}
-		if pr.v, pr.had = rib.tables[srcAPI].get(op.Prefix); pr.had {
-			rib.sets[pr.v.set()].refs++
-		}
-		prior = append(prior, pr)
+		var pr priorRoute
+		var ok bool
 		if op.Kind == OpDelete {
-			var ok bool
-			if out, ok = rib.delAPI(op.Prefix, out); !ok {
+			out, pr, ok = rib.delAPI(op.Prefix, out)
+			prior = append(prior, pr)
+			if !ok {
 				// What the prefix falls back to (another origin's route)
 				// does not fit: the deleted route must not stay.
 				out = rib.fibs.of(op.Prefix).Delete(op.Prefix, out)
@@ -196,8 +194,9 @@ func (c *CE) applyAPI(rib *RIB, ops []RouteOp, out []Change) ([]Change, error) {
 		if d == 0 {
 			d = rib.distances[srcAPI]
 		}
-		var ok bool
-		if out, ok = rib.set(srcAPI, op.Prefix, op.NextHops, d, out); !ok {
+		out, pr, ok = rib.setAPI(op.Prefix, op.NextHops, d, out)
+		prior = append(prior, pr)
+		if !ok {
 			why := "the next-hop set table is full"
 			if f := rib.fibs.of(op.Prefix); f.full != "" {
 				why, f.full = f.full, ""
@@ -218,15 +217,36 @@ type priorRoute struct {
 	had bool
 }
 
-// delAPI removes the API's route for p, installing what p falls back to;
-// ok is false when that does not fit the FIB.
-func (r *RIB) delAPI(p netip.Prefix, out []Change) (_ []Change, ok bool) {
-	old, had := r.tables[srcAPI].del(p)
-	if !had {
-		return out, true
+// setAPI is set for the API's route for p, keeping the route it replaces in
+// prior with its set's reference (released by the caller), for undoAPI;
+// ok is false when the route does not fit the FIB.
+func (r *RIB) setAPI(p netip.Prefix, hops []netip.Addr, distance uint8, out []Change) (_ []Change, prior priorRoute, ok bool) {
+	prior.p = p
+	id, ok := r.intern(hops)
+	if !ok {
+		if prior.v, prior.had = r.tables[srcAPI].del(p); prior.had {
+			out, _ = r.install(p, out)
+		}
+		return out, prior, false
 	}
-	r.release(old.set())
-	return r.install(p, out)
+	v := mkRoute(distance, id)
+	if prior.v, prior.had = r.tables[srcAPI].put(p, v); prior.had && prior.v == v {
+		return out, prior, true // the same route again: prior holds the old reference
+	}
+	out, ok = r.installKnown(p, srcAPI, v, out)
+	return out, prior, ok
+}
+
+// delAPI removes the API's route for p, installing what p falls back to,
+// keeping the route in prior as setAPI does; ok is false when what p falls
+// back to does not fit the FIB.
+func (r *RIB) delAPI(p netip.Prefix, out []Change) (_ []Change, prior priorRoute, ok bool) {
+	prior.p = p
+	if prior.v, prior.had = r.tables[srcAPI].del(p); !prior.had {
+		return out, prior, true
+	}
+	out, ok = r.install(p, out)
+	return out, prior, ok
 }
 
 // undoAPI puts the API's routes of prior back as they were, last first:
