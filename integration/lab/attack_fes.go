@@ -82,7 +82,7 @@ func feAttacks() []attack {
 			}
 			defer f.close()
 			time.Sleep(2 * time.Second) // time for a poisoned RIB to withdraw
-			return "an admitted FE reported the BGP peer's address as its port's", r.routesIntact()
+			return fmt.Sprintf("an admitted FE reported the BGP peer's address as its port's: FE 1 kept its %d routes", r.routes), r.routesIntact()
 		}},
 		{"attack_fe_discovery_item_paths", func(ctx context.Context, r *attackRun) (string, error) {
 			// The discovery answer: 256 KiB whose leaves each have a 30 KiB
