@@ -19,7 +19,8 @@ import (
 // resolution (through the FEs' connected prefixes and the static routes,
 // recursively) is worked out once. When a connected prefix or a static
 // route changes, the sets whose resolution changes are found, and only the
-// routes that use them are chosen and installed again.
+// routes that use them are chosen and installed again. Recursive
+// resolution is bounded (loops, depth, work): resolve.go.
 
 // source is where a route comes from, in the order that breaks a tie of
 // distances.
@@ -39,10 +40,6 @@ const (
 	DefaultDistanceEBGP   = 20
 	DefaultDistanceIBGP   = 200
 )
-
-// maxResolveDepth bounds recursive resolution (a static route via a static
-// route via ...), and so loops.
-const maxResolveDepth = 8
 
 // srcRoute is one source's route for a prefix, packed: the distance in the
 // top byte, the next-hop set's ID below.
@@ -106,6 +103,7 @@ type nhSet struct {
 	hops     []netip.Addr // sorted, as the sources gave them
 	refs     int
 	resolved []netip.Addr // directly connected next hops; nil: unresolved
+	why      unresolved   // why resolved is nil
 }
 
 // RIB holds the routes of every source and installs the chosen ones into the
@@ -128,6 +126,10 @@ type RIB struct {
 	local     map[netip.Addr]int
 	// byFE is what each FE reported, to take it back when it changes or goes.
 	byFE map[forces.ID][]netip.Prefix
+
+	// resolveSteps counts the next hops resolution examined, ever: the work
+	// resolution does, which tests bound.
+	resolveSteps uint64
 }
 
 // NewRIB returns an empty RIB feeding fib, with distances d (zero fields:
@@ -367,7 +369,9 @@ func (r *RIB) intern(hops []netip.Addr) (uint32, bool) {
 		return 0, false
 	}
 	s := nhSet{hops: slices.Clone(hops), refs: 1}
-	s.resolved = r.resolveSet(s.hops)
+	rv := resolver{r: r}
+	res, why := rv.resolveSet(s.hops)
+	s.resolved, s.why = slices.Clone(res), why
 	r.sets[id] = s
 	if len(hops) == 1 {
 		r.byAddr[hops[0]] = id
@@ -391,50 +395,6 @@ func (r *RIB) release(id uint32) {
 	r.freeSets = append(r.freeSets, id)
 }
 
-// resolveSet resolves each next hop of a set and returns the union, sorted,
-// at most forces.MaxECMPMembers of them; nil if none resolves.
-func (r *RIB) resolveSet(hops []netip.Addr) []netip.Addr {
-	var out []netip.Addr
-	for _, h := range hops {
-		out = r.resolve(h, out, 0)
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	out = slices.Compact(out)
-	if len(out) > forces.MaxECMPMembers {
-		out = out[:forces.MaxECMPMembers]
-	}
-	return out
-}
-
-// resolve appends the directly connected next hops that h is reached
-// through: h itself on a connected subnet; otherwise the resolution of the
-// longest static route covering h.
-func (r *RIB) resolve(h netip.Addr, out []netip.Addr, depth int) []netip.Addr {
-	if !h.IsValid() || depth > maxResolveDepth || r.local[h] > 0 {
-		return out
-	}
-	if r.coveredBy(h, func(p netip.Prefix) bool { return r.connected[p] > 0 }) {
-		return append(out, h)
-	}
-	var via netip.Prefix
-	found := r.coveredBy(h, func(p netip.Prefix) bool {
-		_, ok := r.tables[srcStatic].get(p)
-		via = p
-		return ok
-	})
-	if !found {
-		return out
-	}
-	v, _ := r.tables[srcStatic].get(via)
-	for _, n := range r.sets[v.set()].hops {
-		out = r.resolve(n, out, depth+1)
-	}
-	return out
-}
-
 // coveredBy reports whether has holds for a prefix covering h, trying the
 // longest first.
 func (r *RIB) coveredBy(h netip.Addr, has func(netip.Prefix) bool) bool {
@@ -451,13 +411,16 @@ func (r *RIB) coveredBy(h netip.Addr, has func(netip.Prefix) bool) bool {
 // routes of every set whose resolution changed.
 func (r *RIB) reresolve(out []Change) []Change {
 	changed := map[uint32]bool{}
+	rv := resolver{r: r} // one pass: each static route is resolved once
 	for id := 1; id < len(r.sets); id++ {
 		s := &r.sets[id]
 		if s.refs == 0 {
 			continue
 		}
-		if res := r.resolveSet(s.hops); !slices.Equal(res, s.resolved) {
-			s.resolved = res
+		res, why := rv.resolveSet(s.hops)
+		s.why = why
+		if !slices.Equal(res, s.resolved) {
+			s.resolved = slices.Clone(res)
 			changed[uint32(id)] = true
 		}
 	}
