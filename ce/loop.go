@@ -220,6 +220,7 @@ func (c *CE) loop(ctx context.Context) error {
 			l.reply <- fes[l.fe]
 		case q := <-c.queries:
 			st := Status{ID: c.id.String(), Routes: fib.Len(), Connected: rib.Connected(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
+			st.UnresolvedRoutes, st.UnresolvedStatic = rib.unresolvedRoutes()
 			for _, s := range fes {
 				st.FEs = append(st.FEs, s.status())
 			}

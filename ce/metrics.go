@@ -45,6 +45,8 @@ var (
 		"Routes in the CE's FIB (IPv4 and IPv6), the table every synced FE holds.", nil, nil)
 	ceConnected = prometheus.NewDesc("splitplane_ce_connected_prefixes",
 		"Connected prefixes next hops resolve through (the FEs' port subnets and configured ones).", nil, nil)
+	ceUnresolved = prometheus.NewDesc("splitplane_ce_rib_unresolved_routes",
+		"Routes of every origin whose next hops resolve to no directly connected one, so are not forwarded with, by reason (no_route, depth, loop, work).", []string{"reason"}, nil)
 	ceProtocolErrors = prometheus.NewDesc("splitplane_ce_forces_protocol_errors_total",
 		"Malformed or misaddressed ForCES messages the CE received.", nil, nil)
 	ceRefused = prometheus.NewDesc("splitplane_ce_forces_refused_total",
@@ -95,7 +97,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (cc *ceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceProtocolErrors, ceRefused, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
+	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceUnresolved, ceProtocolErrors, ceRefused, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
 		ceFEs, ceFEInfo, ceFEAssociated, ceFESince, ceFESynced, ceFEPending, ceFEAcked, ceFEFailed, ceFELastHB, ceFERTT, ceFERTTSamples,
 		ceFEPortUp, ceFELow, ceFERedirected, ceFEInjected, ceFEEvents} {
 		ch <- d
@@ -120,6 +122,9 @@ func (cc *ceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(ceFIBRoutes, float64(st.Routes))
 	gauge(ceConnected, float64(len(st.Connected)))
+	for reason, n := range st.UnresolvedRoutes {
+		gauge(ceUnresolved, float64(n), reason)
+	}
 	counter(ceProtocolErrors, st.ProtocolErrors)
 	for r := range nRefusals {
 		counter(ceRefused, st.ForCESRefused[r.String()], r.String())

@@ -22,6 +22,14 @@ type Status struct {
 	Connected     []netip.Prefix       `json:"connected"` // the FEs' port prefixes next hops resolve through
 	Neighbors     []bgp.NeighborStatus `json:"neighbors"`
 	FEs           []FEStatus           `json:"fes"`
+	// UnresolvedRoutes counts the routes of every origin whose next hops
+	// resolve to no directly connected one (so are not forwarded with), by
+	// reason: "no_route", "depth" (more than 8 static routes deep), "loop"
+	// (only through static routes leading back to themselves), "work" (a
+	// resolution that needed more than 4096 steps).
+	UnresolvedRoutes map[string]int `json:"unresolved_routes"`
+	// UnresolvedStatic lists the static routes among them, with the reason.
+	UnresolvedStatic []UnresolvedRoute `json:"unresolved_static,omitempty"`
 }
 
 // FEStatus describes one associated FE.

@@ -1,0 +1,47 @@
+package ce
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+)
+
+// The CE reports unresolved routes in its status and metrics.
+func TestCEReportsUnresolved(t *testing.T) {
+	c, err := New(Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0", ForCESListenLow: "127.0.0.1:0",
+		MetricsListen: "127.0.0.1:0",
+		StaticRoutes: []StaticRoute{
+			{Prefix: "0.0.0.0/0", NextHops: []string{"192.0.2.1", "198.51.100.1"}},
+			{Prefix: "203.0.113.0/24", NextHops: []string{"10.9.9.9"}},
+			{Prefix: "2001:db8:5::/48", NextHops: []string{"2001:db8:9::1"}},
+		}},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("CE Run: %v", err)
+		}
+	})
+	waitFor(t, func() bool { return c.MetricsAddr() != nil })
+	var st Status
+	waitFor(t, func() bool { st = statusOf(t, c); return st.UnresolvedRoutes["loop"] == 2 })
+	if st.UnresolvedRoutes["no_route"] != 1 || st.Routes != 0 {
+		t.Fatalf("unresolved %v, %d routes in the FIB; want loop 2, no_route 1, no route", st.UnresolvedRoutes, st.Routes)
+	}
+	if got, want := fmt.Sprint(st.UnresolvedStatic), "[{0.0.0.0/0 loop} {203.0.113.0/24 loop} {2001:db8:5::/48 no_route}]"; got != want {
+		t.Fatalf("unresolved static routes %s, want %s", got, want)
+	}
+	mfs := scrape(t, c.MetricsAddr().String())
+	for reason, want := range map[string]float64{"loop": 2, "no_route": 1, "depth": 0, "work": 0} {
+		if v, ok := metricValue(mfs, "splitplane_ce_rib_unresolved_routes", "reason", reason); !ok || v != want {
+			t.Errorf("splitplane_ce_rib_unresolved_routes{reason=%q} = %v (present: %v), want %v", reason, v, ok, want)
+		}
+	}
+}
