@@ -2,6 +2,7 @@ package ce
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -272,4 +273,85 @@ func TestRIBResolveWorkBound(t *testing.T) {
 	if counts, _ := r.unresolvedRoutes(); counts["work"] != 1 || counts["no_route"] != 0 || fibHops(f, "203.0.113.0/24") != "" {
 		t.Fatalf("unresolved %v; want the BGP route for work", counts)
 	}
+}
+
+// refResolve is resolution as it was, unbounded but for the depth: every
+// path through the static routes, to maxResolveDepth of them. On small
+// graphs it is the definition bounded resolution must agree with.
+func refResolve(r *RIB, h netip.Addr, out []netip.Addr, depth int) []netip.Addr {
+	if !h.IsValid() || depth > maxResolveDepth || r.local[h] > 0 {
+		return out
+	}
+	if r.coveredBy(h, func(p netip.Prefix) bool { return r.connected[p] > 0 }) {
+		return append(out, h)
+	}
+	var via netip.Prefix
+	if !r.coveredBy(h, func(p netip.Prefix) bool {
+		_, ok := r.tables[srcStatic].get(p)
+		via = p
+		return ok
+	}) {
+		return out
+	}
+	v, _ := r.tables[srcStatic].get(via)
+	for _, n := range r.sets[v.set()].hops {
+		out = refResolve(r, n, out, depth+1)
+	}
+	return out
+}
+
+// On random static routes (loops, chains, shared routes, defaults) bounded
+// resolution gives what resolving every path does.
+func TestRIBResolveMatchesEveryPath(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(22, 1))
+	addr := func() netip.Addr { // in 10.0-7.0-3.0-3, with a few elsewhere
+		if rnd.IntN(10) == 0 {
+			return netip.AddrFrom4([4]byte{192, 0, 2, byte(rnd.IntN(4))})
+		}
+		return netip.AddrFrom4([4]byte{10, byte(rnd.IntN(8)), byte(rnd.IntN(4)), byte(rnd.IntN(4))})
+	}
+	pfx := func() netip.Prefix {
+		bits := []int{0, 8, 16, 24, 32}[rnd.IntN(5)]
+		return netip.PrefixFrom(addr(), bits).Masked()
+	}
+	seen := map[unresolved]int{}
+	for round := range 300 {
+		r, _ := newTestRIB()
+		var connected []netip.Prefix
+		for range rnd.IntN(4) {
+			connected = append(connected, netip.PrefixFrom(addr(), 24+rnd.IntN(9)))
+		}
+		r.SetConnected(forces.FEID(1), connected, nil)
+		for range 1 + rnd.IntN(12) {
+			hops := make([]netip.Addr, 1+rnd.IntN(2))
+			for i := range hops {
+				hops[i] = addr()
+			}
+			r.SetStatic(pfx(), hops, 0, nil)
+		}
+		for i := range 20 {
+			r.SetBGP(netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i), 0}), 24), []netip.Addr{addr(), addr()}, false, nil)
+		}
+		for id := 1; id < len(r.sets); id++ {
+			s := &r.sets[id]
+			if s.refs == 0 {
+				continue
+			}
+			var want []netip.Addr
+			for _, h := range s.hops {
+				want = refResolve(r, h, want, 0)
+			}
+			slices.SortFunc(want, netip.Addr.Compare)
+			want = slices.Compact(want)
+			if len(want) == 0 {
+				want = nil
+			}
+			seen[s.why]++
+			if !slices.Equal(s.resolved, want) || (s.resolved == nil) != (s.why != resolvedOK) {
+				t.Fatalf("round %d: set %v resolves to %v (%s), every path to %v; connected %v, statics %v",
+					round, s.hops, s.resolved, s.why, want, connected, r.Statics())
+			}
+		}
+	}
+	t.Logf("sets by outcome: %v", seen)
 }
