@@ -67,6 +67,7 @@ type hold struct {
 func (c *CE) loop(ctx context.Context) error {
 	fib := fibs{v4: NewFIB(), v6: NewFIB()}
 	rib := NewRIB(fib, c.cfg.Distances)
+	rib.log = c.log
 	fes := map[forces.ID]*session{}
 	holds := map[forces.ID]*hold{}
 	defer func() {

@@ -267,3 +267,40 @@ func (r *RIB) unresolvedRoutes() (map[string]int, []UnresolvedRoute) {
 	})
 	return counts, static
 }
+
+// warnStatics logs the static routes that stopped resolving for a loop,
+// depth or work (a configuration to fix, not a port down), once, and those
+// that resolve again.
+func (r *RIB) warnStatics() {
+	if r.log == nil {
+		return
+	}
+	var bad map[netip.Prefix]unresolved // most often none: no map
+	check := func(p netip.Prefix, v srcRoute) {
+		s := &r.sets[v.set()]
+		if s.resolved != nil || s.why < viaDepth {
+			return
+		}
+		if bad == nil {
+			bad = map[netip.Prefix]unresolved{}
+		}
+		bad[p] = s.why
+		if r.warned[p] != s.why {
+			r.log.Warn("rib: static route does not resolve, not installed", "prefix", p, "next_hops", s.hops, "reason", s.why.String())
+		}
+	}
+	for k, v := range r.tables[srcStatic].v4.All() {
+		check(k.Prefix(), v)
+	}
+	for p, v := range r.tables[srcStatic].v6 {
+		check(p, v)
+	}
+	for p := range r.warned {
+		if _, still := bad[p]; !still {
+			if v, ok := r.tables[srcStatic].get(p); ok && r.sets[v.set()].resolved != nil {
+				r.log.Info("rib: static route resolves again", "prefix", p, "resolved", r.sets[v.set()].resolved)
+			}
+		}
+	}
+	r.warned = bad
+}

@@ -1,6 +1,7 @@
 package ce
 
 import (
+	"log/slog"
 	"net/netip"
 	"slices"
 
@@ -130,6 +131,10 @@ type RIB struct {
 	// resolveSteps counts the next hops resolution examined, ever: the work
 	// resolution does, which tests bound.
 	resolveSteps uint64
+	// log, when set, hears of static routes that stop resolving for a
+	// loop, depth or work, and resolve again; warned is those routes.
+	log    *slog.Logger
+	warned map[netip.Prefix]unresolved
 }
 
 // NewRIB returns an empty RIB feeding fib, with distances d (zero fields:
@@ -424,6 +429,7 @@ func (r *RIB) reresolve(out []Change) []Change {
 			changed[uint32(id)] = true
 		}
 	}
+	r.warnStatics()
 	if len(changed) == 0 {
 		return out
 	}

@@ -1,10 +1,14 @@
 package ce
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"testing"
+
+	"github.com/splitplane/splitplane/forces"
 )
 
 // The CE reports unresolved routes in its status and metrics.
@@ -43,5 +47,31 @@ func TestCEReportsUnresolved(t *testing.T) {
 		if v, ok := metricValue(mfs, "splitplane_ce_rib_unresolved_routes", "reason", reason); !ok || v != want {
 			t.Errorf("splitplane_ce_rib_unresolved_routes{reason=%q} = %v (present: %v), want %v", reason, v, ok, want)
 		}
+	}
+}
+
+// A static route that stops resolving for a loop is logged once, and again
+// when it resolves; one whose port is down (no route) is not.
+func TestRIBLogsUnresolvedStatic(t *testing.T) {
+	var logs bytes.Buffer
+	r, _ := newTestRIB()
+	r.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	fe := forces.FEID(1)
+	r.SetStatic(netip.MustParsePrefix("2001:db8:5::/48"), addrs("2001:db8:9::1"), 0, nil) // no route: not logged
+	r.SetConnected(fe, prefixes("100.64.0.2/30", "100.64.1.2/30"), nil)
+	r.SetStatic(netip.MustParsePrefix("0.0.0.0/0"), addrs("100.64.0.1", "100.64.1.1"), 0, nil)
+	r.SetConnected(fe, nil, nil)
+	r.SetConnected(fe, prefixes("100.64.7.2/30"), nil) // still a loop: no second warning
+	r.SetConnected(fe, prefixes("100.64.0.2/30"), nil)
+	want := `level=WARN msg="rib: static route does not resolve, not installed" prefix=0.0.0.0/0 next_hops="[100.64.0.1 100.64.1.1]" reason=loop
+level=INFO msg="rib: static route resolves again" prefix=0.0.0.0/0 resolved=[100.64.0.1]
+`
+	if logs.String() != want {
+		t.Fatalf("logged:\n%s\nwant:\n%s", logs.String(), want)
 	}
 }
