@@ -232,18 +232,28 @@ type neighborJSON struct {
 	BFD              string `json:"bfd"`
 	PrefixesReceived uint64 `json:"prefixes_received"`
 	PrefixesAccepted uint64 `json:"prefixes_accepted"`
+	Warning          string `json:"warning,omitempty"`
 }
 
 func neighborView(n *splitplanev1.Neighbor) neighborJSON {
 	return neighborJSON{Address: n.GetAddress(), ASN: n.GetAsn(), State: n.GetState(), SinceUnixMs: n.GetSinceUnixMs(),
-		BFD: n.GetBfd(), PrefixesReceived: n.GetPrefixesReceived(), PrefixesAccepted: n.GetPrefixesAccepted()}
+		BFD: n.GetBfd(), PrefixesReceived: n.GetPrefixesReceived(), PrefixesAccepted: n.GetPrefixesAccepted(), Warning: n.GetWarning()}
 }
 
 func printNeighbors(w io.Writer, ns []neighborJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NEIGHBOR\tASN\tSTATE\tFOR\tBFD\tRECEIVED\tACCEPTED")
 	writeNeighbors(tw, ns)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Warnings below the table: they are sentences, too long for a column.
+	for _, n := range ns {
+		if n.Warning != "" {
+			fmt.Fprintf(w, "warning: %s: %s\n", n.Address, n.Warning)
+		}
+	}
+	return nil
 }
 
 func writeNeighbors(tw io.Writer, ns []neighborJSON) {

@@ -1677,8 +1677,12 @@ type Neighbor struct {
 	// the CE's import prefix lists apply after it (in the global table), so
 	// what they reject still counts here.
 	PrefixesAccepted uint64 `protobuf:"varint,7,opt,name=prefixes_accepted,json=prefixesAccepted,proto3" json:"prefixes_accepted,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Why the neighbour may not do what one expects, empty if nothing: an
+	// eBGP neighbour without import or export policy exchanges no routes
+	// (RFC 8212), a session stopped by max_prefixes stays down.
+	Warning       string `protobuf:"bytes,8,opt,name=warning,proto3" json:"warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Neighbor) Reset() {
@@ -1758,6 +1762,13 @@ func (x *Neighbor) GetPrefixesAccepted() uint64 {
 		return x.PrefixesAccepted
 	}
 	return 0
+}
+
+func (x *Neighbor) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
 }
 
 type ListRulesRequest struct {
@@ -2033,7 +2044,7 @@ const file_splitplane_proto_rawDesc = "" +
 	"\x0fdropped_packets\x18\x05 \x01(\x04R\x0edroppedPackets\"\x16\n" +
 	"\x14ListNeighborsRequest\"N\n" +
 	"\x15ListNeighborsResponse\x125\n" +
-	"\tneighbors\x18\x01 \x03(\v2\x17.splitplane.v1.NeighborR\tneighbors\"\xdc\x01\n" +
+	"\tneighbors\x18\x01 \x03(\v2\x17.splitplane.v1.NeighborR\tneighbors\"\xf6\x01\n" +
 	"\bNeighbor\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
@@ -2041,7 +2052,8 @@ const file_splitplane_proto_rawDesc = "" +
 	"\rsince_unix_ms\x18\x04 \x01(\x03R\vsinceUnixMs\x12\x10\n" +
 	"\x03bfd\x18\x05 \x01(\tR\x03bfd\x12+\n" +
 	"\x11prefixes_received\x18\x06 \x01(\x04R\x10prefixesReceived\x12+\n" +
-	"\x11prefixes_accepted\x18\a \x01(\x04R\x10prefixesAccepted\"\x12\n" +
+	"\x11prefixes_accepted\x18\a \x01(\x04R\x10prefixesAccepted\x12\x18\n" +
+	"\awarning\x18\b \x01(\tR\awarning\"\x12\n" +
 	"\x10ListRulesRequest\">\n" +
 	"\x11ListRulesResponse\x12)\n" +
 	"\x05rules\x18\x01 \x03(\v2\x13.splitplane.v1.RuleR\x05rules\"\x89\x01\n" +
