@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
@@ -193,6 +197,19 @@ func (c classifier) ListRules(ctx context.Context, _ *spv1.ListRulesRequest) (*s
 		}
 	}
 	return out, nil
+}
+
+// ResetNeighbor brings back a neighbour stopped by max_prefixes, or resets
+// another's session.
+func (s *bgpService) ResetNeighbor(ctx context.Context, r *spv1.ResetNeighborRequest) (*spv1.ResetNeighborResponse, error) {
+	a, err := netip.ParseAddr(r.GetAddress())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "address %q: not an IP address", r.GetAddress())
+	}
+	if err := s.b.ResetNeighbor(ctx, a); err != nil {
+		return nil, toStatus(err)
+	}
+	return &spv1.ResetNeighborResponse{}, nil
 }
 
 // neighborWarning is the text of a neighbour's warnings, "" if none.

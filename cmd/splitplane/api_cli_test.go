@@ -151,6 +151,16 @@ type fakeBGP struct {
 	*fakeAPI
 }
 
+func (f fakeBGP) ResetNeighbor(_ context.Context, r *splitplanev1.ResetNeighborRequest) (*splitplanev1.ResetNeighborResponse, error) {
+	if err := f.enter("ResetNeighbor"); err != nil {
+		return nil, err
+	}
+	if r.GetAddress() != "192.0.2.2" {
+		return nil, status.Errorf(codes.NotFound, "no such bgp neighbour: %s", r.GetAddress())
+	}
+	return &splitplanev1.ResetNeighborResponse{}, nil
+}
+
 func (f fakeBGP) Neighbors(context.Context, *splitplanev1.ListNeighborsRequest) (*splitplanev1.ListNeighborsResponse, error) {
 	if err := f.enter("Neighbors"); err != nil {
 		return nil, err
@@ -619,5 +629,17 @@ func TestMutualTLS(t *testing.T) {
 	// Without a client certificate the server refuses the connection.
 	if _, stderr, code := run(t, "route", "list", "--api", api, "--timeout", "2s"); code != 1 {
 		t.Errorf("without TLS: exit %d, %q", code, stderr)
+	}
+}
+
+func TestBGPReset(t *testing.T) {
+	api := startFake(t, &fakeAPI{})
+	stdout, stderr, code := run(t, "bgp", "reset", "192.0.2.2", "--api", api)
+	if code != 0 || stdout != "neighbour 192.0.2.2 reset\n" {
+		t.Fatalf("exit %d: %q %q", code, stdout, stderr)
+	}
+	_, stderr, code = run(t, "bgp", "reset", "192.0.2.9", "--api", api)
+	if code == 0 || !strings.Contains(stderr, "192.0.2.9") {
+		t.Fatalf("unknown neighbour: exit %d: %q", code, stderr)
 	}
 }
