@@ -310,15 +310,17 @@ func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) {
 	}
 	addr := ev.Peer.State.NeighborAddress
 	state := fsmStateName(ev.Peer.State.SessionState)
-	pfxStop := ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT
+	// GoBGP keeps a neighbour that max_prefixes stopped in admin state
+	// PFX_CT until it is enabled again (maxprefix.go).
+	stopped := ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT && state != "established"
 	s.mu.Lock()
 	n, ok := s.neighbors[addr]
 	if ok && n.State != state {
 		n.State, n.Since = state, t
 	}
-	newlyStopped := ok && pfxStop && !n.MaxPrefixesStopped && state != "established"
-	if ok && n.MaxPrefixesStopped != (pfxStop && state != "established") {
-		n.MaxPrefixesStopped = !n.MaxPrefixesStopped
+	newlyStopped := ok && stopped && !n.MaxPrefixesStopped
+	if ok {
+		n.MaxPrefixesStopped = stopped
 	}
 	s.mu.Unlock()
 	if ok {
