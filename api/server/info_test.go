@@ -67,3 +67,19 @@ func TestResetNeighbor(t *testing.T) {
 	_, err = s.ResetNeighbor(ctx, &spv1.ResetNeighborRequest{Address: "nope"})
 	wantCode(t, "bad address", err, codes.InvalidArgument, `address "nope"`)
 }
+
+func TestNeighborWarning(t *testing.T) {
+	for _, tc := range []struct {
+		n    bgp.NeighborStatus
+		want string
+	}{
+		{bgp.NeighborStatus{}, ""},
+		{bgp.NeighborStatus{Warning: "w"}, "w"},
+		{bgp.NeighborStatus{MaxPrefixesStopped: true}, "stopped by max_prefixes: down until reset or its restart interval"},
+		{bgp.NeighborStatus{Warning: "w", MaxPrefixesStopped: true}, "w; stopped by max_prefixes: down until reset or its restart interval"},
+	} {
+		if got := neighborWarning(tc.n); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
