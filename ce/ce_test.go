@@ -356,6 +356,12 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) {
 			c.Neighbors = []NeighborConfig{{Address: "10.0.0.1", ASN: 1}, {Address: "10.0.0.1", ASN: 2}}
 		}, "neighbors[1].address 10.0.0.1"},
+		{func(c *Config) {
+			c.Neighbors = []NeighborConfig{{Address: "10.0.0.1", ASN: 1, HoldTime: 9 * time.Second, Keepalive: 30 * time.Second}}
+		}, "neighbors[0].keepalive 30s: must be less than neighbors[0].hold_time 9s"},
+		{func(c *Config) {
+			c.Neighbors = []NeighborConfig{{Address: "10.0.0.1", ASN: 1, MaxPrefixes: &MaxPrefixesConfig{Limit: 5, Action: "warn", Restart: time.Minute}}}
+		}, "neighbors[0].max_prefixes.restart 1m0s"},
 		{func(c *Config) { c.HeartbeatInterval = time.Microsecond }, "heartbeat_interval"},
 		{func(c *Config) { c.BGPListenAddrs = []string{"10.0.0.1", "nope"} }, `bgp_listen_addresses[1] "nope"`},
 	} {

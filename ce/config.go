@@ -211,8 +211,9 @@ type NeighborConfig struct {
 	// default; whole seconds): the session drops when nothing arrives for
 	// that long.
 	HoldTime time.Duration `yaml:"hold_time"`
-	// Keepalive is the interval between KEEPALIVEs (30s by default; at
-	// most a third of the hold time makes sense).
+	// Keepalive is the interval between KEEPALIVEs (a third of hold_time
+	// by default, 30s with the default hold time); it must be less than
+	// hold_time.
 	Keepalive time.Duration `yaml:"keepalive"`
 	// ConnectRetry is how long the CE waits between attempts to connect
 	// (5s by default).
@@ -240,20 +241,28 @@ type NeighborConfig struct {
 	// nothing farther than one hop can reach the session. Not with
 	// ebgp_multihop_ttl.
 	TTLSecurity bool `yaml:"ttl_security"`
-	// Import filters the routes learned from the neighbour; none accepts
-	// all.
+	// Import filters the routes learned from the neighbour. Without one an
+	// eBGP neighbour's routes are all rejected (RFC 8212; a warning says
+	// so at start and in 'splitplane bgp neighbors'), and an iBGP
+	// neighbour's all accepted: write {default: accept} to accept every
+	// route from an eBGP neighbour.
 	Import *BGPPolicyConfig `yaml:"import"`
-	// Export filters the routes the CE advertises to the neighbour; none
-	// advertises all.
+	// Export filters the routes the CE advertises to the neighbour.
+	// Without one nothing is advertised to an eBGP neighbour (RFC 8212)
+	// and everything to an iBGP one: write {default: accept} to advertise
+	// every route to an eBGP neighbour.
 	Export *BGPPolicyConfig `yaml:"export"`
 	// MaxPrefixes bounds the prefixes the neighbour may announce, in each
 	// address family, counted before import filtering.
 	MaxPrefixes *MaxPrefixesConfig `yaml:"max_prefixes"`
 	// GracefulRestart turns on graceful restart (RFC 4724) with the
 	// neighbour, both ways: the CE keeps the neighbour's routes while it
-	// restarts, and when the CE restarts (it stops without a NOTIFICATION
-	// and comes back with the Restart State bit) the neighbour keeps the
-	// CE's, while the FEs keep forwarding.
+	// restarts, and when the CE stops (without a NOTIFICATION) the
+	// neighbour keeps the CE's while it is away, as the FEs keep
+	// forwarding. The CE comes back without the Restart and Forwarding
+	// State bits, as it cannot tell yet whether the FEs kept their FIB:
+	// the neighbour then drops the routes it kept as soon as the session
+	// is up again and takes the CE's anew.
 	GracefulRestart *GracefulRestartConfig `yaml:"graceful_restart"`
 	// BFD runs a single-hop BFD session (RFC 5880/5881, UDP port 3784)
 	// beside the BGP session; when BFD goes down, the BGP session is reset
@@ -297,9 +306,13 @@ type MaxPrefixesConfig struct {
 	// Limit is the largest number of prefixes allowed per address family.
 	Limit uint32 `yaml:"limit"`
 	// Action is stop (the default: the session is closed with a Cease
-	// NOTIFICATION and stays down until the CE restarts) or warn (a warning
+	// NOTIFICATION and stays down until reset with 'splitplane bgp reset',
+	// the restart interval passes or the CE restarts) or warn (a warning
 	// is logged each time the count goes above the limit).
 	Action string `yaml:"action"`
+	// Restart, with action stop, brings the session back after this long
+	// (as FRR's "restart"; at least 1s); unset, it stays down until reset.
+	Restart time.Duration `yaml:"restart"`
 }
 
 // GracefulRestartConfig configures graceful restart with a neighbour.
@@ -684,7 +697,10 @@ func (n *NeighborConfig) bgpNeighbor(i int) (bgp.Neighbor, error) {
 		if m.Limit == 0 {
 			return bgp.Neighbor{}, bad("max_prefixes.limit", m.Limit, "must be at least 1")
 		}
-		bn.MaxPrefixes = &bgp.MaxPrefixes{Limit: m.Limit, Action: a}
+		if m.Restart != 0 && (m.Restart < time.Second || a != bgp.Stop) {
+			return bgp.Neighbor{}, bad("max_prefixes.restart", m.Restart, "want at least 1s, with action stop (unset: down until reset)")
+		}
+		bn.MaxPrefixes = &bgp.MaxPrefixes{Limit: m.Limit, Action: a, Restart: m.Restart}
 	}
 	if g := n.GracefulRestart; g != nil && g.Enabled {
 		if g.RestartTime < 0 || g.RestartTime > 4095*time.Second || g.RestartTime%time.Second != 0 {

@@ -65,8 +65,8 @@ static_routes:
 			t.Fatal(err)
 		}
 	}
-	nbA := fmt.Sprintf("  - {address: 127.0.0.2, asn: 65002, port: %d, connect_retry: 1s}\n", portA)
-	nbB := fmt.Sprintf("  - {address: 127.0.0.3, asn: 65002, port: %d, connect_retry: 1s}\n", portB)
+	nbA := fmt.Sprintf("  - {address: 127.0.0.2, asn: 65002, port: %d, connect_retry: 1s, import: {default: accept}, export: {default: accept}}\n", portA)
+	nbB := fmt.Sprintf("  - {address: 127.0.0.3, asn: 65002, port: %d, connect_retry: 1s, import: {default: accept}, export: {default: accept}}\n", portB)
 	config(nbA, "")
 
 	var logs bytes.Buffer

@@ -15,6 +15,7 @@ import (
 	"github.com/splitplane/splitplane/api/packed"
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
+	"github.com/splitplane/splitplane/ce/bgp"
 )
 
 // fieldError is a request field that cannot be parsed; like a
@@ -213,7 +214,7 @@ func code(err error) codes.Code {
 	switch {
 	case errors.Is(err, ce.ErrInvalidRoute):
 		return codes.InvalidArgument
-	case errors.Is(err, ce.ErrRouteNotFound):
+	case errors.Is(err, ce.ErrRouteNotFound), errors.Is(err, bgp.ErrUnknownNeighbor):
 		return codes.NotFound
 	case errors.Is(err, ce.ErrRouteExists):
 		return codes.AlreadyExists

@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	spv1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/ce"
+	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
 )
 
@@ -152,7 +157,7 @@ func (s *bgpService) Neighbors(ctx context.Context, _ *spv1.ListNeighborsRequest
 	out := &spv1.ListNeighborsResponse{Neighbors: make([]*spv1.Neighbor, 0, len(st.Neighbors))}
 	for _, n := range st.Neighbors {
 		out.Neighbors = append(out.Neighbors, &spv1.Neighbor{Address: n.Address, Asn: n.ASN, State: n.State, SinceUnixMs: unixMs(n.Since), Bfd: n.BFD,
-			PrefixesReceived: n.Received, PrefixesAccepted: n.Accepted})
+			PrefixesReceived: n.Received, PrefixesAccepted: n.Accepted, Warning: neighborWarning(n)})
 	}
 	return out, nil
 }
@@ -192,4 +197,29 @@ func (c classifier) ListRules(ctx context.Context, _ *spv1.ListRulesRequest) (*s
 		}
 	}
 	return out, nil
+}
+
+// ResetNeighbor brings back a neighbour stopped by max_prefixes, or resets
+// another's session.
+func (s *bgpService) ResetNeighbor(ctx context.Context, r *spv1.ResetNeighborRequest) (*spv1.ResetNeighborResponse, error) {
+	a, err := netip.ParseAddr(r.GetAddress())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "address %q: not an IP address", r.GetAddress())
+	}
+	if err := s.b.ResetNeighbor(ctx, a); err != nil {
+		return nil, toStatus(err)
+	}
+	return &spv1.ResetNeighborResponse{}, nil
+}
+
+// neighborWarning is the text of a neighbour's warnings, "" if none.
+func neighborWarning(n bgp.NeighborStatus) string {
+	w := n.Warning
+	if n.MaxPrefixesStopped {
+		if w != "" {
+			w += "; "
+		}
+		w += "stopped by max_prefixes: down until reset or its restart interval"
+	}
+	return w
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ type Backend interface {
 	Unwatch(w *ce.Watcher)
 	Status(ctx context.Context) (ce.Status, error)
 	FEDetails(ctx context.Context, fe forces.ID) (json.RawMessage, error)
+	// ResetNeighbor brings back a BGP neighbour stopped by max_prefixes,
+	// or resets another's session.
+	ResetNeighbor(ctx context.Context, addr netip.Addr) error
 }
 
 // Config says where and how the API is served.

@@ -2,6 +2,8 @@ package bgp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -78,4 +80,73 @@ func (w *prefixWarner) check(p *api.Peer) {
 			w.log.Info("bgp neighbour back within max_prefixes", "neighbor", netip.MustParseAddr(addr), "family", fam.String(), "prefixes", n, "limit", limit)
 		}
 	}
+}
+
+// A neighbour stopped by max_prefixes (action stop) is one GoBGP put in
+// admin state PFX_CT: GoBGP neither connects to it nor accepts its
+// connections in that state (its idle hold timer only restarts a neighbour
+// whose admin state is up), so the session stays down until the speaker
+// enables it again: ResetNeighbor, or the timer maxPrefixesStopped starts
+// when MaxPrefixes.Restart is set.
+
+// ErrUnknownNeighbor is returned by ResetNeighbor for an address that is
+// not a configured neighbour.
+var ErrUnknownNeighbor = errors.New("no such bgp neighbour")
+
+// maxPrefixesStopped is called once when neighbour addr's session was
+// closed for announcing more than its max_prefixes: it logs, and starts the
+// restart timer if the neighbour has one.
+func (s *Speaker) maxPrefixesStopped(addr netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.configured[addr.String()]
+	if !ok || s.stopping {
+		return
+	}
+	var restart time.Duration
+	if n.MaxPrefixes != nil {
+		restart = n.MaxPrefixes.Restart
+	}
+	if restart <= 0 {
+		s.log.Warn("bgp neighbour stopped by max_prefixes: down until reset", "neighbor", addr)
+		return
+	}
+	s.log.Warn("bgp neighbour stopped by max_prefixes: down until reset or restart", "neighbor", addr, "restart", restart)
+	if t := s.restarts[addr.String()]; t != nil {
+		t.Stop()
+	}
+	s.restarts[addr.String()] = time.AfterFunc(restart, func() {
+		s.mu.Lock()
+		delete(s.restarts, addr.String())
+		stopping := s.stopping
+		s.mu.Unlock()
+		if stopping {
+			return
+		}
+		s.log.Info("bgp neighbour stopped by max_prefixes: restart interval over, enabling it", "neighbor", addr, "restart", restart)
+		_ = s.srv.EnablePeer(context.Background(), &api.EnablePeerRequest{Address: addr.String()})
+	})
+}
+
+// ResetNeighbor brings a neighbour stopped by max_prefixes back (its
+// session starts again), or resets the session of any other neighbour (a
+// Cease NOTIFICATION, administrative reset, and a new session).
+func (s *Speaker) ResetNeighbor(ctx context.Context, addr netip.Addr) error {
+	s.mu.Lock()
+	st, ok := s.neighbors[addr]
+	stopped := ok && st.MaxPrefixesStopped
+	if t := s.restarts[addr.String()]; t != nil {
+		t.Stop()
+		delete(s.restarts, addr.String())
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownNeighbor, addr)
+	}
+	if stopped {
+		s.log.Info("bgp neighbour stopped by max_prefixes: reset, enabling it", "neighbor", addr)
+		return s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: addr.String()})
+	}
+	s.log.Info("bgp neighbour reset", "neighbor", addr)
+	return s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Communication: "reset by operator"})
 }

@@ -34,7 +34,8 @@ type Neighbor struct {
 	// neighbour: packets are sent with TTL 255 and only received with 255.
 	TTLSecurity bool
 	// Import filters the routes learned from the neighbour, Export those
-	// advertised to it; nil accepts all.
+	// advertised to it. nil accepts all for an iBGP neighbour and nothing
+	// for an eBGP one (RFC 8212).
 	Import, Export *Policy
 	// MaxPrefixes bounds the prefixes the neighbour may announce per
 	// address family; nil means no bound.
@@ -124,8 +125,9 @@ type MaxPrefixAction uint8
 // Max-prefix actions.
 const (
 	// Stop closes the session with a Cease NOTIFICATION (maximum number of
-	// prefixes reached, RFC 4486) and keeps it down until the speaker
-	// restarts.
+	// prefixes reached, RFC 4486) and keeps it down until an operator
+	// resets it (Speaker.ResetNeighbor), MaxPrefixes.Restart passes or the
+	// speaker restarts.
 	Stop MaxPrefixAction = iota
 	// Warn logs a warning, once each time the count goes above the limit.
 	Warn
@@ -143,6 +145,9 @@ func (a MaxPrefixAction) String() string {
 type MaxPrefixes struct {
 	Limit  uint32
 	Action MaxPrefixAction
+	// Restart, with action Stop, brings a stopped session back after this
+	// long (as FRR's "restart"); 0 keeps it down until a reset.
+	Restart time.Duration
 }
 
 // GracefulRestart configures graceful restart (RFC 4724) with a neighbour.
@@ -185,6 +190,14 @@ func (n *Neighbor) validate(i int) error {
 		// TCP_MD5SIG_MAXKEYLEN
 		return fmt.Errorf("%w: %s: %d bytes, at most 80", ErrConfig, field("password"), len(n.Password))
 	}
+	if n.HoldTime < 0 || n.Keepalive < 0 {
+		return fmt.Errorf("%w: %s %s, %s %s: must not be negative", ErrConfig, field("hold_time"), n.HoldTime, field("keepalive"), n.Keepalive)
+	}
+	if hold, ka := n.timers(); n.Keepalive > 0 && ka >= hold {
+		// The neighbour would drop the session before the next KEEPALIVE.
+		return fmt.Errorf("%w: %s %s: must be less than %s %s (a third of it is usual; unset, it is)",
+			ErrConfig, field("keepalive"), n.Keepalive, field("hold_time"), time.Duration(hold)*time.Second)
+	}
 	if n.TTLSecurity && n.EBGPMultihopTTL != 0 {
 		// GoBGP refuses both: with GTSM the neighbour must be adjacent.
 		return fmt.Errorf("%w: %s: cannot be combined with ebgp_multihop_ttl %d", ErrConfig, field("ttl_security"), n.EBGPMultihopTTL)
@@ -207,6 +220,14 @@ func (n *Neighbor) validate(i int) error {
 	if n.MaxPrefixes != nil && n.MaxPrefixes.Limit == 0 {
 		return fmt.Errorf("%w: %s: must be at least 1", ErrConfig, field("max_prefixes.limit"))
 	}
+	if m := n.MaxPrefixes; m != nil && m.Restart != 0 {
+		if m.Restart < time.Second {
+			return fmt.Errorf("%w: %s %s: must be at least 1s (0: stay down until reset)", ErrConfig, field("max_prefixes.restart"), m.Restart)
+		}
+		if m.Action != Stop {
+			return fmt.Errorf("%w: %s %s: only with action stop, not %s", ErrConfig, field("max_prefixes.restart"), m.Restart, m.Action)
+		}
+	}
 	if gr := n.GracefulRestart; gr != nil && (gr.RestartTime < 0 || gr.RestartTime > 4095*time.Second) {
 		// 12 bits in the capability.
 		return fmt.Errorf("%w: %s %s: must be 0s to 4095s", ErrConfig, field("graceful_restart.restart_time"), gr.RestartTime)
@@ -225,19 +246,40 @@ func (n *Neighbor) families() []Family {
 	return n.Families
 }
 
-func peerRequest(n Neighbor) *api.AddPeerRequest {
-	secs := func(d, def time.Duration) uint64 {
-		if d <= 0 {
-			d = def
-		}
-		return uint64((d + time.Second - 1) / time.Second)
+// defaultHoldTime is the hold time proposed when none is configured.
+const defaultHoldTime = 90 * time.Second
+
+// secs rounds d up to whole seconds, def when d is not positive.
+func secs(d, def time.Duration) uint64 {
+	if d <= 0 {
+		d = def
 	}
+	return uint64((d + time.Second - 1) / time.Second)
+}
+
+// timers returns the hold time and keepalive interval the neighbour's
+// session uses, in whole seconds: the keepalive defaults to a third of the
+// hold time (RFC 4271 10 suggests that ratio), at least a second, so that a
+// neighbour configured with a short hold time alone does not flap.
+func (n *Neighbor) timers() (hold, keepalive uint64) {
+	hold = secs(n.HoldTime, defaultHoldTime)
+	if n.Keepalive > 0 {
+		return hold, secs(n.Keepalive, 0)
+	}
+	return hold, max(hold/3, 1)
+}
+
+// peerRequest is GoBGP's configuration of neighbour n; restarting, with
+// graceful restart, announces this speaker as restarting with its
+// forwarding state preserved.
+func peerRequest(n Neighbor, restarting bool) *api.AddPeerRequest {
+	hold, keepalive := n.timers()
 	p := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: n.Address.String(), PeerAsn: n.ASN, AuthPassword: n.Password},
 		Timers: &api.Timers{Config: &api.TimersConfig{
 			ConnectRetry:      secs(n.ConnectRetry, 5*time.Second),
-			HoldTime:          secs(n.HoldTime, 90*time.Second),
-			KeepaliveInterval: secs(n.Keepalive, 30*time.Second),
+			HoldTime:          hold,
+			KeepaliveInterval: keepalive,
 		}},
 		Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: n.Port},
 	}
@@ -254,14 +296,17 @@ func peerRequest(n Neighbor) *api.AddPeerRequest {
 	}
 	if gr := n.GracefulRestart; gr != nil {
 		// LocalRestarting puts the Restart State bit in this speaker's
-		// OPEN (RFC 4724 4.1): a speaker that starts is taken to be one
-		// that restarts, as its neighbours still hold its routes if it
-		// was running before. GoBGP then also defers its own updates
-		// until every graceful-restart neighbour has sent End-of-RIB or
-		// DeferralTime has passed.
+		// OPEN (RFC 4724 4.1), and GoBGP sets the Forwarding State bit
+		// of every family with it (it has no separate switch): claimed
+		// only when the caller knows the forwarding state was preserved
+		// (Config.ForwardingPreserved). GoBGP then also defers its own
+		// updates until every graceful-restart neighbour has sent
+		// End-of-RIB or DeferralTime has passed. Without it the
+		// neighbour drops the routes it kept at once (RFC 4724 4.2),
+		// and this speaker still helps the neighbour restart.
 		restart := uint32(secs(gr.RestartTime, time.Duration(p.Timers.Config.HoldTime)*time.Second))
 		p.GracefulRestart = &api.GracefulRestart{
-			Enabled: true, RestartTime: restart, DeferralTime: restart, LocalRestarting: true,
+			Enabled: true, RestartTime: restart, DeferralTime: restart, LocalRestarting: restarting,
 		}
 	}
 	if b := n.BFD; b != nil {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -190,6 +189,10 @@ func never(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
+// acceptAll is the policy an eBGP neighbour needs to exchange every route
+// (RFC 8212: without one it exchanges none).
+var acceptAll = &Policy{Default: Accept}
+
 func pfxs(ss ...string) []netip.Prefix {
 	out := make([]netip.Prefix, len(ss))
 	for i, s := range ss {
@@ -202,7 +205,7 @@ func pfxs(ss ...string) []netip.Prefix {
 // offers; one without a restriction does (TestSpeakerLearnsAndForgets).
 func TestNeighborFamilies(t *testing.T) {
 	port := freePort(t, "127.0.0.1")
-	sp, col := startCE(t, port, nil, Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Families: []Family{IPv4}})
+	sp, col := startCE(t, port, nil, Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Families: []Family{IPv4}, Import: acceptAll})
 	v4, v6 := netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/48")
 	startPeer(t, "127.0.0.2", 65002, port, 0, 0, "192.0.2.10", v4, v6)
 	eventually(t, "IPv4 route learned", func() bool { _, ok := col.snapshot()[v4]; return ok })
@@ -343,7 +346,7 @@ func TestNeighborTTLSecurity(t *testing.T) {
 // Import and export prefix lists apply to their own neighbour only: the
 // CE learns from a what its import list lets through, advertises to b
 // only what b's export list lets through, and everything it learned to c,
-// which has no policy.
+// whose export policy accepts all.
 func TestNeighborPolicy(t *testing.T) {
 	port := freePort(t, "127.0.0.1")
 	sp, col := startCE(t, port, nil,
@@ -357,7 +360,7 @@ func TestNeighborPolicy(t *testing.T) {
 		Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, Export: &Policy{
 			Rules: []PrefixRule{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), GE: 16, LE: 16, Action: Accept}},
 		}},
-		Neighbor{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65004, Passive: true},
+		Neighbor{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65004, Passive: true, Export: acceptAll},
 	)
 	b := startGoBGP(t, "127.0.0.3", 65003, 0, ceNeighbor(port, false))
 	c := startGoBGP(t, "127.0.0.4", 65004, 0, ceNeighbor(port, false))
@@ -395,49 +398,6 @@ func TestNeighborPolicy(t *testing.T) {
 	eventually(t, fmt.Sprintf("prefixes received %v", want), func() bool { return maps.Equal(counts(), want) })
 }
 
-// max_prefixes: a neighbour announcing more than its limit with action stop
-// loses its session and its routes and stays down; one with action warn
-// keeps both, and a warning says so.
-func TestNeighborMaxPrefixes(t *testing.T) {
-	port := freePort(t, "127.0.0.1")
-	rec := &logtest.Recorder{}
-	sp, col := startCE(t, port, slog.New(rec),
-		Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Stop}},
-		Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Warn}},
-		Neighbor{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65004, Passive: true, MaxPrefixes: &MaxPrefixes{Limit: 10, Action: Stop}},
-	)
-	via := func(nh string) int {
-		n := 0
-		for _, h := range col.snapshot() {
-			if h == netip.MustParseAddr(nh) {
-				n++
-			}
-		}
-		return n
-	}
-	startPeer(t, "127.0.0.3", 65003, port, 20, 3, "192.0.2.30")
-	startPeer(t, "127.0.0.4", 65004, port, 10, 4, "192.0.2.40") // at the limit, not above
-	eventually(t, "warn neighbour's 20 routes learned", func() bool { return via("192.0.2.30") == 20 })
-	eventually(t, "warning logged", func() bool {
-		return rec.Has("above max_prefixes", "neighbor=127.0.0.3", "family=ipv4", "prefixes=20", "limit=10")
-	})
-	eventually(t, "neighbour at its limit learned", func() bool { return via("192.0.2.40") == 10 })
-
-	p := startPeer(t, "127.0.0.2", 65002, port, 20, 2, "192.0.2.20")
-	eventually(t, "stop neighbour's session up, then closed by a NOTIFICATION", func() bool {
-		st := p.Status()
-		return st.Established == 1 && st.State != "established" && strings.Contains(st.LastDown, "notification")
-	})
-	eventually(t, "stop neighbour's routes gone", func() bool { return via("192.0.2.20") == 0 })
-	never(t, "stop neighbour back", 3*time.Second, func() bool {
-		return established(sp, "127.0.0.2") || via("192.0.2.20") > 0 || p.Status().Established > 1
-	})
-	t.Logf("stop neighbour: %+v", p.Status())
-	if !established(sp, "127.0.0.3") || via("192.0.2.30") != 20 || !established(sp, "127.0.0.4") || via("192.0.2.40") != 10 {
-		t.Fatalf("the other neighbours suffered: %+v", sp.Neighbors())
-	}
-}
-
 // grNeighbor is the CE as a GoBGP neighbour with graceful restart.
 func grNeighbor(port int32, restarting bool) *api.Peer {
 	n := ceNeighbor(port, false)
@@ -452,16 +412,19 @@ func grNeighbor(port int32, restarting bool) *api.Peer {
 }
 
 // restartFlag reports whether g's neighbour sent the Restart State bit in
-// the OPEN of the current session.
-func (g *gobgpPeer) restartFlag() (seen, set bool) {
+// the OPEN of the current session, and a Forwarding State bit.
+func (g *gobgpPeer) restartFlag() (seen, set, fwd bool) {
 	_ = g.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
 		for _, c := range p.State.RemoteCap {
 			if gr := c.GetGracefulRestart(); gr != nil {
 				seen, set = true, gr.Flags&0x08 != 0
+				for _, tu := range gr.Tuples {
+					fwd = fwd || tu.Flags&0x80 != 0
+				}
 			}
 		}
 	})
-	return seen, set
+	return seen, set, fwd
 }
 
 // As helper, the CE keeps a restarting neighbour's routes while it is away,
@@ -470,6 +433,7 @@ func TestGracefulRestartHelper(t *testing.T) {
 	port := freePort(t, "127.0.0.1")
 	_, col := startCE(t, port, nil, Neighbor{
 		Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, GracefulRestart: &GracefulRestart{RestartTime: 30 * time.Second},
+		Import: acceptAll,
 	})
 	p1, p2 := netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("203.0.113.0/24")
 	has := func(p netip.Prefix) bool { _, ok := col.snapshot()[p]; return ok }
@@ -492,24 +456,26 @@ func TestGracefulRestartHelper(t *testing.T) {
 // with the Restart State bit; a helper keeps the routes the CE advertised
 // to it all along, and the CE sends its routes again only once it has them
 // back from its neighbours (End-of-RIB from every one), so none is lost.
+// It claims to restart with its forwarding state preserved only when told
+// the FEs kept their FIB (Config.ForwardingPreserved).
 func TestGracefulRestartRestarting(t *testing.T) {
 	port := freePort(t, "127.0.0.1")
 	gr := &GracefulRestart{RestartTime: 30 * time.Second}
 	ns := []Neighbor{
-		{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, GracefulRestart: gr},
-		{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, GracefulRestart: gr},
+		{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, GracefulRestart: gr, Import: acceptAll, Export: acceptAll},
+		{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, GracefulRestart: gr, Import: acceptAll, Export: acceptAll},
 	}
-	start := func() *Speaker {
+	start := func(preserved bool) *Speaker {
 		sp, err := Start(context.Background(), Config{
 			ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
-			Neighbors: ns, Logger: slog.New(slog.DiscardHandler),
+			Neighbors: ns, Logger: slog.New(slog.DiscardHandler), ForwardingPreserved: func() bool { return preserved },
 		}, func([]Update) {})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return sp
 	}
-	sp := start()
+	sp := start(true)
 	src := startGoBGP(t, "127.0.0.2", 65002, 0, grNeighbor(port, false))
 	src.announce(t, "192.0.2.10", "198.51.100.0/24")
 	helper := startGoBGP(t, "127.0.0.3", 65003, 0, grNeighbor(port, false))
@@ -527,18 +493,30 @@ func TestGracefulRestartRestarting(t *testing.T) {
 	}
 	watch(time.Second)
 	t.Logf("missing while down: %d", missing)
-	sp = start()
-	defer sp.Stop()
-	eventually(t, "CE back", func() bool {
+	sp = start(true)
+	back := func() bool {
 		return established(sp, "127.0.0.2") && established(sp, "127.0.0.3") && helper.state() == gobgp.BGP_FSM_ESTABLISHED
-	})
-	if seen, set := helper.restartFlag(); !seen || !set {
-		t.Errorf("the CE's OPEN: graceful restart capability %v, Restart State bit %v; want both", seen, set)
+	}
+	eventually(t, "CE back", back)
+	if seen, set, fwd := helper.restartFlag(); !seen || !set || !fwd {
+		t.Errorf("the CE's OPEN: graceful restart capability %v, Restart State bit %v, Forwarding State bit %v; want all", seen, set, fwd)
 	}
 	watch(2 * time.Second)
 	if missing > 0 {
 		t.Fatalf("the helper lacked the CE's route %d times while the CE restarted", missing)
 	}
+
+	// Restarted without its forwarding state: graceful restart still on,
+	// but neither the Restart nor (GoBGP sets them together) the
+	// Forwarding State bit, so the helper keeps no stale route of it.
+	sp.Stop()
+	sp = start(false)
+	defer sp.Stop()
+	eventually(t, "CE back without forwarding state", back)
+	if seen, set, fwd := helper.restartFlag(); !seen || set || fwd {
+		t.Errorf("the CE's OPEN: graceful restart capability %v, Restart State bit %v, Forwarding State bit %v; want the capability alone", seen, set, fwd)
+	}
+	eventually(t, "the helper has the CE's route again", func() bool { return slices.Equal(helper.rib(t), want) })
 }
 
 // BFD, against BIRD in a network namespace behind a veth pair (BFD listens
@@ -604,7 +582,7 @@ protocol bgp ce {
 	sp, err := Start(context.Background(), Config{
 		ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"10.201.0.1"},
 		Neighbors: []Neighbor{{
-			Address: netip.MustParseAddr("10.201.0.2"), ASN: 65002, Passive: true, HoldTime: 30 * time.Second,
+			Address: netip.MustParseAddr("10.201.0.2"), ASN: 65002, Passive: true, HoldTime: 30 * time.Second, Import: acceptAll,
 			BFD: &BFD{Interval: 100 * time.Millisecond, Multiplier: 3},
 		}},
 		Logger: slog.New(slog.DiscardHandler),
@@ -631,4 +609,60 @@ protocol bgp ce {
 		t.Fatalf("session reset after %s", d)
 	}
 	t.Logf("session reset %s after BIRD stopped; BFD now %q", time.Since(stopped).Round(time.Millisecond), sp.Neighbors()[0].BFD)
+}
+
+// RFC 8212: an eBGP neighbour without import policy accepts no routes, one
+// without export policy is sent none, and the status and the log say so;
+// an eBGP neighbour whose policies accept all exchanges everything, and an
+// iBGP neighbour without policy too.
+func TestNeighborRFC8212(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	rec := &logtest.Recorder{}
+	sp, err := Start(context.Background(), Config{
+		ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
+		Neighbors: []Neighbor{
+			{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true},
+			{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, Import: acceptAll, Export: acceptAll},
+			{Address: netip.MustParseAddr("127.0.0.4"), ASN: ceASN, Passive: true},
+		},
+		Networks: pfxs("203.0.113.0/24"),
+		Logger:   slog.New(rec),
+	}, (&collector{fib: map[netip.Prefix]netip.Addr{}}).apply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Stop()
+	a := startGoBGP(t, "127.0.0.2", 65002, 0, ceNeighbor(port, false))
+	b := startGoBGP(t, "127.0.0.3", 65003, 0, ceNeighbor(port, false))
+	c := startGoBGP(t, "127.0.0.4", ceASN, 0, ceNeighbor(port, false))
+	a.announce(t, "192.0.2.20", "10.2.0.0/16")
+	b.announce(t, "192.0.2.30", "10.3.0.0/16")
+	c.announce(t, "192.0.2.40", "10.4.0.0/16")
+
+	// b (eBGP, accept all) gets the network and c's route; c (iBGP) the
+	// network and b's route; a gets nothing, and nobody a's route.
+	eventually(t, "b learns the CE's network and c's route", func() bool {
+		return slices.Equal(b.rib(t), pfxs("10.3.0.0/16", "10.4.0.0/16", "203.0.113.0/24"))
+	})
+	eventually(t, "c learns the CE's network and b's route", func() bool {
+		return slices.Equal(c.rib(t), pfxs("10.3.0.0/16", "10.4.0.0/16", "203.0.113.0/24"))
+	})
+	never(t, "a's route accepted, or a sent a route", 2*time.Second, func() bool {
+		return !slices.Equal(a.rib(t), pfxs("10.2.0.0/16")) || len(b.rib(t)) != 3 || len(c.rib(t)) != 3
+	})
+	if !established(sp, "127.0.0.2") {
+		t.Fatal("the session without policy is not established")
+	}
+	for _, n := range sp.Neighbors() {
+		want := ""
+		if n.Address == "127.0.0.2" {
+			want = "eBGP neighbour without import and export policy: exchanges no routes (RFC 8212)"
+		}
+		if n.Warning != want {
+			t.Errorf("neighbour %s: warning %q, want %q", n.Address, n.Warning, want)
+		}
+	}
+	if !rec.Has("without policy exchanges no routes", "neighbor=127.0.0.2") || rec.Has("without policy", "neighbor=127.0.0.3") || rec.Has("without policy", "neighbor=127.0.0.4") {
+		t.Error("want the policy warning logged for 127.0.0.2 only")
+	}
 }

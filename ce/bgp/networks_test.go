@@ -54,7 +54,7 @@ func TestNetworks(t *testing.T) {
 			sp, err := Start(context.Background(), Config{
 				ASN: ceASN, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
 				Multipath: multipath, Logger: slog.New(slog.DiscardHandler),
-				Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true}},
+				Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, Import: acceptAll, Export: acceptAll}},
 				Networks:  pfxs("203.0.113.0/24", "2001:db8:f::/48"),
 			}, col.apply)
 			if err != nil {

@@ -25,9 +25,43 @@ import (
 // statements are the prefix rules in order, each accepting or rejecting,
 // then one without a prefix condition giving the policy's default, so a
 // route from or to that neighbour is always decided by its own policy and
-// the global default (accept) only applies to neighbours without one.
+// the global default (accept) only applies to neighbours without one: iBGP
+// neighbours, as an eBGP neighbour without a policy gets one that rejects
+// everything (RFC 8212, rfc8212 below).
 // A rejected import is kept in the Adj-RIB-In (and counted against
 // max_prefixes) but never reaches the global RIB.
+
+// rfc8212 returns n as the speaker in AS asn runs it, and the warning its
+// status carries (empty if none). An eBGP neighbour without an import
+// policy accepts no routes and without an export policy announces none
+// (RFC 8212 section 3, as BIRD and FRR do): with two providers, accepting
+// and announcing everything by default would leak one's routes to the
+// other. Accepting or announcing everything has to be written down
+// (import: {default: accept}). iBGP neighbours are left as they are.
+func rfc8212(n Neighbor, asn uint32) (Neighbor, string) {
+	if n.ASN == asn {
+		return n, ""
+	}
+	var missing []string
+	if n.Import == nil {
+		n.Import = &Policy{Default: Reject}
+		missing = append(missing, "import")
+	}
+	if n.Export == nil {
+		n.Export = &Policy{Default: Reject}
+		missing = append(missing, "export")
+	}
+	switch len(missing) {
+	case 0:
+		return n, ""
+	case 2:
+		return n, "eBGP neighbour without import and export policy: exchanges no routes (RFC 8212)"
+	}
+	if missing[0] == "import" {
+		return n, "eBGP neighbour without import policy: accepts no routes (RFC 8212)"
+	}
+	return n, "eBGP neighbour without export policy: announces no routes (RFC 8212)"
+}
 
 // policyName names the GoBGP objects of one neighbour's policy.
 func policyName(dir string, a netip.Addr) string { return dir + "-" + a.String() }

@@ -17,7 +17,7 @@ import (
 // follow. It returns what it did, one entry per neighbour: "+address",
 // "-address", "~address" (changed).
 func (s *Speaker) SetNeighbors(ctx context.Context, ns []Neighbor) ([]string, error) {
-	want := map[string]Neighbor{}
+	want, warnings := map[string]Neighbor{}, map[string]string{}
 	for i, n := range ns {
 		if err := n.validate(i); err != nil {
 			return nil, err
@@ -25,6 +25,7 @@ func (s *Speaker) SetNeighbors(ctx context.Context, ns []Neighbor) ([]string, er
 		if _, dup := want[n.Address.String()]; dup {
 			return nil, fmt.Errorf("%w: neighbors[%d].address %s: listed twice", ErrConfig, i, n.Address)
 		}
+		n, warnings[n.Address.String()] = rfc8212(n, s.asn)
 		want[n.Address.String()] = n
 	}
 	s.setMu.Lock()
@@ -72,6 +73,10 @@ func (s *Speaker) SetNeighbors(ctx context.Context, ns []Neighbor) ([]string, er
 		s.mu.Lock()
 		delete(s.configured, n.Address.String())
 		delete(s.neighbors, n.Address)
+		if t := s.restarts[n.Address.String()]; t != nil {
+			t.Stop()
+			delete(s.restarts, n.Address.String())
+		}
 		s.mu.Unlock()
 		if _, ok := want[n.Address.String()]; !ok {
 			done = append(done, "-"+n.Address.String())
@@ -99,13 +104,22 @@ func (s *Speaker) SetNeighbors(ctx context.Context, ns []Neighbor) ([]string, er
 		return done, err
 	}
 	for _, n := range up {
-		if err := s.srv.AddPeer(ctx, peerRequest(n)); err != nil {
+		restarting := n.GracefulRestart != nil && s.forwarding()
+		if n.GracefulRestart != nil && !restarting {
+			s.log.Info("bgp: graceful restart without the Restart and Forwarding State bits: no forwarding state known to be preserved", "neighbor", n.Address)
+		}
+		if err := s.srv.AddPeer(ctx, peerRequest(n, restarting)); err != nil {
 			return done, fmt.Errorf("add neighbour %s: %w", n.Address, err)
 		}
 		s.mu.Lock()
 		s.configured[n.Address.String()] = n
-		s.neighbors[n.Address] = &NeighborStatus{Address: n.Address.String(), ASN: n.ASN, State: "idle", Since: time.Now()}
+		w := warnings[n.Address.String()]
+		s.neighbors[n.Address] = &NeighborStatus{Address: n.Address.String(), ASN: n.ASN, State: "idle", Since: time.Now(), Warning: w}
 		s.mu.Unlock()
+		if w != "" {
+			s.log.Warn("bgp neighbour without policy exchanges no routes", "neighbor", n.Address, "warning", w,
+				"hint", "write import: {default: accept} or export: {default: accept} (or a prefix_list) to exchange routes")
+		}
 		if _, ok := have[n.Address.String()]; ok {
 			done = append(done, "~"+n.Address.String())
 		} else {

@@ -14,7 +14,7 @@ func TestSetNeighbors(t *testing.T) {
 	strict := Neighbor{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Import: &Policy{
 		Rules: []PrefixRule{{Prefix: netip.MustParsePrefix("10.1.0.0/16"), LE: 24, Action: Accept}},
 	}}
-	other := Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true}
+	other := Neighbor{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65003, Passive: true, Import: acceptAll}
 	sp, col := startCE(t, port, nil, strict, other)
 	startPeer(t, "127.0.0.2", 65002, port, 0, 0, "192.0.2.10", pfxs("10.1.1.0/24", "198.51.100.0/24")...)
 	startPeer(t, "127.0.0.3", 65003, port, 0, 0, "192.0.2.11", pfxs("203.0.113.0/24")...)

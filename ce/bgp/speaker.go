@@ -42,6 +42,16 @@ type Config struct {
 	APIListen string
 	// Networks are the prefixes the speaker originates (networks.go).
 	Networks []netip.Prefix
+	// ForwardingPreserved says whether the forwarding state survived the
+	// speaker's restart: the FEs kept their FIB and forward with it. It is
+	// asked when a neighbour with graceful restart is added; only when it
+	// answers true does the speaker come up as a restarting speaker (the
+	// Restart State bit, and the Forwarding State bit for every family,
+	// RFC 4724 3), so that the neighbour keeps forwarding along the
+	// routes it kept. nil answers false: the neighbour then drops the
+	// speaker's stale routes as soon as the session is back, instead of
+	// sending traffic to a router that may have lost its FIB.
+	ForwardingPreserved func() bool
 }
 
 // Update is a best-path change for one prefix: a new best next hop (with
@@ -80,6 +90,14 @@ type NeighborStatus struct {
 	// they reject still counts here.
 	Received uint64 `json:"prefixes_received"`
 	Accepted uint64 `json:"prefixes_accepted"`
+	// Warning says what in the neighbour's configuration keeps it from
+	// working as one might expect: an eBGP neighbour without import or
+	// export policy exchanges no routes that way (RFC 8212).
+	Warning string `json:"warning,omitempty"`
+	// MaxPrefixesStopped: the session was closed because the neighbour
+	// announced more than max_prefixes (action stop), and stays down until
+	// a reset (Speaker.ResetNeighbor) or the configured restart interval.
+	MaxPrefixesStopped bool `json:"max_prefixes_stopped,omitempty"`
 }
 
 // Speaker is a running GoBGP server feeding best paths to a callback.
@@ -87,11 +105,17 @@ type Speaker struct {
 	srv    *server.BgpServer
 	cancel context.CancelFunc
 	log    *slog.Logger
+	// asn is the speaker's own AS: a neighbour in another is eBGP, and
+	// without policy exchanges no routes (RFC 8212).
+	asn uint32
 
 	done chan struct{} // closed when the prefix warner returned
 	// listenPort is the port GoBGP listens on: Stop aborts the sessions of
 	// neighbours with graceful restart (restart.go).
 	listenPort int32
+
+	// forwarding is Config.ForwardingPreserved (never nil).
+	forwarding func() bool
 
 	// setMu serialises SetNeighbors (GoBGP's policies are one global set).
 	setMu sync.Mutex
@@ -105,6 +129,11 @@ type Speaker struct {
 	// compares against them; BFD, graceful restart and max_prefixes
 	// warnings follow them.
 	configured map[string]Neighbor
+	// restarts are the pending restarts of neighbours stopped by
+	// max_prefixes with a restart interval, by address (maxprefix.go).
+	restarts map[string]*time.Timer
+	// stopping is set by Stop: no restart may start after it.
+	stopping bool
 }
 
 // Validate checks a configuration without starting anything.
@@ -156,7 +185,10 @@ func Start(ctx context.Context, cfg Config, onUpdate func([]Update)) (*Speaker, 
 	go srv.Serve()
 
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Speaker{srv: srv, cancel: cancel, log: log, neighbors: map[netip.Addr]*NeighborStatus{}, configured: map[string]Neighbor{}}
+	if cfg.ForwardingPreserved == nil {
+		cfg.ForwardingPreserved = func() bool { return false }
+	}
+	s := &Speaker{srv: srv, forwarding: cfg.ForwardingPreserved, cancel: cancel, log: log, asn: cfg.ASN, neighbors: map[netip.Addr]*NeighborStatus{}, configured: map[string]Neighbor{}, restarts: map[string]*time.Timer{}}
 	fail := func(err error) (*Speaker, error) {
 		cancel()
 		srv.Stop()
@@ -278,14 +310,24 @@ func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) {
 	}
 	addr := ev.Peer.State.NeighborAddress
 	state := fsmStateName(ev.Peer.State.SessionState)
+	// GoBGP keeps a neighbour that max_prefixes stopped in admin state
+	// PFX_CT until it is enabled again (maxprefix.go).
+	stopped := ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT && state != "established"
 	s.mu.Lock()
 	n, ok := s.neighbors[addr]
 	if ok && n.State != state {
 		n.State, n.Since = state, t
 	}
+	newlyStopped := ok && stopped && !n.MaxPrefixesStopped
+	if ok {
+		n.MaxPrefixesStopped = stopped
+	}
 	s.mu.Unlock()
 	if ok {
 		s.log.Info("bgp neighbour state", "neighbor", addr, "state", state)
+	}
+	if newlyStopped {
+		s.maxPrefixesStopped(addr)
 	}
 }
 
@@ -387,6 +429,13 @@ func (s *Speaker) neighborStatus(counts bool) []NeighborStatus {
 // anything: Stop waits for it at most stopWait, so that a CE holding a full
 // table stops in a few seconds instead of being killed for taking too long.
 func (s *Speaker) Stop() {
+	s.mu.Lock()
+	s.stopping = true
+	for a, t := range s.restarts {
+		t.Stop()
+		delete(s.restarts, a)
+	}
+	s.mu.Unlock()
 	s.cancel()
 	if s.done != nil {
 		<-s.done

@@ -79,7 +79,7 @@ func startPassive(ctx context.Context, t *testing.T) (*Speaker, int32, *collecto
 	col := &collector{fib: map[netip.Prefix]netip.Addr{}}
 	sp, err := Start(ctx, Config{
 		ASN: 65001, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
-		Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true}},
+		Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Import: acceptAll}},
 		Logger:    slog.New(slog.DiscardHandler),
 	}, col.apply)
 	if err != nil {
@@ -150,6 +150,14 @@ func TestValidate(t *testing.T) {
 		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, Password: strings.Repeat("k", 81)}}}, "neighbors[0].password"},
 		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, Import: &Policy{Rules: []PrefixRule{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), LE: 33}}}}}}, "neighbors[0].import.prefix_list[0]: ge 0, le 33"},
 		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, MaxPrefixes: &MaxPrefixes{}}}}, "neighbors[0].max_prefixes.limit"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, HoldTime: 9 * time.Second, Keepalive: 9 * time.Second}}},
+			"neighbors[0].keepalive 9s: must be less than neighbors[0].hold_time 9s"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, Keepalive: 2 * time.Minute}}},
+			"neighbors[0].keepalive 2m0s: must be less than neighbors[0].hold_time 1m30s"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, MaxPrefixes: &MaxPrefixes{Limit: 1, Action: Warn, Restart: time.Minute}}}},
+			"neighbors[0].max_prefixes.restart 1m0s: only with action stop"},
+		{Config{ASN: 1, RouterID: rid, Neighbors: []Neighbor{{Address: rid, ASN: 2, MaxPrefixes: &MaxPrefixes{Limit: 1, Restart: time.Millisecond}}}},
+			"neighbors[0].max_prefixes.restart 1ms"},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
@@ -330,8 +338,8 @@ func startECMPLab(t *testing.T, multipath bool) *ecmpLab {
 	sp, err := Start(context.Background(), Config{
 		ASN: 65001, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: port, ListenAddrs: []string{"127.0.0.1"},
 		Neighbors: []Neighbor{
-			{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true},
-			{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65002, Passive: true},
+			{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65002, Passive: true, Import: acceptAll},
+			{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65002, Passive: true, Import: acceptAll},
 		},
 		Logger:    slog.New(slog.DiscardHandler),
 		Multipath: multipath,
@@ -471,4 +479,31 @@ func TestStopClosesSessionsFirst(t *testing.T) {
 	eventually(t, "the peer told of the shutdown", func() bool {
 		return strings.Contains(p.Status().LastDown, "administrative shutdown")
 	})
+}
+
+// The keepalive interval defaults to a third of the hold time, so that a
+// neighbour configured with a short hold time alone does not flap; one
+// that is set is kept.
+func TestNeighborTimers(t *testing.T) {
+	for _, tc := range []struct {
+		hold, keepalive      time.Duration
+		wantHold, wantKeepal uint64
+	}{
+		{0, 0, 90, 30},
+		{9 * time.Second, 0, 9, 3},
+		{3 * time.Second, 0, 3, 1},
+		{10 * time.Second, 0, 10, 3},
+		{9 * time.Second, 2 * time.Second, 9, 2},
+		{0, 10 * time.Second, 90, 10},
+	} {
+		n := Neighbor{Address: netip.MustParseAddr("192.0.2.2"), ASN: 2, HoldTime: tc.hold, Keepalive: tc.keepalive}
+		if err := n.validate(0); err != nil {
+			t.Errorf("hold_time %s, keepalive %s: %v", tc.hold, tc.keepalive, err)
+		}
+		c := peerRequest(n, false).Peer.Timers.Config
+		if c.HoldTime != tc.wantHold || c.KeepaliveInterval != tc.wantKeepal {
+			t.Errorf("hold_time %s, keepalive %s: GoBGP gets hold time %ds, keepalive %ds; want %ds, %ds",
+				tc.hold, tc.keepalive, c.HoldTime, c.KeepaliveInterval, tc.wantHold, tc.wantKeepal)
+		}
+	}
 }

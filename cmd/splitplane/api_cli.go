@@ -220,6 +220,28 @@ func bgpCmd() *cobra.Command {
 	}
 	outputFlag(nb, &out)
 	cmd.AddCommand(nb)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "reset NEIGHBOR",
+		Short: "Bring back a neighbour stopped by max_prefixes, or reset a neighbour's session",
+		Long: "Bring back a neighbour that max_prefixes (action stop) took down: its session starts\n" +
+			"again (and stops again if the neighbour still announces too many prefixes). Any other\n" +
+			"neighbour's session is reset: a Cease NOTIFICATION, then a new session.\n" + exitCodesHelp,
+		Example: "  splitplane bgp reset 192.0.2.2",
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := withAPI(cmd, &f, func(c *apiConn) error {
+				return c.call(cmd.Context(), "bgp reset", func(ctx context.Context) error {
+					_, err := c.bgp.ResetNeighbor(ctx, &splitplanev1.ResetNeighborRequest{Address: args[0]})
+					return err
+				})
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "neighbour %s reset\n", args[0])
+			return nil
+		},
+	})
 	return cmd
 }
 
@@ -232,18 +254,28 @@ type neighborJSON struct {
 	BFD              string `json:"bfd"`
 	PrefixesReceived uint64 `json:"prefixes_received"`
 	PrefixesAccepted uint64 `json:"prefixes_accepted"`
+	Warning          string `json:"warning,omitempty"`
 }
 
 func neighborView(n *splitplanev1.Neighbor) neighborJSON {
 	return neighborJSON{Address: n.GetAddress(), ASN: n.GetAsn(), State: n.GetState(), SinceUnixMs: n.GetSinceUnixMs(),
-		BFD: n.GetBfd(), PrefixesReceived: n.GetPrefixesReceived(), PrefixesAccepted: n.GetPrefixesAccepted()}
+		BFD: n.GetBfd(), PrefixesReceived: n.GetPrefixesReceived(), PrefixesAccepted: n.GetPrefixesAccepted(), Warning: n.GetWarning()}
 }
 
 func printNeighbors(w io.Writer, ns []neighborJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NEIGHBOR\tASN\tSTATE\tFOR\tBFD\tRECEIVED\tACCEPTED")
 	writeNeighbors(tw, ns)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Warnings below the table: they are sentences, too long for a column.
+	for _, n := range ns {
+		if n.Warning != "" {
+			fmt.Fprintf(w, "warning: %s: %s\n", n.Address, n.Warning)
+		}
+	}
+	return nil
 }
 
 func writeNeighbors(tw io.Writer, ns []neighborJSON) {

@@ -151,6 +151,16 @@ type fakeBGP struct {
 	*fakeAPI
 }
 
+func (f fakeBGP) ResetNeighbor(_ context.Context, r *splitplanev1.ResetNeighborRequest) (*splitplanev1.ResetNeighborResponse, error) {
+	if err := f.enter("ResetNeighbor"); err != nil {
+		return nil, err
+	}
+	if r.GetAddress() != "192.0.2.2" {
+		return nil, status.Errorf(codes.NotFound, "no such bgp neighbour: %s", r.GetAddress())
+	}
+	return &splitplanev1.ResetNeighborResponse{}, nil
+}
+
 func (f fakeBGP) Neighbors(context.Context, *splitplanev1.ListNeighborsRequest) (*splitplanev1.ListNeighborsResponse, error) {
 	if err := f.enter("Neighbors"); err != nil {
 		return nil, err
@@ -373,7 +383,7 @@ func TestBGPNeighbors(t *testing.T) {
 	since := time.Now().Add(-90 * time.Minute).UnixMilli()
 	f := &fakeAPI{neighbors: []*splitplanev1.Neighbor{
 		{Address: "192.0.2.2", Asn: 65002, State: "established", SinceUnixMs: since, Bfd: "up", PrefixesReceived: 1000, PrefixesAccepted: 998},
-		{Address: "2001:db8::2", Asn: 65003, State: "active"},
+		{Address: "2001:db8::2", Asn: 65003, State: "active", Warning: "eBGP neighbour without import policy: accepts no routes (RFC 8212)"},
 	}}
 	api := startFake(t, f)
 	stdout, stderr, code := run(t, "bgp", "neighbors", "--api", api)
@@ -381,14 +391,15 @@ func TestBGPNeighbors(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	lines := strings.Split(stdout, "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "NEIGHBOR     ASN    STATE        FOR") ||
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "NEIGHBOR     ASN    STATE        FOR") ||
 		!strings.HasPrefix(lines[1], "192.0.2.2    65002  established  1h30m") || !strings.HasSuffix(lines[1], "up   1000      998") ||
-		lines[2] != "2001:db8::2  65003  active       -        -    0         0" {
+		lines[2] != "2001:db8::2  65003  active       -        -    0         0" ||
+		lines[3] != "warning: 2001:db8::2: eBGP neighbour without import policy: accepts no routes (RFC 8212)" {
 		t.Errorf("table:\n%s", stdout)
 	}
 	stdout, _, _ = run(t, "bgp", "neighbors", "-o", "json", "--api", api)
 	var got []neighborJSON
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got) != 2 || got[0].SinceUnixMs != since || got[0].PrefixesAccepted != 998 {
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got) != 2 || got[0].SinceUnixMs != since || got[0].PrefixesAccepted != 998 || got[1].Warning == "" {
 		t.Errorf("json %v: %+v", err, got)
 	}
 }
@@ -618,5 +629,17 @@ func TestMutualTLS(t *testing.T) {
 	// Without a client certificate the server refuses the connection.
 	if _, stderr, code := run(t, "route", "list", "--api", api, "--timeout", "2s"); code != 1 {
 		t.Errorf("without TLS: exit %d, %q", code, stderr)
+	}
+}
+
+func TestBGPReset(t *testing.T) {
+	api := startFake(t, &fakeAPI{})
+	stdout, stderr, code := run(t, "bgp", "reset", "192.0.2.2", "--api", api)
+	if code != 0 || stdout != "neighbour 192.0.2.2 reset\n" {
+		t.Fatalf("exit %d: %q %q", code, stdout, stderr)
+	}
+	_, stderr, code = run(t, "bgp", "reset", "192.0.2.9", "--api", api)
+	if code == 0 || !strings.Contains(stderr, "192.0.2.9") {
+		t.Fatalf("unknown neighbour: exit %d: %q", code, stderr)
 	}
 }

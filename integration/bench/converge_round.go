@@ -42,6 +42,7 @@ neighbors:
   - address: %s
     asn: %d
     connect_retry: 1s
+    import: {default: accept}   # eBGP: without it no route is accepted (RFC 8212)
 `, cvgRouterASN, cvgRouter(), cvgRouter().String(), cvgForCES, c.path("ce.sock"), cvgSenderRtr(), cvgSenderASN)
 	feConf := fmt.Sprintf(`# FE of 'splitplane bench converge'
 id: 1

@@ -467,6 +467,8 @@ func (o *Options) writeConfigs() error {
 		listen = append(listen, fmt.Sprintf("%q", p.router))
 		hold, keepalive := o.timers()
 		fmt.Fprintf(&neighbors, "  - address: %s\n    asn: %d\n    hold_time: %ds\n    keepalive: %ds\n    connect_retry: 1s\n", p.addr, p.asn, hold, keepalive)
+		// Without policies an eBGP neighbour exchanges no routes (RFC 8212).
+		neighbors.WriteString("    import: {default: accept}        # every route from the peer\n    export: {default: accept}        # every route to it\n")
 		if !o.NoGracefulRestart {
 			neighbors.WriteString("    graceful_restart: {enabled: true, restart_time: 120s}   # a restarting peer's routes stay (and ours, when the CE restarts)\n")
 		}

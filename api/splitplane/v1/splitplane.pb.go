@@ -182,7 +182,7 @@ func (x RouteEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RouteEvent_Kind.Descriptor instead.
 func (RouteEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{9, 0}
+	return file_splitplane_proto_rawDescGZIP(), []int{11, 0}
 }
 
 type RouteOp_Kind int32
@@ -231,7 +231,87 @@ func (x RouteOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RouteOp_Kind.Descriptor instead.
 func (RouteOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{10, 0}
+	return file_splitplane_proto_rawDescGZIP(), []int{12, 0}
+}
+
+type ResetNeighborRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"` // the neighbour's address, as configured
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetNeighborRequest) Reset() {
+	*x = ResetNeighborRequest{}
+	mi := &file_splitplane_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetNeighborRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetNeighborRequest) ProtoMessage() {}
+
+func (x *ResetNeighborRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetNeighborRequest.ProtoReflect.Descriptor instead.
+func (*ResetNeighborRequest) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ResetNeighborRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type ResetNeighborResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetNeighborResponse) Reset() {
+	*x = ResetNeighborResponse{}
+	mi := &file_splitplane_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetNeighborResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetNeighborResponse) ProtoMessage() {}
+
+func (x *ResetNeighborResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetNeighborResponse.ProtoReflect.Descriptor instead.
+func (*ResetNeighborResponse) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{1}
 }
 
 // Route is a route of one origin for one prefix.
@@ -259,7 +339,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_splitplane_proto_msgTypes[0]
+	mi := &file_splitplane_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -271,7 +351,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[0]
+	mi := &file_splitplane_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -284,7 +364,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{0}
+	return file_splitplane_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Route) GetPrefix() string {
@@ -339,7 +419,7 @@ type AddRouteRequest struct {
 
 func (x *AddRouteRequest) Reset() {
 	*x = AddRouteRequest{}
-	mi := &file_splitplane_proto_msgTypes[1]
+	mi := &file_splitplane_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +431,7 @@ func (x *AddRouteRequest) String() string {
 func (*AddRouteRequest) ProtoMessage() {}
 
 func (x *AddRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[1]
+	mi := &file_splitplane_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +444,7 @@ func (x *AddRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRouteRequest.ProtoReflect.Descriptor instead.
 func (*AddRouteRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{1}
+	return file_splitplane_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AddRouteRequest) GetRoute() *Route {
@@ -382,7 +462,7 @@ type AddRouteResponse struct {
 
 func (x *AddRouteResponse) Reset() {
 	*x = AddRouteResponse{}
-	mi := &file_splitplane_proto_msgTypes[2]
+	mi := &file_splitplane_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +474,7 @@ func (x *AddRouteResponse) String() string {
 func (*AddRouteResponse) ProtoMessage() {}
 
 func (x *AddRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[2]
+	mi := &file_splitplane_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +487,7 @@ func (x *AddRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRouteResponse.ProtoReflect.Descriptor instead.
 func (*AddRouteResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{2}
+	return file_splitplane_proto_rawDescGZIP(), []int{4}
 }
 
 type ReplaceRouteRequest struct {
@@ -420,7 +500,7 @@ type ReplaceRouteRequest struct {
 
 func (x *ReplaceRouteRequest) Reset() {
 	*x = ReplaceRouteRequest{}
-	mi := &file_splitplane_proto_msgTypes[3]
+	mi := &file_splitplane_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +512,7 @@ func (x *ReplaceRouteRequest) String() string {
 func (*ReplaceRouteRequest) ProtoMessage() {}
 
 func (x *ReplaceRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[3]
+	mi := &file_splitplane_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +525,7 @@ func (x *ReplaceRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRouteRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceRouteRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{3}
+	return file_splitplane_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReplaceRouteRequest) GetRoute() *Route {
@@ -463,7 +543,7 @@ type ReplaceRouteResponse struct {
 
 func (x *ReplaceRouteResponse) Reset() {
 	*x = ReplaceRouteResponse{}
-	mi := &file_splitplane_proto_msgTypes[4]
+	mi := &file_splitplane_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +555,7 @@ func (x *ReplaceRouteResponse) String() string {
 func (*ReplaceRouteResponse) ProtoMessage() {}
 
 func (x *ReplaceRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[4]
+	mi := &file_splitplane_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +568,7 @@ func (x *ReplaceRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceRouteResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceRouteResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{4}
+	return file_splitplane_proto_rawDescGZIP(), []int{6}
 }
 
 type DeleteRouteRequest struct {
@@ -501,7 +581,7 @@ type DeleteRouteRequest struct {
 
 func (x *DeleteRouteRequest) Reset() {
 	*x = DeleteRouteRequest{}
-	mi := &file_splitplane_proto_msgTypes[5]
+	mi := &file_splitplane_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +593,7 @@ func (x *DeleteRouteRequest) String() string {
 func (*DeleteRouteRequest) ProtoMessage() {}
 
 func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[5]
+	mi := &file_splitplane_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +606,7 @@ func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRouteRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{5}
+	return file_splitplane_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteRouteRequest) GetPrefix() string {
@@ -544,7 +624,7 @@ type DeleteRouteResponse struct {
 
 func (x *DeleteRouteResponse) Reset() {
 	*x = DeleteRouteResponse{}
-	mi := &file_splitplane_proto_msgTypes[6]
+	mi := &file_splitplane_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +636,7 @@ func (x *DeleteRouteResponse) String() string {
 func (*DeleteRouteResponse) ProtoMessage() {}
 
 func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[6]
+	mi := &file_splitplane_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +649,7 @@ func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRouteResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{6}
+	return file_splitplane_proto_rawDescGZIP(), []int{8}
 }
 
 type ListRoutesRequest struct {
@@ -589,7 +669,7 @@ type ListRoutesRequest struct {
 
 func (x *ListRoutesRequest) Reset() {
 	*x = ListRoutesRequest{}
-	mi := &file_splitplane_proto_msgTypes[7]
+	mi := &file_splitplane_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +681,7 @@ func (x *ListRoutesRequest) String() string {
 func (*ListRoutesRequest) ProtoMessage() {}
 
 func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[7]
+	mi := &file_splitplane_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +694,7 @@ func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{7}
+	return file_splitplane_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRoutesRequest) GetPrefix() string {
@@ -657,7 +737,7 @@ type WatchRoutesRequest struct {
 
 func (x *WatchRoutesRequest) Reset() {
 	*x = WatchRoutesRequest{}
-	mi := &file_splitplane_proto_msgTypes[8]
+	mi := &file_splitplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +749,7 @@ func (x *WatchRoutesRequest) String() string {
 func (*WatchRoutesRequest) ProtoMessage() {}
 
 func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[8]
+	mi := &file_splitplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +762,7 @@ func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{8}
+	return file_splitplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchRoutesRequest) GetCurrent() bool {
@@ -713,7 +793,7 @@ type RouteEvent struct {
 
 func (x *RouteEvent) Reset() {
 	*x = RouteEvent{}
-	mi := &file_splitplane_proto_msgTypes[9]
+	mi := &file_splitplane_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +805,7 @@ func (x *RouteEvent) String() string {
 func (*RouteEvent) ProtoMessage() {}
 
 func (x *RouteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[9]
+	mi := &file_splitplane_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +818,7 @@ func (x *RouteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteEvent.ProtoReflect.Descriptor instead.
 func (*RouteEvent) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{9}
+	return file_splitplane_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RouteEvent) GetKind() RouteEvent_Kind {
@@ -774,7 +854,7 @@ type RouteOp struct {
 
 func (x *RouteOp) Reset() {
 	*x = RouteOp{}
-	mi := &file_splitplane_proto_msgTypes[10]
+	mi := &file_splitplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +866,7 @@ func (x *RouteOp) String() string {
 func (*RouteOp) ProtoMessage() {}
 
 func (x *RouteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[10]
+	mi := &file_splitplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +879,7 @@ func (x *RouteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteOp.ProtoReflect.Descriptor instead.
 func (*RouteOp) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{10}
+	return file_splitplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RouteOp) GetKind() RouteOp_Kind {
@@ -838,7 +918,7 @@ type RouteBatch struct {
 
 func (x *RouteBatch) Reset() {
 	*x = RouteBatch{}
-	mi := &file_splitplane_proto_msgTypes[11]
+	mi := &file_splitplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +930,7 @@ func (x *RouteBatch) String() string {
 func (*RouteBatch) ProtoMessage() {}
 
 func (x *RouteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[11]
+	mi := &file_splitplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +943,7 @@ func (x *RouteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteBatch.ProtoReflect.Descriptor instead.
 func (*RouteBatch) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{11}
+	return file_splitplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RouteBatch) GetId() uint64 {
@@ -902,7 +982,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_splitplane_proto_msgTypes[12]
+	mi := &file_splitplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +994,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[12]
+	mi := &file_splitplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1007,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{12}
+	return file_splitplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BatchAck) GetId() uint64 {
@@ -964,7 +1044,7 @@ type TransactionRequest struct {
 
 func (x *TransactionRequest) Reset() {
 	*x = TransactionRequest{}
-	mi := &file_splitplane_proto_msgTypes[13]
+	mi := &file_splitplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1056,7 @@ func (x *TransactionRequest) String() string {
 func (*TransactionRequest) ProtoMessage() {}
 
 func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[13]
+	mi := &file_splitplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1069,7 @@ func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionRequest.ProtoReflect.Descriptor instead.
 func (*TransactionRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{13}
+	return file_splitplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TransactionRequest) GetOps() []*RouteOp {
@@ -1020,7 +1100,7 @@ type TransactionResponse struct {
 
 func (x *TransactionResponse) Reset() {
 	*x = TransactionResponse{}
-	mi := &file_splitplane_proto_msgTypes[14]
+	mi := &file_splitplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1112,7 @@ func (x *TransactionResponse) String() string {
 func (*TransactionResponse) ProtoMessage() {}
 
 func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[14]
+	mi := &file_splitplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1125,7 @@ func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionResponse.ProtoReflect.Descriptor instead.
 func (*TransactionResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{14}
+	return file_splitplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TransactionResponse) GetApplied() uint32 {
@@ -1077,7 +1157,7 @@ type ListFEsRequest struct {
 
 func (x *ListFEsRequest) Reset() {
 	*x = ListFEsRequest{}
-	mi := &file_splitplane_proto_msgTypes[15]
+	mi := &file_splitplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1169,7 @@ func (x *ListFEsRequest) String() string {
 func (*ListFEsRequest) ProtoMessage() {}
 
 func (x *ListFEsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[15]
+	mi := &file_splitplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1182,7 @@ func (x *ListFEsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFEsRequest.ProtoReflect.Descriptor instead.
 func (*ListFEsRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{15}
+	return file_splitplane_proto_rawDescGZIP(), []int{17}
 }
 
 type ListFEsResponse struct {
@@ -1115,7 +1195,7 @@ type ListFEsResponse struct {
 
 func (x *ListFEsResponse) Reset() {
 	*x = ListFEsResponse{}
-	mi := &file_splitplane_proto_msgTypes[16]
+	mi := &file_splitplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1207,7 @@ func (x *ListFEsResponse) String() string {
 func (*ListFEsResponse) ProtoMessage() {}
 
 func (x *ListFEsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[16]
+	mi := &file_splitplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1220,7 @@ func (x *ListFEsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFEsResponse.ProtoReflect.Descriptor instead.
 func (*ListFEsResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{16}
+	return file_splitplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListFEsResponse) GetFes() []*FE {
@@ -1170,7 +1250,7 @@ type FE struct {
 
 func (x *FE) Reset() {
 	*x = FE{}
-	mi := &file_splitplane_proto_msgTypes[17]
+	mi := &file_splitplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1262,7 @@ func (x *FE) String() string {
 func (*FE) ProtoMessage() {}
 
 func (x *FE) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[17]
+	mi := &file_splitplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1275,7 @@ func (x *FE) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FE.ProtoReflect.Descriptor instead.
 func (*FE) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{17}
+	return file_splitplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FE) GetId() string {
@@ -1290,7 +1370,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_splitplane_proto_msgTypes[18]
+	mi := &file_splitplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1382,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[18]
+	mi := &file_splitplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1395,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{18}
+	return file_splitplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Port) GetId() uint32 {
@@ -1372,7 +1452,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_splitplane_proto_msgTypes[19]
+	mi := &file_splitplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1464,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[19]
+	mi := &file_splitplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1477,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{19}
+	return file_splitplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Lane) GetPort() string {
@@ -1436,7 +1516,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_splitplane_proto_msgTypes[20]
+	mi := &file_splitplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1528,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[20]
+	mi := &file_splitplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1541,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{20}
+	return file_splitplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Counters) GetRxPackets() uint64 {
@@ -1520,7 +1600,7 @@ type CPUCounters struct {
 
 func (x *CPUCounters) Reset() {
 	*x = CPUCounters{}
-	mi := &file_splitplane_proto_msgTypes[21]
+	mi := &file_splitplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1612,7 @@ func (x *CPUCounters) String() string {
 func (*CPUCounters) ProtoMessage() {}
 
 func (x *CPUCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[21]
+	mi := &file_splitplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1625,7 @@ func (x *CPUCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CPUCounters.ProtoReflect.Descriptor instead.
 func (*CPUCounters) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{21}
+	return file_splitplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CPUCounters) GetCpu() int32 {
@@ -1591,7 +1671,7 @@ type ListNeighborsRequest struct {
 
 func (x *ListNeighborsRequest) Reset() {
 	*x = ListNeighborsRequest{}
-	mi := &file_splitplane_proto_msgTypes[22]
+	mi := &file_splitplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1683,7 @@ func (x *ListNeighborsRequest) String() string {
 func (*ListNeighborsRequest) ProtoMessage() {}
 
 func (x *ListNeighborsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[22]
+	mi := &file_splitplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1696,7 @@ func (x *ListNeighborsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNeighborsRequest.ProtoReflect.Descriptor instead.
 func (*ListNeighborsRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{22}
+	return file_splitplane_proto_rawDescGZIP(), []int{24}
 }
 
 type ListNeighborsResponse struct {
@@ -1629,7 +1709,7 @@ type ListNeighborsResponse struct {
 
 func (x *ListNeighborsResponse) Reset() {
 	*x = ListNeighborsResponse{}
-	mi := &file_splitplane_proto_msgTypes[23]
+	mi := &file_splitplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1721,7 @@ func (x *ListNeighborsResponse) String() string {
 func (*ListNeighborsResponse) ProtoMessage() {}
 
 func (x *ListNeighborsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[23]
+	mi := &file_splitplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1734,7 @@ func (x *ListNeighborsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNeighborsResponse.ProtoReflect.Descriptor instead.
 func (*ListNeighborsResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{23}
+	return file_splitplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListNeighborsResponse) GetNeighbors() []*Neighbor {
@@ -1677,13 +1757,17 @@ type Neighbor struct {
 	// the CE's import prefix lists apply after it (in the global table), so
 	// what they reject still counts here.
 	PrefixesAccepted uint64 `protobuf:"varint,7,opt,name=prefixes_accepted,json=prefixesAccepted,proto3" json:"prefixes_accepted,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Why the neighbour may not do what one expects, empty if nothing: an
+	// eBGP neighbour without import or export policy exchanges no routes
+	// (RFC 8212), a session stopped by max_prefixes stays down.
+	Warning       string `protobuf:"bytes,8,opt,name=warning,proto3" json:"warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Neighbor) Reset() {
 	*x = Neighbor{}
-	mi := &file_splitplane_proto_msgTypes[24]
+	mi := &file_splitplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1779,7 @@ func (x *Neighbor) String() string {
 func (*Neighbor) ProtoMessage() {}
 
 func (x *Neighbor) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[24]
+	mi := &file_splitplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1792,7 @@ func (x *Neighbor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Neighbor.ProtoReflect.Descriptor instead.
 func (*Neighbor) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{24}
+	return file_splitplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Neighbor) GetAddress() string {
@@ -1760,6 +1844,13 @@ func (x *Neighbor) GetPrefixesAccepted() uint64 {
 	return 0
 }
 
+func (x *Neighbor) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
+}
+
 type ListRulesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1768,7 +1859,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_splitplane_proto_msgTypes[25]
+	mi := &file_splitplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1871,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[25]
+	mi := &file_splitplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1884,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{25}
+	return file_splitplane_proto_rawDescGZIP(), []int{27}
 }
 
 type ListRulesResponse struct {
@@ -1806,7 +1897,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_splitplane_proto_msgTypes[26]
+	mi := &file_splitplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1909,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[26]
+	mi := &file_splitplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1922,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{26}
+	return file_splitplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -1855,7 +1946,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_splitplane_proto_msgTypes[27]
+	mi := &file_splitplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +1958,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[27]
+	mi := &file_splitplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +1971,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{27}
+	return file_splitplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Rule) GetFlow() string {
@@ -1922,7 +2013,10 @@ var File_splitplane_proto protoreflect.FileDescriptor
 
 const file_splitplane_proto_rawDesc = "" +
 	"\n" +
-	"\x10splitplane.proto\x12\rsplitplane.v1\"\xd3\x01\n" +
+	"\x10splitplane.proto\x12\rsplitplane.v1\"0\n" +
+	"\x14ResetNeighborRequest\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x17\n" +
+	"\x15ResetNeighborResponse\"\xd3\x01\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tnext_hops\x18\x02 \x03(\tR\bnextHops\x12\x1a\n" +
@@ -2033,7 +2127,7 @@ const file_splitplane_proto_rawDesc = "" +
 	"\x0fdropped_packets\x18\x05 \x01(\x04R\x0edroppedPackets\"\x16\n" +
 	"\x14ListNeighborsRequest\"N\n" +
 	"\x15ListNeighborsResponse\x125\n" +
-	"\tneighbors\x18\x01 \x03(\v2\x17.splitplane.v1.NeighborR\tneighbors\"\xdc\x01\n" +
+	"\tneighbors\x18\x01 \x03(\v2\x17.splitplane.v1.NeighborR\tneighbors\"\xf6\x01\n" +
 	"\bNeighbor\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
@@ -2041,7 +2135,8 @@ const file_splitplane_proto_rawDesc = "" +
 	"\rsince_unix_ms\x18\x04 \x01(\x03R\vsinceUnixMs\x12\x10\n" +
 	"\x03bfd\x18\x05 \x01(\tR\x03bfd\x12+\n" +
 	"\x11prefixes_received\x18\x06 \x01(\x04R\x10prefixesReceived\x12+\n" +
-	"\x11prefixes_accepted\x18\a \x01(\x04R\x10prefixesAccepted\"\x12\n" +
+	"\x11prefixes_accepted\x18\a \x01(\x04R\x10prefixesAccepted\x12\x18\n" +
+	"\awarning\x18\b \x01(\tR\awarning\"\x12\n" +
 	"\x10ListRulesRequest\">\n" +
 	"\x11ListRulesResponse\x12)\n" +
 	"\x05rules\x18\x01 \x03(\v2\x13.splitplane.v1.RuleR\x05rules\"\x89\x01\n" +
@@ -2073,9 +2168,10 @@ const file_splitplane_proto_rawDesc = "" +
 	"\x04Bulk\x12\x19.splitplane.v1.RouteBatch\x1a\x17.splitplane.v1.BatchAck(\x010\x01\x12T\n" +
 	"\vTransaction\x12!.splitplane.v1.TransactionRequest\x1a\".splitplane.v1.TransactionResponse2L\n" +
 	"\x03FEs\x12E\n" +
-	"\x04List\x12\x1d.splitplane.v1.ListFEsRequest\x1a\x1e.splitplane.v1.ListFEsResponse2]\n" +
+	"\x04List\x12\x1d.splitplane.v1.ListFEsRequest\x1a\x1e.splitplane.v1.ListFEsResponse2\xb9\x01\n" +
 	"\x03BGP\x12V\n" +
-	"\tNeighbors\x12#.splitplane.v1.ListNeighborsRequest\x1a$.splitplane.v1.ListNeighborsResponse2\\\n" +
+	"\tNeighbors\x12#.splitplane.v1.ListNeighborsRequest\x1a$.splitplane.v1.ListNeighborsResponse\x12Z\n" +
+	"\rResetNeighbor\x12#.splitplane.v1.ResetNeighborRequest\x1a$.splitplane.v1.ResetNeighborResponse2\\\n" +
 	"\n" +
 	"Classifier\x12N\n" +
 	"\tListRules\x12\x1f.splitplane.v1.ListRulesRequest\x1a .splitplane.v1.ListRulesResponseBAZ?github.com/splitplane/splitplane/api/splitplane/v1;splitplanev1b\x06proto3"
@@ -2093,85 +2189,89 @@ func file_splitplane_proto_rawDescGZIP() []byte {
 }
 
 var file_splitplane_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_splitplane_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_splitplane_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_splitplane_proto_goTypes = []any{
 	(Origin)(0),                   // 0: splitplane.v1.Origin
 	(Table)(0),                    // 1: splitplane.v1.Table
 	(RouteEvent_Kind)(0),          // 2: splitplane.v1.RouteEvent.Kind
 	(RouteOp_Kind)(0),             // 3: splitplane.v1.RouteOp.Kind
-	(*Route)(nil),                 // 4: splitplane.v1.Route
-	(*AddRouteRequest)(nil),       // 5: splitplane.v1.AddRouteRequest
-	(*AddRouteResponse)(nil),      // 6: splitplane.v1.AddRouteResponse
-	(*ReplaceRouteRequest)(nil),   // 7: splitplane.v1.ReplaceRouteRequest
-	(*ReplaceRouteResponse)(nil),  // 8: splitplane.v1.ReplaceRouteResponse
-	(*DeleteRouteRequest)(nil),    // 9: splitplane.v1.DeleteRouteRequest
-	(*DeleteRouteResponse)(nil),   // 10: splitplane.v1.DeleteRouteResponse
-	(*ListRoutesRequest)(nil),     // 11: splitplane.v1.ListRoutesRequest
-	(*WatchRoutesRequest)(nil),    // 12: splitplane.v1.WatchRoutesRequest
-	(*RouteEvent)(nil),            // 13: splitplane.v1.RouteEvent
-	(*RouteOp)(nil),               // 14: splitplane.v1.RouteOp
-	(*RouteBatch)(nil),            // 15: splitplane.v1.RouteBatch
-	(*BatchAck)(nil),              // 16: splitplane.v1.BatchAck
-	(*TransactionRequest)(nil),    // 17: splitplane.v1.TransactionRequest
-	(*TransactionResponse)(nil),   // 18: splitplane.v1.TransactionResponse
-	(*ListFEsRequest)(nil),        // 19: splitplane.v1.ListFEsRequest
-	(*ListFEsResponse)(nil),       // 20: splitplane.v1.ListFEsResponse
-	(*FE)(nil),                    // 21: splitplane.v1.FE
-	(*Port)(nil),                  // 22: splitplane.v1.Port
-	(*Lane)(nil),                  // 23: splitplane.v1.Lane
-	(*Counters)(nil),              // 24: splitplane.v1.Counters
-	(*CPUCounters)(nil),           // 25: splitplane.v1.CPUCounters
-	(*ListNeighborsRequest)(nil),  // 26: splitplane.v1.ListNeighborsRequest
-	(*ListNeighborsResponse)(nil), // 27: splitplane.v1.ListNeighborsResponse
-	(*Neighbor)(nil),              // 28: splitplane.v1.Neighbor
-	(*ListRulesRequest)(nil),      // 29: splitplane.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),     // 30: splitplane.v1.ListRulesResponse
-	(*Rule)(nil),                  // 31: splitplane.v1.Rule
-	nil,                           // 32: splitplane.v1.Counters.ByReasonEntry
+	(*ResetNeighborRequest)(nil),  // 4: splitplane.v1.ResetNeighborRequest
+	(*ResetNeighborResponse)(nil), // 5: splitplane.v1.ResetNeighborResponse
+	(*Route)(nil),                 // 6: splitplane.v1.Route
+	(*AddRouteRequest)(nil),       // 7: splitplane.v1.AddRouteRequest
+	(*AddRouteResponse)(nil),      // 8: splitplane.v1.AddRouteResponse
+	(*ReplaceRouteRequest)(nil),   // 9: splitplane.v1.ReplaceRouteRequest
+	(*ReplaceRouteResponse)(nil),  // 10: splitplane.v1.ReplaceRouteResponse
+	(*DeleteRouteRequest)(nil),    // 11: splitplane.v1.DeleteRouteRequest
+	(*DeleteRouteResponse)(nil),   // 12: splitplane.v1.DeleteRouteResponse
+	(*ListRoutesRequest)(nil),     // 13: splitplane.v1.ListRoutesRequest
+	(*WatchRoutesRequest)(nil),    // 14: splitplane.v1.WatchRoutesRequest
+	(*RouteEvent)(nil),            // 15: splitplane.v1.RouteEvent
+	(*RouteOp)(nil),               // 16: splitplane.v1.RouteOp
+	(*RouteBatch)(nil),            // 17: splitplane.v1.RouteBatch
+	(*BatchAck)(nil),              // 18: splitplane.v1.BatchAck
+	(*TransactionRequest)(nil),    // 19: splitplane.v1.TransactionRequest
+	(*TransactionResponse)(nil),   // 20: splitplane.v1.TransactionResponse
+	(*ListFEsRequest)(nil),        // 21: splitplane.v1.ListFEsRequest
+	(*ListFEsResponse)(nil),       // 22: splitplane.v1.ListFEsResponse
+	(*FE)(nil),                    // 23: splitplane.v1.FE
+	(*Port)(nil),                  // 24: splitplane.v1.Port
+	(*Lane)(nil),                  // 25: splitplane.v1.Lane
+	(*Counters)(nil),              // 26: splitplane.v1.Counters
+	(*CPUCounters)(nil),           // 27: splitplane.v1.CPUCounters
+	(*ListNeighborsRequest)(nil),  // 28: splitplane.v1.ListNeighborsRequest
+	(*ListNeighborsResponse)(nil), // 29: splitplane.v1.ListNeighborsResponse
+	(*Neighbor)(nil),              // 30: splitplane.v1.Neighbor
+	(*ListRulesRequest)(nil),      // 31: splitplane.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),     // 32: splitplane.v1.ListRulesResponse
+	(*Rule)(nil),                  // 33: splitplane.v1.Rule
+	nil,                           // 34: splitplane.v1.Counters.ByReasonEntry
 }
 var file_splitplane_proto_depIdxs = []int32{
 	0,  // 0: splitplane.v1.Route.origin:type_name -> splitplane.v1.Origin
-	4,  // 1: splitplane.v1.AddRouteRequest.route:type_name -> splitplane.v1.Route
-	4,  // 2: splitplane.v1.ReplaceRouteRequest.route:type_name -> splitplane.v1.Route
+	6,  // 1: splitplane.v1.AddRouteRequest.route:type_name -> splitplane.v1.Route
+	6,  // 2: splitplane.v1.ReplaceRouteRequest.route:type_name -> splitplane.v1.Route
 	1,  // 3: splitplane.v1.ListRoutesRequest.table:type_name -> splitplane.v1.Table
 	0,  // 4: splitplane.v1.ListRoutesRequest.origin:type_name -> splitplane.v1.Origin
 	1,  // 5: splitplane.v1.WatchRoutesRequest.table:type_name -> splitplane.v1.Table
 	2,  // 6: splitplane.v1.RouteEvent.kind:type_name -> splitplane.v1.RouteEvent.Kind
 	3,  // 7: splitplane.v1.RouteOp.kind:type_name -> splitplane.v1.RouteOp.Kind
-	4,  // 8: splitplane.v1.RouteOp.route:type_name -> splitplane.v1.Route
-	14, // 9: splitplane.v1.RouteBatch.ops:type_name -> splitplane.v1.RouteOp
-	14, // 10: splitplane.v1.TransactionRequest.ops:type_name -> splitplane.v1.RouteOp
-	21, // 11: splitplane.v1.ListFEsResponse.fes:type_name -> splitplane.v1.FE
-	22, // 12: splitplane.v1.FE.ports:type_name -> splitplane.v1.Port
-	23, // 13: splitplane.v1.FE.lanes:type_name -> splitplane.v1.Lane
-	24, // 14: splitplane.v1.FE.counters:type_name -> splitplane.v1.Counters
-	24, // 15: splitplane.v1.Port.counters:type_name -> splitplane.v1.Counters
-	32, // 16: splitplane.v1.Counters.by_reason:type_name -> splitplane.v1.Counters.ByReasonEntry
-	25, // 17: splitplane.v1.Counters.cpus:type_name -> splitplane.v1.CPUCounters
-	28, // 18: splitplane.v1.ListNeighborsResponse.neighbors:type_name -> splitplane.v1.Neighbor
-	31, // 19: splitplane.v1.ListRulesResponse.rules:type_name -> splitplane.v1.Rule
-	5,  // 20: splitplane.v1.Routes.Add:input_type -> splitplane.v1.AddRouteRequest
-	7,  // 21: splitplane.v1.Routes.Replace:input_type -> splitplane.v1.ReplaceRouteRequest
-	9,  // 22: splitplane.v1.Routes.Delete:input_type -> splitplane.v1.DeleteRouteRequest
-	11, // 23: splitplane.v1.Routes.List:input_type -> splitplane.v1.ListRoutesRequest
-	12, // 24: splitplane.v1.Routes.Watch:input_type -> splitplane.v1.WatchRoutesRequest
-	15, // 25: splitplane.v1.Routes.Bulk:input_type -> splitplane.v1.RouteBatch
-	17, // 26: splitplane.v1.Routes.Transaction:input_type -> splitplane.v1.TransactionRequest
-	19, // 27: splitplane.v1.FEs.List:input_type -> splitplane.v1.ListFEsRequest
-	26, // 28: splitplane.v1.BGP.Neighbors:input_type -> splitplane.v1.ListNeighborsRequest
-	29, // 29: splitplane.v1.Classifier.ListRules:input_type -> splitplane.v1.ListRulesRequest
-	6,  // 30: splitplane.v1.Routes.Add:output_type -> splitplane.v1.AddRouteResponse
-	8,  // 31: splitplane.v1.Routes.Replace:output_type -> splitplane.v1.ReplaceRouteResponse
-	10, // 32: splitplane.v1.Routes.Delete:output_type -> splitplane.v1.DeleteRouteResponse
-	4,  // 33: splitplane.v1.Routes.List:output_type -> splitplane.v1.Route
-	13, // 34: splitplane.v1.Routes.Watch:output_type -> splitplane.v1.RouteEvent
-	16, // 35: splitplane.v1.Routes.Bulk:output_type -> splitplane.v1.BatchAck
-	18, // 36: splitplane.v1.Routes.Transaction:output_type -> splitplane.v1.TransactionResponse
-	20, // 37: splitplane.v1.FEs.List:output_type -> splitplane.v1.ListFEsResponse
-	27, // 38: splitplane.v1.BGP.Neighbors:output_type -> splitplane.v1.ListNeighborsResponse
-	30, // 39: splitplane.v1.Classifier.ListRules:output_type -> splitplane.v1.ListRulesResponse
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
+	6,  // 8: splitplane.v1.RouteOp.route:type_name -> splitplane.v1.Route
+	16, // 9: splitplane.v1.RouteBatch.ops:type_name -> splitplane.v1.RouteOp
+	16, // 10: splitplane.v1.TransactionRequest.ops:type_name -> splitplane.v1.RouteOp
+	23, // 11: splitplane.v1.ListFEsResponse.fes:type_name -> splitplane.v1.FE
+	24, // 12: splitplane.v1.FE.ports:type_name -> splitplane.v1.Port
+	25, // 13: splitplane.v1.FE.lanes:type_name -> splitplane.v1.Lane
+	26, // 14: splitplane.v1.FE.counters:type_name -> splitplane.v1.Counters
+	26, // 15: splitplane.v1.Port.counters:type_name -> splitplane.v1.Counters
+	34, // 16: splitplane.v1.Counters.by_reason:type_name -> splitplane.v1.Counters.ByReasonEntry
+	27, // 17: splitplane.v1.Counters.cpus:type_name -> splitplane.v1.CPUCounters
+	30, // 18: splitplane.v1.ListNeighborsResponse.neighbors:type_name -> splitplane.v1.Neighbor
+	33, // 19: splitplane.v1.ListRulesResponse.rules:type_name -> splitplane.v1.Rule
+	7,  // 20: splitplane.v1.Routes.Add:input_type -> splitplane.v1.AddRouteRequest
+	9,  // 21: splitplane.v1.Routes.Replace:input_type -> splitplane.v1.ReplaceRouteRequest
+	11, // 22: splitplane.v1.Routes.Delete:input_type -> splitplane.v1.DeleteRouteRequest
+	13, // 23: splitplane.v1.Routes.List:input_type -> splitplane.v1.ListRoutesRequest
+	14, // 24: splitplane.v1.Routes.Watch:input_type -> splitplane.v1.WatchRoutesRequest
+	17, // 25: splitplane.v1.Routes.Bulk:input_type -> splitplane.v1.RouteBatch
+	19, // 26: splitplane.v1.Routes.Transaction:input_type -> splitplane.v1.TransactionRequest
+	21, // 27: splitplane.v1.FEs.List:input_type -> splitplane.v1.ListFEsRequest
+	28, // 28: splitplane.v1.BGP.Neighbors:input_type -> splitplane.v1.ListNeighborsRequest
+	4,  // 29: splitplane.v1.BGP.ResetNeighbor:input_type -> splitplane.v1.ResetNeighborRequest
+	31, // 30: splitplane.v1.Classifier.ListRules:input_type -> splitplane.v1.ListRulesRequest
+	8,  // 31: splitplane.v1.Routes.Add:output_type -> splitplane.v1.AddRouteResponse
+	10, // 32: splitplane.v1.Routes.Replace:output_type -> splitplane.v1.ReplaceRouteResponse
+	12, // 33: splitplane.v1.Routes.Delete:output_type -> splitplane.v1.DeleteRouteResponse
+	6,  // 34: splitplane.v1.Routes.List:output_type -> splitplane.v1.Route
+	15, // 35: splitplane.v1.Routes.Watch:output_type -> splitplane.v1.RouteEvent
+	18, // 36: splitplane.v1.Routes.Bulk:output_type -> splitplane.v1.BatchAck
+	20, // 37: splitplane.v1.Routes.Transaction:output_type -> splitplane.v1.TransactionResponse
+	22, // 38: splitplane.v1.FEs.List:output_type -> splitplane.v1.ListFEsResponse
+	29, // 39: splitplane.v1.BGP.Neighbors:output_type -> splitplane.v1.ListNeighborsResponse
+	5,  // 40: splitplane.v1.BGP.ResetNeighbor:output_type -> splitplane.v1.ResetNeighborResponse
+	32, // 41: splitplane.v1.Classifier.ListRules:output_type -> splitplane.v1.ListRulesResponse
+	31, // [31:42] is the sub-list for method output_type
+	20, // [20:31] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2188,7 +2288,7 @@ func file_splitplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitplane_proto_rawDesc), len(file_splitplane_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -503,7 +503,8 @@ var FEs_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	BGP_Neighbors_FullMethodName = "/splitplane.v1.BGP/Neighbors"
+	BGP_Neighbors_FullMethodName     = "/splitplane.v1.BGP/Neighbors"
+	BGP_ResetNeighbor_FullMethodName = "/splitplane.v1.BGP/ResetNeighbor"
 )
 
 // BGPClient is the client API for BGP service.
@@ -516,6 +517,11 @@ type BGPClient interface {
 	// Neighbors lists the configured neighbours with their session state
 	// and prefix counts.
 	Neighbors(ctx context.Context, in *ListNeighborsRequest, opts ...grpc.CallOption) (*ListNeighborsResponse, error)
+	// ResetNeighbor brings back a neighbour stopped by max_prefixes, or
+	// resets the session of any other (a Cease NOTIFICATION, administrative
+	// reset, then a new session). NotFound for an address that is not a
+	// configured neighbour, InvalidArgument for one that is no address.
+	ResetNeighbor(ctx context.Context, in *ResetNeighborRequest, opts ...grpc.CallOption) (*ResetNeighborResponse, error)
 }
 
 type bGPClient struct {
@@ -536,6 +542,16 @@ func (c *bGPClient) Neighbors(ctx context.Context, in *ListNeighborsRequest, opt
 	return out, nil
 }
 
+func (c *bGPClient) ResetNeighbor(ctx context.Context, in *ResetNeighborRequest, opts ...grpc.CallOption) (*ResetNeighborResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetNeighborResponse)
+	err := c.cc.Invoke(ctx, BGP_ResetNeighbor_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BGPServer is the server API for BGP service.
 // All implementations must embed UnimplementedBGPServer
 // for forward compatibility.
@@ -546,6 +562,11 @@ type BGPServer interface {
 	// Neighbors lists the configured neighbours with their session state
 	// and prefix counts.
 	Neighbors(context.Context, *ListNeighborsRequest) (*ListNeighborsResponse, error)
+	// ResetNeighbor brings back a neighbour stopped by max_prefixes, or
+	// resets the session of any other (a Cease NOTIFICATION, administrative
+	// reset, then a new session). NotFound for an address that is not a
+	// configured neighbour, InvalidArgument for one that is no address.
+	ResetNeighbor(context.Context, *ResetNeighborRequest) (*ResetNeighborResponse, error)
 	mustEmbedUnimplementedBGPServer()
 }
 
@@ -558,6 +579,9 @@ type UnimplementedBGPServer struct{}
 
 func (UnimplementedBGPServer) Neighbors(context.Context, *ListNeighborsRequest) (*ListNeighborsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Neighbors not implemented")
+}
+func (UnimplementedBGPServer) ResetNeighbor(context.Context, *ResetNeighborRequest) (*ResetNeighborResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetNeighbor not implemented")
 }
 func (UnimplementedBGPServer) mustEmbedUnimplementedBGPServer() {}
 func (UnimplementedBGPServer) testEmbeddedByValue()             {}
@@ -598,6 +622,24 @@ func _BGP_Neighbors_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BGP_ResetNeighbor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetNeighborRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BGPServer).ResetNeighbor(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BGP_ResetNeighbor_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BGPServer).ResetNeighbor(ctx, req.(*ResetNeighborRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BGP_ServiceDesc is the grpc.ServiceDesc for BGP service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -608,6 +650,10 @@ var BGP_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Neighbors",
 			Handler:    _BGP_Neighbors_Handler,
+		},
+		{
+			MethodName: "ResetNeighbor",
+			Handler:    _BGP_ResetNeighbor_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
