@@ -64,6 +64,11 @@ func rfc8212(n Neighbor, asn uint32) (Neighbor, string) {
 }
 
 // policyName names the GoBGP objects of one neighbour's policy.
+// inGoBGP reports whether p is a policy GoBGP must evaluate: one that
+// accepts everything is GoBGP's own default, and evaluating it for every
+// path of a full table would cost convergence time for nothing.
+func (p *Policy) inGoBGP() bool { return p != nil && (len(p.Rules) > 0 || p.Default != Accept) }
+
 func policyName(dir string, a netip.Addr) string { return dir + "-" + a.String() }
 
 // neighborSet names the GoBGP neighbour set of one neighbour's policies.
@@ -72,7 +77,7 @@ func neighborSet(a netip.Addr) string { return "neighbor-" + a.String() }
 // definePolicies defines neighbour n's set and its import and export
 // policies (nothing for a neighbour without them).
 func definePolicies(ctx context.Context, srv *server.BgpServer, n Neighbor) error {
-	if n.Import == nil && n.Export == nil {
+	if !n.Import.inGoBGP() && !n.Export.inGoBGP() {
 		return nil
 	}
 	nset := neighborSet(n.Address)
@@ -83,7 +88,7 @@ func definePolicies(ctx context.Context, srv *server.BgpServer, n Neighbor) erro
 		return fmt.Errorf("neighbour set %s: %w", nset, err)
 	}
 	for dir, p := range map[string]*Policy{"import": n.Import, "export": n.Export} {
-		if p == nil {
+		if !p.inGoBGP() {
 			continue
 		}
 		if _, err := addPolicy(ctx, srv, policyName(dir, n.Address), nset, p); err != nil {
@@ -96,11 +101,11 @@ func definePolicies(ctx context.Context, srv *server.BgpServer, n Neighbor) erro
 // removePolicies deletes what definePolicies defined for n; the policies
 // must no longer be assigned.
 func removePolicies(ctx context.Context, srv *server.BgpServer, n Neighbor) error {
-	if n.Import == nil && n.Export == nil {
+	if !n.Import.inGoBGP() && !n.Export.inGoBGP() {
 		return nil
 	}
 	for dir, p := range map[string]*Policy{"import": n.Import, "export": n.Export} {
-		if p == nil {
+		if !p.inGoBGP() {
 			continue
 		}
 		name := policyName(dir, n.Address)
@@ -130,10 +135,10 @@ func removePolicies(ctx context.Context, srv *server.BgpServer, n Neighbor) erro
 func assignPolicies(ctx context.Context, srv *server.BgpServer, ns []Neighbor) error {
 	var imports, exports []*api.Policy
 	for _, n := range ns {
-		if n.Import != nil {
+		if n.Import.inGoBGP() {
 			imports = append(imports, &api.Policy{Name: policyName("import", n.Address)})
 		}
-		if n.Export != nil {
+		if n.Export.inGoBGP() {
 			exports = append(exports, &api.Policy{Name: policyName("export", n.Address)})
 		}
 	}
