@@ -547,6 +547,7 @@ func runLookupAddr(tb testing.TB, d *Datapath, addr netip.Addr) (uint32, bool) {
 // (cache-hot, so it shows the fixed cost of the IPv6 path).
 func BenchmarkXDPForward6(b *testing.B) {
 	f := newFixture6(b, loadOptions{})
+	checksOn(b, f, netip.MustParseAddr("2001:db8:ffff::2"))
 	before := counters(b, f.d)
 	benchForward(b, f.d, udp6Frame("2001:db8:1::9", 255))
 	after := counters(b, f.d)
