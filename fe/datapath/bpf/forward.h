@@ -39,9 +39,12 @@ static __always_inline struct port_counters *port_counters(__u32 slot)
 
 // other_host is true for a frame whose (unicast) destination MAC is not
 // that of the port in slot; a port whose MAC is not known (zero) takes
-// every frame. The MACs are compared as a 32-bit and a 16-bit word.
+// every frame. The MACs are compared as a 32-bit and a 16-bit word (read
+// through void *: struct ethhdr is packed, and clang would otherwise read
+// the frame's MAC a byte at a time).
 static __always_inline int other_host(const struct ethhdr *eth, __u32 slot)
 {
+	const void *d = eth;
 	struct port_info *pi = bpf_map_lookup_elem(&port_info_map, &slot);
 	__u32 m0;
 	__u16 m1;
@@ -52,7 +55,7 @@ static __always_inline int other_host(const struct ethhdr *eth, __u32 slot)
 	m1 = *(__u16 *)&pi->mac[4];
 	if (!(m0 | m1))
 		return 0;
-	return ((*(__u32 *)eth->h_dest ^ m0) | (*(__u16 *)&eth->h_dest[4] ^ m1)) != 0;
+	return ((*(const __u32 *)d ^ m0) | (*(const __u16 *)(d + 4) ^ m1)) != 0;
 }
 
 // over_mtu is true when an IP packet of l3len bytes does not fit the MTU

@@ -385,7 +385,7 @@ struct {
 struct port_info {
 	__u8 mac[ETH_ALEN];
 	__u16 mtu;
-};
+} __attribute__((aligned(8))); // so that the MAC reads as one 32-bit and one 16-bit load
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
