@@ -8,7 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
+	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 )
 
@@ -157,14 +159,31 @@ func (a *Agent) linkUpdate(u netlink.LinkUpdate) {
 	up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
 	var changed bool
 	var pi forces.PortInfo
+	var dp Datapath
 	a.do(func() {
 		p, ours := a.ports[attrs.Index]
+		if ours {
+			dp = a.prog.dp
+		}
 		if changed = ours && p.Up != up; changed {
 			p.Up = up
 			pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up, Addrs: slices.Clone(p.Addrs)}
 			copy(pi.MAC[:], p.mac)
 		}
 	})
+	// The fast path checks frames against the port's MAC and packets
+	// against its MTU (an MTU above 65535, loopback's, limits nothing).
+	if pl, ok := dp.(interface {
+		SetPortLink(ifindex int, mac net.HardwareAddr, mtu int) error
+	}); ok && u.Header.Type != unix.RTM_DELLINK {
+		mtu := attrs.MTU
+		if mtu > datapath.MaxMTU {
+			mtu = 0
+		}
+		if err := pl.SetPortLink(attrs.Index, attrs.HardwareAddr, mtu); err != nil {
+			a.log.Warn("fe: port MAC and MTU not updated in the datapath", "ifindex", attrs.Index, "err", err)
+		}
+	}
 	if !changed {
 		return
 	}

@@ -513,7 +513,7 @@ func TestControlCounterNames(t *testing.T) {
 		t.Errorf("counter 16 is %q, want pass_not_routable", names[16])
 	}
 	want := []string{"to_control_cpu", "pass_control", "drop_policed", "drop_gtsm", "control_cpu_rx", "to_fe_cpu"}
-	if got := names[17:]; !slices.Equal(got, want) {
+	if got := names[17 : 17+len(want)]; !slices.Equal(got, want) {
 		t.Errorf("counters after pass_not_routable: %v, want %v", got, want)
 	}
 }

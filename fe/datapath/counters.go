@@ -34,6 +34,12 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_CONTROL_CPU_RX: "control_cpu_rx",
 	// Added with the forward CPUs (SetForwardCPUs).
 	xdpStatReasonSTAT_TO_FE_CPU: "to_fe_cpu",
+	// Added with the router's checks of RFC 1812 and RFC 8200.
+	xdpStatReasonSTAT_DROP_BAD_CHECKSUM: "drop_bad_checksum",
+	xdpStatReasonSTAT_DROP_MARTIAN_SRC:  "drop_martian_src",
+	xdpStatReasonSTAT_DROP_MARTIAN_DST:  "drop_martian_dst",
+	xdpStatReasonSTAT_PASS_OTHER_HOST:   "pass_other_host",
+	xdpStatReasonSTAT_PASS_MTU:          "pass_mtu",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,
@@ -46,7 +52,10 @@ func CounterNames() []string {
 // names of CounterNames. Every packet counts once as "rx", on the CPU that
 // received it, and once under "forwarded", one "pass_*" reason (to the
 // kernel on this CPU), "to_control_cpu" (to the kernel on the control CPU)
-// or one "drop_*" reason (dropped: "drop_gtsm", "drop_policed");
+// or one "drop_*" reason (dropped: "drop_gtsm", "drop_policed",
+// "drop_bad_checksum" for an IPv4 header checksum that fails,
+// "drop_martian_src" and "drop_martian_dst" for addresses no router may
+// forward from or to);
 // "forwarded_bytes" counts frame bytes and "forwarded_ipv6" the IPv6
 // packets among "forwarded". With forward CPUs set (SetForwardCPUs), a
 // packet that another CPU receives counts there as "rx" and "to_fe_cpu",
@@ -56,7 +65,10 @@ func CounterNames() []string {
 // "pass_not_ipv4" counts frames that are neither IPv4 nor IPv6 (ARP, LLDP,
 // ...), "pass_local" the conforming packets for the router that are not
 // control flows, and "pass_control" control flows passed on the CPU that
-// received them because no control CPU is set.
+// received them because no control CPU is set, "pass_other_host" unicast
+// frames for another MAC than the ingress port's, and "pass_mtu" packets
+// larger than the egress port's MTU, which the kernel answers with ICMP
+// "fragmentation needed" or ICMPv6 "packet too big".
 type Counters map[string]uint64
 
 // Counters returns all counters summed over the CPUs.

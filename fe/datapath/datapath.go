@@ -146,6 +146,8 @@ type routerObjects struct {
 	// PortSlots and PortSlotsHash map an ifindex to its PortStats slot.
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
+	// PortInfo holds each slot's MAC and MTU (SetPortLink).
+	PortInfo *ebpf.Map `ebpf:"port_info_map"`
 	// Control-plane protection (control.go).
 	ControlFlows  *ebpf.Map `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
@@ -161,7 +163,7 @@ type routerObjects struct {
 func (o *routerObjects) Close() error {
 	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
-		o.PortSlots, o.PortSlotsHash, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
+		o.PortSlots, o.PortSlotsHash, o.PortInfo, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
 		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer)
 }
 
@@ -395,6 +397,19 @@ func (d *Datapath) Attach(ifindex int, mode Mode) error {
 	if err := d.addTxPort(ifindex); err != nil {
 		return fmt.Errorf("attach %s: %w", ifName(ifindex), err)
 	}
+	// The checks need the port's MAC and MTU from its first packet; the
+	// FE updates them on link changes (SetPortLink). An MTU above
+	// MaxMTU (loopback's 65536) limits nothing.
+	if ifi, err := net.InterfaceByIndex(ifindex); err == nil {
+		mtu := ifi.MTU
+		if mtu > MaxMTU {
+			mtu = 0
+		}
+		if err := d.setPortLink(ifindex, ifi.HardwareAddr, mtu); err != nil {
+			_ = d.deleteTxPort(ifindex)
+			return fmt.Errorf("attach %s: %w", ifName(ifindex), err)
+		}
+	}
 	l, err := link.AttachXDP(link.XDPOptions{
 		Program:   d.objs.XdpRouter,
 		Interface: ifindex,
@@ -406,6 +421,52 @@ func (d *Datapath) Attach(ifindex int, mode Mode) error {
 	}
 	d.links[ifindex] = l
 	return nil
+}
+
+// MinMTU and MaxMTU bound the MTU of SetPortLink: IPv4's minimum (RFC 791)
+// and the largest IP packet.
+const (
+	MinMTU = 68
+	MaxMTU = 65535
+)
+
+// SetPortLink tells the program the MAC address and MTU of the port
+// ifindex, which must be attached. Unicast frames for another MAC are then
+// passed to the kernel instead of forwarded, and so are packets larger than
+// mtu that would leave through the port, which the kernel answers with ICMP
+// "fragmentation needed" or ICMPv6 "packet too big". A nil (or all-zero)
+// mac or an mtu of 0 turns the respective check off. Attach sets both from
+// the device.
+func (d *Datapath) SetPortLink(ifindex int, mac net.HardwareAddr, mtu int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("set port link %s: %w", ifName(ifindex), ErrClosed)
+	}
+	if err := d.setPortLink(ifindex, mac, mtu); err != nil {
+		return fmt.Errorf("set port link %s: %w", ifName(ifindex), err)
+	}
+	return nil
+}
+
+// setPortLink is SetPortLink with d.mu held.
+func (d *Datapath) setPortLink(ifindex int, mac net.HardwareAddr, mtu int) error {
+	var pi xdpPortInfo
+	if len(mac) != 0 {
+		if err := checkMAC("mac", mac); err != nil {
+			return err
+		}
+		copy(pi.Mac[:], mac)
+	}
+	if mtu != 0 && (mtu < MinMTU || mtu > MaxMTU) {
+		return fmt.Errorf("mtu %d: want 0 (unknown) or %d..%d: %w", mtu, MinMTU, MaxMTU, ErrInvalid)
+	}
+	pi.Mtu = uint16(mtu)
+	slot, ok := d.slots[ifindex]
+	if !ok {
+		return ErrNotAttached
+	}
+	return d.objs.PortInfo.Put(slot, pi)
 }
 
 // Detach removes the program from the port ifindex and the port from the
@@ -482,6 +543,10 @@ func (d *Datapath) addPortSlot(ifindex int) error {
 		return err
 	}
 	if err := d.objs.PortStats.Put(slot, make([]xdpPortCounters, ncpu)); err != nil {
+		return err
+	}
+	// The slot's previous port may have left its MAC and MTU.
+	if err := d.objs.PortInfo.Put(slot, xdpPortInfo{}); err != nil {
 		return err
 	}
 	if ifindex < portSlotsDirect {

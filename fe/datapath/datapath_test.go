@@ -226,7 +226,7 @@ func TestForwardChecksumRandom(t *testing.T) {
 				fragOff: uint16(rng.Uint32()) & 0x5fff, // DF and offset, no reserved bit
 				ttl:     uint8(2 + rng.IntN(254)),
 				proto:   uint8(rng.Uint32()),
-				src:     netip.AddrFrom4([4]byte{byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32())}),
+				src:     randomSource4(rng),
 				dst:     netip.AddrFrom4([4]byte{dst.prefix[0], dst.prefix[1], dst.prefix[2], byte(2 + rng.IntN(250))}),
 			}
 			payload := make([]byte, rng.IntN(64))

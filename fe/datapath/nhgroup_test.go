@@ -320,5 +320,10 @@ func BenchmarkXDPForwardGroup(b *testing.B) {
 	if err := f.d.SetRoute(netip.MustParsePrefix("198.19.4.0/24"), group4); err != nil {
 		b.Fatal(err)
 	}
+	var gws []netip.Addr
+	for i := 1; i <= 4; i++ {
+		gws = append(gws, netip.AddrFrom4([4]byte{10, 0, 20, byte(i)}))
+	}
+	checksOn(b, f, gws...)
 	benchForward(b, f.d, udpFrame("198.19.4.9", 255))
 }

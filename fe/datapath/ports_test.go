@@ -85,6 +85,9 @@ func TestPortCounters(t *testing.T) {
 		}
 		must(d.Attach(in, ModeGeneric))
 		must(d.Attach(out, ModeGeneric))
+		// The test frames are addressed to macRouter.
+		must(d.SetPortLink(in, macRouter, 1500))
+		must(d.SetPortLink(out, macRouter, 1500))
 		gw := netip.MustParseAddr("10.0.0.1")
 		must(d.SetNexthop(1, Nexthop{Ifindex: out, Gateway: gw, SrcMAC: macSrc1}))
 		must(d.SetNeighbor(out, gw, macNeigh1))

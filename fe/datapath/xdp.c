@@ -5,8 +5,12 @@
 // whose route, nexthop and neighbour are all known; everything else (ARP,
 // NDP, VLAN, IPv4 options, Hop-by-Hop options, TTL/hop limit expiry,
 // link-local and multicast destinations, packets for the router itself,
-// misses) goes to the kernel with XDP_PASS, so the kernel stays the slow path
-// and the source of ICMP and ICMPv6 errors. Every packet is counted once as
+// misses, unicast frames for another MAC than the port's, packets larger
+// than the egress port's MTU) goes to the kernel with XDP_PASS, so the
+// kernel stays the slow path and the source of ICMP and ICMPv6 errors
+// (path MTU discovery included). What no router may forward (RFC 1812,
+// RFC 8200) is dropped: IPv4 with a bad header checksum, martian sources
+// and destinations. Every packet is counted once as
 // "rx", on the CPU that received it, and once under the reason it left by,
 // and per port (port_stats) as rx on its ingress port and, when forwarded,
 // as tx on its egress port.

@@ -108,6 +108,12 @@ type xdpPortCounters struct {
 	Dropped   uint64
 }
 
+type xdpPortInfo struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Mtu uint16
+}
+
 type xdpStatReason uint32
 
 const (
@@ -134,7 +140,12 @@ const (
 	xdpStatReasonSTAT_DROP_GTSM         xdpStatReason = 20
 	xdpStatReasonSTAT_CONTROL_CPU_RX    xdpStatReason = 21
 	xdpStatReasonSTAT_TO_FE_CPU         xdpStatReason = 22
-	xdpStatReasonSTAT_MAX               xdpStatReason = 23
+	xdpStatReasonSTAT_DROP_BAD_CHECKSUM xdpStatReason = 23
+	xdpStatReasonSTAT_DROP_MARTIAN_SRC  xdpStatReason = 24
+	xdpStatReasonSTAT_DROP_MARTIAN_DST  xdpStatReason = 25
+	xdpStatReasonSTAT_PASS_OTHER_HOST   xdpStatReason = 26
+	xdpStatReasonSTAT_PASS_MTU          xdpStatReason = 27
+	xdpStatReasonSTAT_MAX               xdpStatReason = 28
 )
 
 // Names of all BPF objects in the ELF.
@@ -160,6 +171,7 @@ const (
 	xdpMapNexthops          = "nexthops"
 	xdpMapNhGroups          = "nh_groups"
 	xdpMapPolicer           = "policer"
+	xdpMapPortInfoMap       = "port_info_map"
 	xdpMapPortSlots         = "port_slots"
 	xdpMapPortSlotsHash     = "port_slots_hash"
 	xdpMapPortStats         = "port_stats"
@@ -241,6 +253,7 @@ type xdpMapSpecs struct {
 	Nexthops      *ebpf.MapSpec `ebpf:"nexthops"`
 	NhGroups      *ebpf.MapSpec `ebpf:"nh_groups"`
 	Policer       *ebpf.MapSpec `ebpf:"policer"`
+	PortInfoMap   *ebpf.MapSpec `ebpf:"port_info_map"`
 	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.MapSpec `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.MapSpec `ebpf:"port_stats"`
@@ -294,6 +307,7 @@ type xdpMaps struct {
 	Nexthops      *ebpf.Map `ebpf:"nexthops"`
 	NhGroups      *ebpf.Map `ebpf:"nh_groups"`
 	Policer       *ebpf.Map `ebpf:"policer"`
+	PortInfoMap   *ebpf.Map `ebpf:"port_info_map"`
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.Map `ebpf:"port_stats"`
@@ -322,6 +336,7 @@ func (m *xdpMaps) Close() error {
 		m.Nexthops,
 		m.NhGroups,
 		m.Policer,
+		m.PortInfoMap,
 		m.PortSlots,
 		m.PortSlotsHash,
 		m.PortStats,

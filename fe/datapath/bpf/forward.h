@@ -18,20 +18,53 @@ static __attribute__((noinline)) __u32 port_slot_hash(__u32 ifindex)
 	return slot ? *slot : 0;
 }
 
-// port_counters returns this CPU's counters of port ifindex.
-static __always_inline struct port_counters *port_counters(__u32 ifindex)
+// port_slot returns the slot of port ifindex in port_stats and
+// port_info_map, 0 for a port without one.
+static __always_inline __u32 port_slot(__u32 ifindex)
 {
-	__u32 slot = 0;
 	__u32 *s;
 
 	if (ifindex < PORT_SLOTS_DIRECT) {
 		s = bpf_map_lookup_elem(&port_slots, &ifindex);
-		if (s)
-			slot = *s;
-	} else {
-		slot = port_slot_hash(ifindex);
+		return s ? *s : 0;
 	}
+	return port_slot_hash(ifindex);
+}
+
+// port_counters returns this CPU's counters of the port in slot.
+static __always_inline struct port_counters *port_counters(__u32 slot)
+{
 	return bpf_map_lookup_elem(&port_stats, &slot);
+}
+
+// other_host is true for a frame whose (unicast) destination MAC is not
+// that of the port in slot; a port whose MAC is not known (zero) takes
+// every frame. The MACs are compared as a 32-bit and a 16-bit word (read
+// through void *: struct ethhdr is packed, and clang would otherwise read
+// the frame's MAC a byte at a time).
+static __always_inline int other_host(const struct ethhdr *eth, __u32 slot)
+{
+	const void *d = eth;
+	struct port_info *pi = bpf_map_lookup_elem(&port_info_map, &slot);
+	__u32 m0;
+	__u16 m1;
+
+	if (!pi)
+		return 0;
+	m0 = *(__u32 *)pi->mac;
+	m1 = *(__u16 *)&pi->mac[4];
+	if (!(m0 | m1))
+		return 0;
+	return ((*(const __u32 *)d ^ m0) | (*(const __u16 *)(d + 4) ^ m1)) != 0;
+}
+
+// over_mtu is true when an IP packet of l3len bytes does not fit the MTU
+// of the port in slot (never when the MTU is not known, zero).
+static __always_inline int over_mtu(__u32 slot, __u32 l3len)
+{
+	struct port_info *pi = bpf_map_lookup_elem(&port_info_map, &slot);
+
+	return pi && pi->mtu && l3len > pi->mtu;
 }
 
 static __always_inline void stat_add(__u32 reason, __u64 n)
@@ -110,11 +143,30 @@ static __always_inline int fib6_lookup(const struct in6_addr *daddr, __u32 *nh_i
 	return 1;
 }
 
-// is_unicast_ipv4 is false for 224/4 (multicast) and 240/4, which holds the
-// limited broadcast: a default route must not forward those.
-static __always_inline int is_unicast_ipv4(__be32 addr)
+// ip4_csum_ok verifies the checksum of an IPv4 header without options: the
+// ones' complement sum of its five 32-bit words, folded to 16 bits, is
+// 0xffff (RFC 1071: the sum may be taken in any word size and byte order).
+static __always_inline int ip4_csum_ok(const struct iphdr *ip)
 {
-	return bpf_ntohl(addr) < 0xe0000000;
+	const __u32 *w = (const __u32 *)ip;
+	__u64 s = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
+
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return s == 0xffff;
+}
+
+// martian_src4 is true for the sources RFC 1812 section 5.3.7 forbids a
+// router to forward from: 0/8 ("this network"), 127/8 (loopback), 224/4
+// (multicast) and 240/4 (reserved, and the limited broadcast), and for
+// 169.254/16 (link-local, RFC 3927 section 7).
+static __always_inline int martian_src4(__be32 saddr)
+{
+	__u32 s = bpf_ntohl(saddr);
+	__u32 a = s >> 24;
+
+	return a == 0 || a == 127 || a >= 224 || (s >> 16) == 0xa9fe;
 }
 
 // ip_decrease_ttl updates the header checksum incrementally (RFC 1624) the
@@ -130,18 +182,19 @@ static __always_inline void ip_decrease_ttl(struct iphdr *ip)
 	ip->ttl--;
 }
 
-// is_routable_ipv6 is false for the unicast addresses that must never be
-// forwarded to or from: link-local fe80::/10, the unspecified address ::
-// and the loopback ::1. The first 64 bits decide the first two;
-// only ::/64 needs the second half.
-static __always_inline int is_routable_ipv6(const struct in6_addr *a)
+// is_link_local6 is true for fe80::/10, which never leaves its link.
+static __always_inline int is_link_local6(const struct in6_addr *a)
 {
-	if (a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80)
-		return 0;
-	if ((a->s6_addr32[0] | a->s6_addr32[1]) == 0 && a->s6_addr32[2] == 0 &&
-	    (a->s6_addr32[3] == 0 || a->s6_addr32[3] == bpf_htonl(1)))
-		return 0;
-	return 1;
+	return a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80;
+}
+
+// is_martian6 is true for the unspecified address :: and the loopback ::1,
+// which no packet may carry across a router (RFC 4291 sections 2.5.2 and
+// 2.5.3). The first 64 bits decide for nearly every address.
+static __always_inline int is_martian6(const struct in6_addr *a)
+{
+	return (a->s6_addr32[0] | a->s6_addr32[1]) == 0 && a->s6_addr32[2] == 0 &&
+	       (a->s6_addr32[3] == 0 || a->s6_addr32[3] == bpf_htonl(1));
 }
 
 static __always_inline struct neigh *neigh4(__u32 ifindex, __be32 addr)
@@ -292,10 +345,11 @@ static __always_inline int egress(__u32 nh_id, __be32 daddr, const struct in6_ad
 	return 0;
 }
 
+// forwarded rewrites the MACs and counts the packet, on the egress port in
+// slot too.
 static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *nh,
-				     const struct neigh *neigh, __u64 len)
+				     const struct neigh *neigh, __u64 len, __u32 slot)
 {
-	__u32 ifindex = nh->ifindex;
 	struct port_counters *ps;
 
 	__builtin_memcpy(eth->h_dest, neigh->mac, ETH_ALEN);
@@ -303,7 +357,7 @@ static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *n
 	stat_add(STAT_FORWARDED, 1);
 	stat_add(STAT_FORWARDED_BYTES, len);
 	// Per CPU, so plain adds, as in stat_add.
-	ps = port_counters(ifindex);
+	ps = port_counters(slot);
 	if (ps) {
 		ps->tx_packets++;
 		ps->tx_bytes += len;

@@ -79,13 +79,18 @@ enum stat_reason {
 	STAT_PASS_NO_NEIGH,     // neighbour MAC not known (yet)
 	STAT_PASS_NO_TX_PORT,   // nexthop interface is not in tx_ports
 	STAT_FORWARDED_IPV6,    // the IPv6 packets among STAT_FORWARDED
-	STAT_PASS_NOT_ROUTABLE, // IPv6 dst link-local, :: or ::1; src also multicast
+	STAT_PASS_NOT_ROUTABLE, // IPv6 link-local source or destination
 	STAT_TO_CONTROL_CPU,    // control flow redirected to the control CPU
 	STAT_PASS_CONTROL,      // control flow passed here: no control CPU set
 	STAT_DROP_POLICED,      // for the router, over the policer's rate
 	STAT_DROP_GTSM,         // BGP from a GTSM peer with TTL / hop limit < 255
 	STAT_CONTROL_CPU_RX,    // control-flow packets the CPUMAP brought to this CPU
 	STAT_TO_FE_CPU,         // forwardable, redirected to a forward CPU to be forwarded there
+	STAT_DROP_BAD_CHECKSUM, // IPv4 header checksum wrong
+	STAT_DROP_MARTIAN_SRC,  // source a router must not forward from (RFC 1812 5.3.7, RFC 4291)
+	STAT_DROP_MARTIAN_DST,  // destination a router must not forward to
+	STAT_PASS_OTHER_HOST,   // unicast frame for another MAC than the ingress port's
+	STAT_PASS_MTU,          // larger than the egress port's MTU: the kernel sends the ICMP error
 	STAT_MAX,
 };
 
@@ -371,6 +376,23 @@ struct {
 // it has none); port_slots_hash holds the slots of larger ifindexes, which
 // are rare but possible once a namespace has created many devices.
 #define PORT_SLOTS_DIRECT 65536
+
+// port_info is what the program checks against on a port: its MAC (a
+// unicast frame for another MAC is not forwarded) and its MTU (a packet
+// larger than the egress port's MTU goes to the kernel, which answers with
+// ICMP). A zero MAC or MTU disables the check. port_info_map is indexed by
+// port slot, as port_stats.
+struct port_info {
+	__u8 mac[ETH_ALEN];
+	__u16 mtu;
+} __attribute__((aligned(8))); // so that the MAC reads as one 32-bit and one 16-bit load
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TX_PORTS + 1);
+	__type(key, __u32);
+	__type(value, struct port_info);
+} port_info_map SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -39,9 +39,10 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 	struct iphdr *ip = (void *)(eth + 1);
 	struct nexthop *nh;
 	struct neigh *neigh;
-	__u32 nh_id, n;
+	__u32 nh_id, n, slot;
 	__be32 daddr;
 	__u16 tot_len;
+	__u8 d0;
 	int reason;
 
 	if ((void *)(ip + 1) > data_end)
@@ -61,14 +62,32 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 	tot_len = bpf_ntohs(ip->tot_len);
 	if (tot_len < sizeof(*ip) || (void *)ip + tot_len > data_end)
 		return pass(STAT_PASS_TRUNCATED);
+	// RFC 1812 section 5.2.2: a router verifies the header checksum and
+	// discards a packet that fails.
+	if (!ip4_csum_ok(ip))
+		return drop(STAT_DROP_BAD_CHECKSUM);
 
 	hook_dst4(ip);
 
+	// RFC 1812 section 5.3.7 by the first octet of the destination: 224/4
+	// (multicast) and the limited broadcast are for the local stack; the
+	// rest of 240/4, 0/8 and 127/8 are no destination at all.
 	daddr = ip->daddr;
-	if (!is_unicast_ipv4(daddr))
-		return pass(STAT_PASS_NOT_UNICAST);
+	d0 = ((__u8 *)&ip->daddr)[0];
+	if (d0 >= 224) {
+		if (d0 < 240 || daddr == 0xffffffff)
+			return pass(STAT_PASS_NOT_UNICAST);
+		return drop(STAT_DROP_MARTIAN_DST);
+	}
+	if (d0 == 0 || d0 == 127)
+		return drop(STAT_DROP_MARTIAN_DST);
 	if (bpf_map_lookup_elem(&local_addrs, &daddr))
 		return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us4(ip, data_end);
+	// Only for forwarded packets: a 169.254/16 peer of the router itself
+	// (as on some cloud interconnects) is legitimate, and the kernel
+	// judges the rest of the router's own traffic.
+	if (martian_src4(ip->saddr))
+		return drop(STAT_DROP_MARTIAN_SRC);
 	if (ip->ttl <= 1 && !hook_ignore_ttl())
 		return pass(STAT_PASS_TTL);
 
@@ -90,8 +109,13 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 			return pass(reason);
 	}
 
+	// The kernel answers a packet too big for the egress port with ICMP
+	// "fragmentation needed" (DF set) or fragments it (DF clear).
+	slot = port_slot(nh->ifindex);
+	if (over_mtu(slot, tot_len))
+		return pass(STAT_PASS_MTU);
 	ip_decrease_ttl(ip);
-	return forwarded(eth, nh, neigh, data_end - (void *)eth);
+	return forwarded(eth, nh, neigh, data_end - (void *)eth, slot);
 }
 
 // router6 forwards the IPv6 packet after eth, or passes it. Extension
@@ -103,7 +127,7 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
 	struct nexthop *nh;
 	struct neigh *neigh;
-	__u32 nh_id, n;
+	__u32 nh_id, n, slot;
 	int reason;
 
 	if ((void *)(ip6 + 1) > data_end)
@@ -127,12 +151,17 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 	// ff00::/8, which includes the solicited-node addresses of NDP.
 	if (ip6->daddr.s6_addr[0] == 0xff)
 		return pass(STAT_PASS_NOT_UNICAST);
-	if (!is_routable_ipv6(&ip6->daddr))
+	// Link-local packets are for the kernel, which also answers
+	// link-local sources with ICMPv6 "beyond scope of source address"
+	// (RFC 4291 section 2.5.6); ::, ::1 and multicast sources are no
+	// packet a router may forward.
+	if (is_link_local6(&ip6->daddr))
 		return pass(STAT_PASS_NOT_ROUTABLE);
-	// Nor may packets from such sources leave their link (RFC 4291
-	// section 2.5.6); the kernel answers link-local ones with ICMPv6
-	// "beyond scope of source address".
-	if (ip6->saddr.s6_addr[0] == 0xff || !is_routable_ipv6(&ip6->saddr))
+	if (is_martian6(&ip6->daddr))
+		return drop(STAT_DROP_MARTIAN_DST);
+	if (ip6->saddr.s6_addr[0] == 0xff || is_martian6(&ip6->saddr))
+		return drop(STAT_DROP_MARTIAN_SRC);
+	if (is_link_local6(&ip6->saddr))
 		return pass(STAT_PASS_NOT_ROUTABLE);
 	if (bpf_map_lookup_elem(&local_addrs6, &ip6->daddr))
 		return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us6(ip6, data_end);
@@ -157,18 +186,24 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 			return pass(reason);
 	}
 
+	// The kernel answers a packet too big for the egress port with
+	// ICMPv6 "packet too big" (RFC 8200 section 5).
+	slot = port_slot(nh->ifindex);
+	if (over_mtu(slot, sizeof(*ip6) + bpf_ntohs(ip6->payload_len)))
+		return pass(STAT_PASS_MTU);
 	// IPv6 has no header checksum to update.
 	ip6->hop_limit--;
 	stat_add(STAT_FORWARDED_IPV6, 1);
-	return forwarded(eth, nh, neigh, data_end - (void *)eth);
+	return forwarded(eth, nh, neigh, data_end - (void *)eth, slot);
 }
 
-// route decides what happens to the packet; variant selects the lookup of
+// route decides what happens to the packet that arrived on the port in
+// slot; variant selects the lookup of
 // both families (hook_lookup4, hook_lookup6). on_fe_cpu is set for the packets another CPU redirected to
 // this forward CPU: they were counted as rx there, and rx counts every
 // packet once, on the CPU that received it.
 static __always_inline int route(void *data, void *data_end, const int variant,
-				 const int on_fe_cpu)
+				 const int on_fe_cpu, __u32 slot)
 {
 	struct ethhdr *eth = data;
 
@@ -191,6 +226,12 @@ static __always_inline int route(void *data, void *data_end, const int variant,
 	// their IP destination says.
 	if (eth->h_dest[0] & 1)
 		return pass(STAT_PASS_NOT_UNICAST);
+	// Unicast for another host (a port in promiscuous mode, a bridge or
+	// a switch flooding an unknown MAC): the kernel drops it as
+	// PACKET_OTHERHOST, or hands it to a macvlan that owns the MAC. A
+	// forward CPU gets only frames its sender checked.
+	if (!on_fe_cpu && other_host(eth, slot))
+		return pass(STAT_PASS_OTHER_HOST);
 
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
 		return router6(eth, data_end, variant, on_fe_cpu);
@@ -205,14 +246,14 @@ static __always_inline int router(struct xdp_md *ctx, const int variant, const i
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 slot = port_slot(ctx->ingress_ifindex);
 	// Taken before route rewrites the frame; the length never changes.
 	__u64 len = data_end - data;
 	struct port_counters *ps;
 	int action;
 
-	action = route(data, data_end, variant, on_fe_cpu);
-	ps = port_counters(ifindex);
+	action = route(data, data_end, variant, on_fe_cpu, slot);
+	ps = port_counters(slot);
 	if (!ps)
 		return action >= ACT_TO_CONTROL_CPU ? XDP_REDIRECT : action;
 	if (!on_fe_cpu) {

@@ -111,10 +111,35 @@ static __always_inline int hook_lookup6(const struct in6_addr *daddr, __u32 *nh_
 	return fib6_lookup(daddr, nh_id);
 }
 
+// csum_replace16 updates the IPv4 header checksum *check for a 16-bit word
+// of the header changing from old to new (RFC 1624, eqn. 3).
+static __always_inline void csum_replace16(__sum16 *check, __u16 old, __u16 new)
+{
+	__u32 s = (__u16)~*check + (__u16)~old + new;
+
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	*check = (__sum16)~s;
+}
+
+// hook_dst4 also keeps the header checksum valid, which the router checks
+// on the next run, and the TTL at 255: the incremental update of
+// ip_decrease_ttl does not survive the TTL wrapping from 0 to 255.
 static __always_inline void hook_dst4(struct iphdr *ip)
 {
-	if (bench_rotate)
-		ip->daddr = bench_dsts[bench_next++ & (BENCH_DSTS - 1)];
+	__u16 *w = (__u16 *)ip;
+	__be32 d;
+	__u16 ttl;
+
+	if (!bench_rotate)
+		return;
+	d = bench_dsts[bench_next++ & (BENCH_DSTS - 1)];
+	ttl = w[4];
+	ip->ttl = 255;
+	csum_replace16(&ip->check, ttl, w[4]);
+	csum_replace16(&ip->check, w[8], (__u16)d);
+	csum_replace16(&ip->check, w[9], (__u16)(d >> 16));
+	ip->daddr = d;
 }
 
 static __always_inline void hook_dst6(struct ipv6hdr *ip6)

@@ -436,7 +436,22 @@ func benchFrame() []byte {
 	binary.BigEndian.PutUint16(ip[20:], 40000)
 	binary.BigEndian.PutUint16(ip[22:], 53)
 	binary.BigEndian.PutUint16(ip[24:], 26)
+	SetIPv4Checksum(ip[:20])
 	return f
+}
+
+// SetIPv4Checksum fills in the checksum of the IPv4 header hdr (without
+// options), which the router verifies.
+func SetIPv4Checksum(hdr []byte) {
+	hdr[10], hdr[11] = 0, 0
+	var sum uint32
+	for i := 0; i+1 < len(hdr); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(hdr[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(hdr[10:], ^uint16(sum))
 }
 
 // be32 returns an IPv4 address as the uint32 whose memory holds it in

@@ -120,6 +120,12 @@ type fibbenchPortCounters struct {
 	Dropped   uint64
 }
 
+type fibbenchPortInfo struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Mtu uint16
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -143,6 +149,7 @@ const (
 	fibbenchMapNexthops           = "nexthops"
 	fibbenchMapNhGroups           = "nh_groups"
 	fibbenchMapPolicer            = "policer"
+	fibbenchMapPortInfoMap        = "port_info_map"
 	fibbenchMapPortSlots          = "port_slots"
 	fibbenchMapPortSlotsHash      = "port_slots_hash"
 	fibbenchMapPortStats          = "port_stats"
@@ -235,6 +242,7 @@ type fibbenchMapSpecs struct {
 	Nexthops      *ebpf.MapSpec `ebpf:"nexthops"`
 	NhGroups      *ebpf.MapSpec `ebpf:"nh_groups"`
 	Policer       *ebpf.MapSpec `ebpf:"policer"`
+	PortInfoMap   *ebpf.MapSpec `ebpf:"port_info_map"`
 	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.MapSpec `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.MapSpec `ebpf:"port_stats"`
@@ -295,6 +303,7 @@ type fibbenchMaps struct {
 	Nexthops      *ebpf.Map `ebpf:"nexthops"`
 	NhGroups      *ebpf.Map `ebpf:"nh_groups"`
 	Policer       *ebpf.Map `ebpf:"policer"`
+	PortInfoMap   *ebpf.Map `ebpf:"port_info_map"`
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
 	PortSlotsHash *ebpf.Map `ebpf:"port_slots_hash"`
 	PortStats     *ebpf.Map `ebpf:"port_stats"`
@@ -325,6 +334,7 @@ func (m *fibbenchMaps) Close() error {
 		m.Nexthops,
 		m.NhGroups,
 		m.Policer,
+		m.PortInfoMap,
 		m.PortSlots,
 		m.PortSlotsHash,
 		m.PortStats,

@@ -62,6 +62,7 @@ func run(t *testing.T, prog *ebpf.Program, dst netip.Addr, ttl byte, frame []byt
 		if dst.IsValid() {
 			copy(f[30:34], dst.AsSlice())
 		}
+		SetIPv4Checksum(f[14:34])
 	}
 	out := make([]byte, len(f))
 	ret, err := prog.Run(&ebpf.RunOptions{Data: f, DataOut: out})
@@ -148,7 +149,7 @@ func TestRedirectLookup(t *testing.T) {
 	frame[14+8] = 64
 	if ret, out := run(t, prog, netip.MustParseAddr("198.51.100.7"), 64, frame); ret != xdpRedirect {
 		t.Errorf("routed destination: returned %d, want XDP_REDIRECT", ret)
-	} else if !bytes.Equal(out[:30], frame[:30]) {
+	} else if !bytes.Equal(out[:24], frame[:24]) || !bytes.Equal(out[26:30], frame[26:30]) { // run sets the checksum
 		t.Errorf("frame changed: % x, was % x", out[:30], frame[:30])
 	}
 	if ret, _ := run(t, prog, netip.MustParseAddr("203.0.113.7"), 64, frame); ret != xdpPass {
