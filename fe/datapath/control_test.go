@@ -32,8 +32,8 @@ var (
 	flow6 = ControlFlow{Src: netip.AddrPortFrom(bgpPeer6, 179), Dst: netip.AddrPortFrom(local6, 40001)}
 )
 
-// tcpSegment is a TCP header (ACK) without payload; the program reads no
-// checksum.
+// tcpSegment is a TCP header (ACK) without payload and without checksum
+// (withTCPChecksum fills it in).
 func tcpSegment(sport, dport uint16) []byte {
 	p := make([]byte, 20)
 	binary.BigEndian.PutUint16(p[0:], sport)
@@ -43,9 +43,24 @@ func tcpSegment(sport, dport uint16) []byte {
 	return p
 }
 
-// tcpFrame is a TCP packet from src to dst with TTL (hop limit) ttl.
+// withTCPChecksum fills in the checksum of the TCP segment seg from src to
+// dst (IPv4 or IPv6 pseudo-header) and returns seg.
+func withTCPChecksum(src, dst netip.Addr, seg []byte) []byte {
+	if src.Is6() {
+		return withL4Checksum6(src, dst, 6, seg, 16)
+	}
+	s, d := src.As4(), dst.As4()
+	ph := append(append(append([]byte{}, s[:]...), d[:]...), 0, 6)
+	ph = binary.BigEndian.AppendUint16(ph, uint16(len(seg)))
+	binary.BigEndian.PutUint16(seg[16:], 0)
+	binary.BigEndian.PutUint16(seg[16:], ^onesSum(append(ph, seg...)))
+	return seg
+}
+
+// tcpFrame is a TCP packet from src to dst with TTL (hop limit) ttl and a
+// valid checksum.
 func tcpFrame(src, dst netip.AddrPort, ttl uint8) []byte {
-	seg := tcpSegment(src.Port(), dst.Port())
+	seg := withTCPChecksum(src.Addr(), dst.Addr(), tcpSegment(src.Port(), dst.Port()))
 	if src.Addr().Is4() {
 		return ipFrame(ipv4Header{ttl: ttl, proto: 6, src: src.Addr(), dst: dst.Addr()}, seg)
 	}
@@ -169,10 +184,11 @@ func TestControlFlows(t *testing.T) {
 	})
 
 	t.Run("IP options and Hop-by-Hop still match", func(t *testing.T) {
-		opts := ipFrame(ipv4Header{ihl: 6, ttl: 64, proto: 6, src: bgpPeer, dst: local4}, tcpSegment(179, 40001))
+		opts := ipFrame(ipv4Header{ihl: 6, ttl: 64, proto: 6, src: bgpPeer, dst: local4},
+			withTCPChecksum(bgpPeer, local4, tcpSegment(179, 40001)))
 		checkOne(t, d, opts, xdpRedirect, "to_control_cpu")
 		hbh := ip6Frame(ipv6Header{nextHeader: nhHopByHop, hopLimit: 64, payloadLen: -1, src: bgpPeer6, dst: local6},
-			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, tcpSegment(179, 40001)...))
+			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, withTCPChecksum(bgpPeer6, local6, tcpSegment(179, 40001))...))
 		checkOne(t, d, hbh, xdpRedirect, "to_control_cpu")
 	})
 
@@ -512,8 +528,8 @@ func TestControlCounterNames(t *testing.T) {
 	if names[16] != "pass_not_routable" {
 		t.Errorf("counter 16 is %q, want pass_not_routable", names[16])
 	}
-	want := []string{"to_control_cpu", "pass_control", "drop_policed", "drop_gtsm", "control_cpu_rx", "to_fe_cpu"}
-	if got := names[17:]; !slices.Equal(got, want) {
+	want := []string{"to_control_cpu", "pass_control", "drop_policed", "drop_gtsm", "control_cpu_rx", "to_fe_cpu", "pass_steer_bad_csum"}
+	if got := names[17 : 17+len(want)]; !slices.Equal(got, want) {
 		t.Errorf("counters after pass_not_routable: %v, want %v", got, want)
 	}
 }
@@ -541,5 +557,111 @@ func BenchmarkXDPForUs(b *testing.B) {
 			b.Fatal(err)
 		}
 		benchRun(b, f.d, tcpFrame(flow4.Src, flow4.Dst, 64), xdpRedirect)
+	})
+}
+
+// A control flow's packet is steered to the control CPU only when its TCP
+// checksum is right: a packet redirected through the CPUMAP is rebuilt
+// there as an skb whose checksum the kernel checks in full, so one that a
+// veth sender left partial (CHECKSUM_PARTIAL: the field holds only the
+// pseudo-header's sum) would be lost. Such a packet passes where it
+// arrived, unmodified, and counts as pass_steer_bad_csum.
+func TestSteerChecksum(t *testing.T) {
+	f := newFixture6(t, loadOptions{})
+	d := f.d
+	for _, fl := range []ControlFlow{flow4, flow6} {
+		if err := d.AddControlFlow(fl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.SetControlCPU(0); err != nil {
+		t.Fatal(err)
+	}
+	// segment is a TCP segment of fl with n bytes of payload and a valid
+	// checksum.
+	segment := func(fl ControlFlow, n int) []byte {
+		seg := tcpSegment(fl.Src.Port(), fl.Dst.Port())
+		for i := range n {
+			seg = append(seg, byte(i*7+n))
+		}
+		return withTCPChecksum(fl.Src.Addr(), fl.Dst.Addr(), seg)
+	}
+	frame := func(fl ControlFlow, seg []byte) []byte {
+		if fl.Src.Addr().Is4() {
+			return ipFrame(ipv4Header{ttl: 64, proto: 6, src: fl.Src.Addr(), dst: fl.Dst.Addr()}, seg)
+		}
+		return ip6Frame(ipv6Header{nextHeader: 6, hopLimit: 64, payloadLen: -1, src: fl.Src.Addr(), dst: fl.Dst.Addr()}, seg)
+	}
+	for _, fl := range []ControlFlow{flow4, flow6} {
+		family := "IPv4"
+		if fl.Src.Addr().Is6() {
+			family = "IPv6"
+		}
+		t.Run(family+" valid: steered", func(t *testing.T) {
+			// Every tail the program sums piecewise (256-byte chunks,
+			// then 128 down to 1), and a full-size segment.
+			for _, n := range []int{0, 1, 2, 3, 4, 5, 19, 63, 127, 255, 256, 257, 511, 512, 1023, 1400, 1460} {
+				checkOne(t, d, frame(fl, segment(fl, n)), xdpRedirect, "to_control_cpu")
+			}
+		})
+		t.Run(family+" partial checksum: passed here", func(t *testing.T) {
+			for _, n := range []int{0, 1, 37, 1460} {
+				seg := segment(fl, n)
+				// What a sender that offloads the checksum leaves in
+				// the field: the pseudo-header's sum only.
+				var ph []byte
+				if fl.Src.Addr().Is4() {
+					s, dd := fl.Src.Addr().As4(), fl.Dst.Addr().As4()
+					ph = append(append(append(ph, s[:]...), dd[:]...), 0, 6)
+					ph = binary.BigEndian.AppendUint16(ph, uint16(len(seg)))
+				} else {
+					s, dd := fl.Src.Addr().As16(), fl.Dst.Addr().As16()
+					ph = append(append(ph, s[:]...), dd[:]...)
+					ph = binary.BigEndian.AppendUint32(ph, uint32(len(seg)))
+					ph = append(ph, 0, 0, 0, 6)
+				}
+				binary.BigEndian.PutUint16(seg[16:], onesSum(ph))
+				checkPassed(t, d, frame(fl, seg), "pass_steer_bad_csum")
+			}
+		})
+		t.Run(family+" corrupted payload: passed here", func(t *testing.T) {
+			seg := segment(fl, 100)
+			seg[60] ^= 0x40
+			checkPassed(t, d, frame(fl, seg), "pass_steer_bad_csum")
+		})
+	}
+	t.Run("Ethernet padding after the packet is not summed", func(t *testing.T) {
+		fr := frame(flow4, segment(flow4, 0)) // 54 bytes
+		fr = append(fr, 0xde, 0xad, 0xbe, 0xef, 0xaa, 0x55)
+		checkOne(t, d, fr, xdpRedirect, "to_control_cpu")
+	})
+	t.Run("behind IPv6 extension headers", func(t *testing.T) {
+		seg := segment(flow6, 33)
+		fr := ip6Frame(ipv6Header{nextHeader: nhHopByHop, hopLimit: 64, payloadLen: -1, src: bgpPeer6, dst: local6},
+			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, seg...))
+		checkOne(t, d, fr, xdpRedirect, "to_control_cpu")
+		seg[25] ^= 1
+		fr = ip6Frame(ipv6Header{nextHeader: nhHopByHop, hopLimit: 64, payloadLen: -1, src: bgpPeer6, dst: local6},
+			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, seg...))
+		checkPassed(t, d, fr, "pass_steer_bad_csum")
+	})
+	t.Run("per-flow counts include the unsteered packets", func(t *testing.T) {
+		_, counts, err := d.ControlFlows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 17 valid + 4 partial + 1 corrupted each, plus padding (IPv4)
+		// and extension headers (IPv6, 2).
+		if counts[flow4] != 23 || counts[flow6] != 24 {
+			t.Errorf("counts %v, want %s 23 and %s 24", counts, flow4, flow6)
+		}
+	})
+	t.Run("no control CPU: no check, passed as before", func(t *testing.T) {
+		if err := d.SetControlCPU(-1); err != nil {
+			t.Fatal(err)
+		}
+		seg := segment(flow4, 10)
+		seg[25] ^= 1
+		checkPassed(t, d, frame(flow4, seg), "pass_control")
 	})
 }

@@ -34,6 +34,8 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_CONTROL_CPU_RX: "control_cpu_rx",
 	// Added with the forward CPUs (SetForwardCPUs).
 	xdpStatReasonSTAT_TO_FE_CPU: "to_fe_cpu",
+	// Added with the checksum check before steering (control.go).
+	xdpStatReasonSTAT_PASS_STEER_BAD_CSUM: "pass_steer_bad_csum",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,

@@ -111,30 +111,31 @@ type xdpPortCounters struct {
 type xdpStatReason uint32
 
 const (
-	xdpStatReasonSTAT_RX                xdpStatReason = 0
-	xdpStatReasonSTAT_FORWARDED         xdpStatReason = 1
-	xdpStatReasonSTAT_FORWARDED_BYTES   xdpStatReason = 2
-	xdpStatReasonSTAT_PASS_TRUNCATED    xdpStatReason = 3
-	xdpStatReasonSTAT_PASS_NOT_IPV4     xdpStatReason = 4
-	xdpStatReasonSTAT_PASS_VLAN         xdpStatReason = 5
-	xdpStatReasonSTAT_PASS_NOT_UNICAST  xdpStatReason = 6
-	xdpStatReasonSTAT_PASS_BAD_HEADER   xdpStatReason = 7
-	xdpStatReasonSTAT_PASS_OPTIONS      xdpStatReason = 8
-	xdpStatReasonSTAT_PASS_LOCAL        xdpStatReason = 9
-	xdpStatReasonSTAT_PASS_TTL          xdpStatReason = 10
-	xdpStatReasonSTAT_PASS_NO_ROUTE     xdpStatReason = 11
-	xdpStatReasonSTAT_PASS_NO_NEXTHOP   xdpStatReason = 12
-	xdpStatReasonSTAT_PASS_NO_NEIGH     xdpStatReason = 13
-	xdpStatReasonSTAT_PASS_NO_TX_PORT   xdpStatReason = 14
-	xdpStatReasonSTAT_FORWARDED_IPV6    xdpStatReason = 15
-	xdpStatReasonSTAT_PASS_NOT_ROUTABLE xdpStatReason = 16
-	xdpStatReasonSTAT_TO_CONTROL_CPU    xdpStatReason = 17
-	xdpStatReasonSTAT_PASS_CONTROL      xdpStatReason = 18
-	xdpStatReasonSTAT_DROP_POLICED      xdpStatReason = 19
-	xdpStatReasonSTAT_DROP_GTSM         xdpStatReason = 20
-	xdpStatReasonSTAT_CONTROL_CPU_RX    xdpStatReason = 21
-	xdpStatReasonSTAT_TO_FE_CPU         xdpStatReason = 22
-	xdpStatReasonSTAT_MAX               xdpStatReason = 23
+	xdpStatReasonSTAT_RX                  xdpStatReason = 0
+	xdpStatReasonSTAT_FORWARDED           xdpStatReason = 1
+	xdpStatReasonSTAT_FORWARDED_BYTES     xdpStatReason = 2
+	xdpStatReasonSTAT_PASS_TRUNCATED      xdpStatReason = 3
+	xdpStatReasonSTAT_PASS_NOT_IPV4       xdpStatReason = 4
+	xdpStatReasonSTAT_PASS_VLAN           xdpStatReason = 5
+	xdpStatReasonSTAT_PASS_NOT_UNICAST    xdpStatReason = 6
+	xdpStatReasonSTAT_PASS_BAD_HEADER     xdpStatReason = 7
+	xdpStatReasonSTAT_PASS_OPTIONS        xdpStatReason = 8
+	xdpStatReasonSTAT_PASS_LOCAL          xdpStatReason = 9
+	xdpStatReasonSTAT_PASS_TTL            xdpStatReason = 10
+	xdpStatReasonSTAT_PASS_NO_ROUTE       xdpStatReason = 11
+	xdpStatReasonSTAT_PASS_NO_NEXTHOP     xdpStatReason = 12
+	xdpStatReasonSTAT_PASS_NO_NEIGH       xdpStatReason = 13
+	xdpStatReasonSTAT_PASS_NO_TX_PORT     xdpStatReason = 14
+	xdpStatReasonSTAT_FORWARDED_IPV6      xdpStatReason = 15
+	xdpStatReasonSTAT_PASS_NOT_ROUTABLE   xdpStatReason = 16
+	xdpStatReasonSTAT_TO_CONTROL_CPU      xdpStatReason = 17
+	xdpStatReasonSTAT_PASS_CONTROL        xdpStatReason = 18
+	xdpStatReasonSTAT_DROP_POLICED        xdpStatReason = 19
+	xdpStatReasonSTAT_DROP_GTSM           xdpStatReason = 20
+	xdpStatReasonSTAT_CONTROL_CPU_RX      xdpStatReason = 21
+	xdpStatReasonSTAT_TO_FE_CPU           xdpStatReason = 22
+	xdpStatReasonSTAT_PASS_STEER_BAD_CSUM xdpStatReason = 23
+	xdpStatReasonSTAT_MAX                 xdpStatReason = 24
 )
 
 // Names of all BPF objects in the ELF.

@@ -72,6 +72,133 @@ static __always_inline int to_control(const struct fe_config *cfg, __u64 *count)
 	return pass(STAT_PASS_CONTROL);
 }
 
+// The TCP checksum check before steering. A sender on a veth (and some
+// virtual NICs) leaves the TCP checksum to "hardware" (CHECKSUM_PARTIAL:
+// the field holds only the pseudo-header's sum), and the kernel accepts
+// such a packet because the skb says so; a packet redirected through the
+// CPUMAP is rebuilt on the control CPU without that note, its checksum is
+// then checked in full and fails, and the control flow dies. So the program
+// steers only what it has verified, and passes the rest where it arrived,
+// as it would without steering (docs/troubleshooting.md).
+#define CSUM_CHUNK 256 // bytes a bpf_csum_diff call sums in the main loop
+#define CSUM_MAX_CHUNKS 36
+#define CSUM_MAX_LEN (CSUM_CHUNK * CSUM_MAX_CHUNKS) // 9216: a jumbo frame's segment
+
+// csum_fold folds a sum of 32-bit partial sums to 16 bits.
+static __always_inline __u16 csum_fold(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+// l4_csum_ok says whether the len bytes at l4, summed in ones' complement
+// with sum (the pseudo-header's, in memory order, as bpf_csum_diff sums),
+// give 0xffff: a valid checksum. It says no when the frame ends before
+// l4 + len or len is over CSUM_MAX_LEN. A BPF-to-BPF call, so that its
+// loops are verified once for each family and the packets that are not
+// steered do not carry its code.
+static __attribute__((noinline)) int l4_csum_ok(void *l4, __u32 len, void *data_end, __u64 sum)
+{
+	__u32 i, n, off, rem;
+	void *p;
+
+	if (len > CSUM_MAX_LEN)
+		return 0;
+	n = len / CSUM_CHUNK;
+	for (i = 0; i < CSUM_MAX_CHUNKS; i++) {
+		if (i >= n)
+			break;
+		p = l4 + i * CSUM_CHUNK;
+		if (p + CSUM_CHUNK > data_end)
+			return 0;
+		sum = bpf_csum_diff(0, 0, p, CSUM_CHUNK, (__u32)sum) & 0xffffffff;
+	}
+	// Computed from len, not carried out of the loop, so that the
+	// verifier sees one state here whatever the iteration count.
+	off = len & ~(CSUM_CHUNK - 1);
+	rem = len & (CSUM_CHUNK - 1);
+#define CSUM_TAIL(c)                                                                 \
+	if (rem & (c)) {                                                             \
+		p = l4 + off;                                                        \
+		if (p + (c) > data_end)                                              \
+			return 0;                                                    \
+		sum += bpf_csum_diff(0, 0, p, (c), 0) & 0xffffffff;                  \
+		off += (c);                                                          \
+	}
+	CSUM_TAIL(128)
+	CSUM_TAIL(64)
+	CSUM_TAIL(32)
+	CSUM_TAIL(16)
+	CSUM_TAIL(8)
+	CSUM_TAIL(4)
+#undef CSUM_TAIL
+	if (rem & 2) {
+		p = l4 + off;
+		if (p + 2 > data_end)
+			return 0;
+		sum += *(__u16 *)p;
+		off += 2;
+	}
+	if (rem & 1) {
+		// The last odd byte is the high-order byte of a word padded
+		// with zero: in memory order, the word's first byte.
+		p = l4 + off;
+		if (p + 1 > data_end)
+			return 0;
+		sum += *(__u8 *)p;
+	}
+	return csum_fold(sum) == 0xffff;
+}
+
+// tcp4_csum_ok says whether the TCP segment at l4 of ip has a valid
+// checksum over its IPv4 pseudo-header (RFC 793) and is whole in the frame.
+static __always_inline int tcp4_csum_ok(struct iphdr *ip, void *l4, void *data_end)
+{
+	__u32 hlen = ip->ihl * 4, tot_len = bpf_ntohs(ip->tot_len);
+	__u64 sum;
+
+	if (tot_len < hlen + 20 /* TCP header */)
+		return 0;
+	sum = (__u64)ip->saddr + ip->daddr + bpf_htons(6 /* TCP */) + bpf_htons(tot_len - hlen);
+	return l4_csum_ok(l4, tot_len - hlen, data_end, sum);
+}
+
+// tcp6_csum_ok is tcp4_csum_ok for IPv6 (RFC 8200 section 8.1): l4 is the
+// TCP header, behind the extension headers that end payload_len sooner.
+static __always_inline int tcp6_csum_ok(struct ipv6hdr *ip6, void *l4, void *data_end)
+{
+	__u32 ext = l4 - (void *)(ip6 + 1), plen = bpf_ntohs(ip6->payload_len), len;
+	__u64 sum;
+
+	if (ext > 1024 || plen < ext + 20)
+		return 0;
+	len = plen - ext;
+	sum = bpf_csum_diff(0, 0, (__be32 *)&ip6->saddr, 32, 0) & 0xffffffff;
+	sum += bpf_htons(len) + bpf_htons(6 /* TCP */);
+	return l4_csum_ok(l4, len, data_end, sum);
+}
+
+// steer sends a packet of a control flow to the control CPU after checking
+// its TCP checksum (verify, the result of tcp4_csum_ok or tcp6_csum_ok, is
+// only evaluated when a control CPU is set); a packet it cannot vouch for
+// passes here, on the path it would take without steering, and counts as
+// pass_steer_bad_csum.
+#define steer(cfg, count, verify)                                                    \
+	({                                                                           \
+		int __r;                                                             \
+		if ((cfg)->control_cpu_set && !(verify)) {                           \
+			*(count) += 1;                                               \
+			__r = pass(STAT_PASS_STEER_BAD_CSUM);                        \
+		} else {                                                             \
+			__r = to_control((cfg), (count));                            \
+		}                                                                    \
+		__r;                                                                 \
+	})
+
 // for_us4 decides the fate of an IPv4 packet to one of the router's
 // addresses: GTSM, then control flows, then the policer. The header, options
 // included, is in the frame; tot_len is not checked (the kernel does).
@@ -111,7 +238,7 @@ static __attribute__((noinline)) int for_us4(struct iphdr *ip, void *data_end)
 		key.daddr = ip->daddr;
 		count = bpf_map_lookup_elem(&control_flows, &key);
 		if (count)
-			return to_control(cfg, count);
+			return steer(cfg, count, tcp4_csum_ok(ip, l4, data_end));
 	}
 	return police(cfg);
 }
@@ -187,7 +314,7 @@ static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end
 		__builtin_memcpy(key.daddr, &ip6->daddr, sizeof(key.daddr));
 		count = bpf_map_lookup_elem(&control_flows6, &key);
 		if (count)
-			return to_control(cfg, count);
+			return steer(cfg, count, tcp6_csum_ok(ip6, l4, data_end));
 	}
 	return police(cfg);
 }

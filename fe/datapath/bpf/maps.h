@@ -86,6 +86,7 @@ enum stat_reason {
 	STAT_DROP_GTSM,         // BGP from a GTSM peer with TTL / hop limit < 255
 	STAT_CONTROL_CPU_RX,    // control-flow packets the CPUMAP brought to this CPU
 	STAT_TO_FE_CPU,         // forwardable, redirected to a forward CPU to be forwarded there
+	STAT_PASS_STEER_BAD_CSUM, // control flow whose TCP checksum the program could not verify: passed here
 	STAT_MAX,
 };
 
