@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -293,14 +294,15 @@ func TestPolicer(t *testing.T) {
 	for i := range burst {
 		checkPassed(t, d, frames[i], "pass_local")
 	}
-	// With the bucket empty, ARP, NDP and control flows still pass, and
-	// forwarding is untouched. (No subtests while pinned: they run on
-	// other goroutines, which are not.)
+	// With the bucket empty, ARP and NDP still pass (a bucket of their
+	// own), control flows pass unpoliced, and forwarding is untouched.
+	// (No subtests while pinned: they run on other goroutines, which are
+	// not.)
+	checkPassed(t, d, arp, "pass_not_ipv4")
+	checkPassed(t, d, nd(135), "pass_local")
+	checkPassed(t, d, nd(136), "pass_local")
+	checkPassed(t, d, nd(133), "pass_local")
 	for range 10 {
-		checkPassed(t, d, arp, "pass_not_ipv4")
-		checkPassed(t, d, nd(135), "pass_local")
-		checkPassed(t, d, nd(136), "pass_local")
-		checkPassed(t, d, nd(133), "pass_local")
 		checkOne(t, d, tcpFrame(flow4.Src, flow4.Dst, 64), xdpRedirect, "to_control_cpu")
 		in := bytes.Clone(forward)
 		ret, out := run(t, d, forward)
@@ -322,8 +324,15 @@ func TestPolicer(t *testing.T) {
 	if perCPU[0]["drop_policed"] != 4 {
 		t.Errorf("CPU 0 dropped %d, want 4 (the bucket is per CPU)", perCPU[0]["drop_policed"])
 	}
-	if pc := portCounters(t, d)[f.lo]; pc.Dropped != 4 {
-		t.Errorf("port counters %+v, want 4 dropped", pc)
+	// ARP and NDP have used their burst up now, and are policed.
+	if moved := runWant(t, d, arp, xdpDrop); !maps.Equal(moved, Counters{"rx": 1, "pass_not_ipv4": 1, "drop_policed_arp_nd": 1}) {
+		t.Errorf("ARP over the burst moved %v", moved)
+	}
+	if moved := runWant(t, d, nd(135), xdpDrop); !maps.Equal(moved, Counters{"rx": 1, "pass_local": 1, "drop_policed_arp_nd": 1}) {
+		t.Errorf("NDP over the burst moved %v", moved)
+	}
+	if pc := portCounters(t, d)[f.lo]; pc.Dropped != 6 {
+		t.Errorf("port counters %+v, want 6 dropped", pc)
 	}
 
 	// After a second at least one token has come back, and never more
@@ -664,4 +673,65 @@ func TestSteerChecksum(t *testing.T) {
 		seg[25] ^= 1
 		checkPassed(t, d, frame(flow4, seg), "pass_control")
 	})
+}
+
+// TestPolicerClasses: everything the program hands to the kernel is
+// policed, each class in a bucket of its own, so that a flood of expiring
+// TTLs, of IP options or of unroutable packets reaches the kernel at the
+// configured rate and starves neither the others nor the router's own
+// traffic; a learned control flow is never policed.
+func TestPolicerClasses(t *testing.T) {
+	f := newFixture6(t, loadOptions{})
+	d := f.d
+	if err := d.AddControlFlow(flow4); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetControlCPU(0); err != nil {
+		t.Fatal(err)
+	}
+	const burst = 3
+	if err := d.SetPolicer(1, burst); err != nil {
+		t.Fatal(err)
+	}
+	defer pinCPU(t, 0)()
+	start := time.Now()
+	ttl4 := udpFrame("198.51.100.77", 1)
+	ttl6 := udp6Frame("2001:db8:1::77", 1)
+	options := ipFrame(ipv4Header{ihl: 6, ttl: 64, proto: 17, dst: netip.MustParseAddr("198.51.100.77")}, udpPayload(8))
+	noRoute := udp6Frame("2400:cb00::1", 64)
+	udp := ipFrame(ipv4Header{ttl: 64, proto: 17, src: otherPeer, dst: local4}, udpPayload(8))
+	for _, tc := range []struct {
+		name, class string
+		frames      [][]byte // burst of them pass, then each is dropped
+		reasons     []string
+	}{
+		{"TTL expiry and options", "drop_policed_ttl_options", [][]byte{ttl4, ttl6, options}, []string{"pass_ttl", "pass_ttl", "pass_options"}},
+		{"no route", "drop_policed_other", [][]byte{noRoute, noRoute, noRoute}, []string{"pass_no_route", "pass_no_route", "pass_no_route"}},
+		{"for the router", "drop_policed", [][]byte{udp, udp, udp}, []string{"pass_local", "pass_local", "pass_local"}},
+	} {
+		for i, fr := range tc.frames {
+			checkPassed(t, d, fr, tc.reasons[i])
+		}
+		for i, fr := range tc.frames {
+			want := Counters{"rx": 1, tc.class: 1}
+			if tc.class != "drop_policed" {
+				want[tc.reasons[i]] = 1 // counted as passed, then dropped
+			}
+			if moved := runWant(t, d, fr, xdpDrop); !maps.Equal(moved, want) {
+				t.Errorf("%s, packet %d over the burst: moved %v, want %v", tc.name, i, moved, want)
+			}
+		}
+		// The control flow is not policed whatever the other classes do.
+		checkOne(t, d, tcpFrame(flow4.Src, flow4.Dst, 64), xdpRedirect, "to_control_cpu")
+	}
+	if el := time.Since(start); el >= time.Second {
+		t.Fatalf("the sequence took %v, more than a token's interval: counts are not exact", el)
+	}
+	if err := d.SetPolicer(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * burst {
+		checkPassed(t, d, ttl4, "pass_ttl")
+		checkPassed(t, d, noRoute, "pass_no_route")
+	}
 }

@@ -36,6 +36,10 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_TO_FE_CPU: "to_fe_cpu",
 	// Added with the checksum check before steering (control.go).
 	xdpStatReasonSTAT_PASS_STEER_BAD_CSUM: "pass_steer_bad_csum",
+	// Added with the policing of the whole slow path (SetPolicer).
+	xdpStatReasonSTAT_DROP_POLICED_TTL_OPTIONS: "drop_policed_ttl_options",
+	xdpStatReasonSTAT_DROP_POLICED_ARP_ND:      "drop_policed_arp_nd",
+	xdpStatReasonSTAT_DROP_POLICED_OTHER:       "drop_policed_other",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,
@@ -58,7 +62,14 @@ func CounterNames() []string {
 // "pass_not_ipv4" counts frames that are neither IPv4 nor IPv6 (ARP, LLDP,
 // ...), "pass_local" the conforming packets for the router that are not
 // control flows, and "pass_control" control flows passed on the CPU that
-// received them because no control CPU is set.
+// received them because no control CPU is set, "pass_steer_bad_csum"
+// control flows passed on that CPU because their TCP checksum did not verify
+// (a sender that offloads it), so that steering cannot lose them. The
+// policer's drops of the slow path's classes ("drop_policed_ttl_options",
+// "drop_policed_arp_nd", "drop_policed_other") are the exception to "once":
+// such a packet counted first under the pass_* reason that sent it to the
+// kernel, and then under the drop; the port counters count it as dropped
+// only.
 type Counters map[string]uint64
 
 // Counters returns all counters summed over the CPUs.

@@ -31,30 +31,97 @@ static __always_inline int drop(__u32 reason)
 	return XDP_DROP;
 }
 
-// police passes the packet if this CPU's bucket has a token for it and
-// drops it otherwise; see struct fe_config. The bucket is per CPU, so the
+// ACT_PASS_DONE is what route returns for a packet for the kernel whose
+// fate for_us4 or for_us6 decided (policed as POLICE_LOCAL, or a control
+// flow, never policed): router counts and returns it as XDP_PASS, without
+// police_slow_path.
+#define ACT_PASS_DONE 0x102
+
+// police_bucket says whether this CPU's bucket of class has a token for the
+// packet, and takes it; see struct fe_config. The bucket is per CPU, so the
 // rate and burst are per CPU too, and no CPU waits for another.
-static __always_inline int police(const struct fe_config *cfg)
+static __always_inline int police_bucket(const struct fe_config *cfg, __u32 class)
 {
 	__u64 interval = cfg->police_interval_ns;
 	struct policer_state *st;
-	__u32 key = 0;
 	__u64 now, tat;
 
 	if (!interval)
-		return pass(STAT_PASS_LOCAL);
-	st = bpf_map_lookup_elem(&policer, &key);
+		return 1;
+	st = bpf_map_lookup_elem(&policer, &class);
 	if (!st)
-		return pass(STAT_PASS_LOCAL);
+		return 1;
 	now = bpf_ktime_get_ns();
 	tat = st->tat_ns;
 	if (tat < now)
 		tat = now; // the bucket has been full since tat
 	if (tat - now > cfg->police_tolerance_ns)
-		return drop(STAT_DROP_POLICED);
+		return 0;
 	// Per CPU and XDP does not nest, so a plain store, as in stat_add.
 	st->tat_ns = tat + interval;
-	return pass(STAT_PASS_LOCAL);
+	return 1;
+}
+
+// police passes a packet for the router (POLICE_LOCAL) if its bucket has a
+// token and drops it otherwise.
+static __always_inline int police(const struct fe_config *cfg)
+{
+	if (!police_bucket(cfg, POLICE_LOCAL))
+		return drop(STAT_DROP_POLICED);
+	stat_add(STAT_PASS_LOCAL, 1);
+	return ACT_PASS_DONE;
+}
+
+// police_slow_path polices a packet that route passed to the kernel (and
+// counted under its pass_* reason) in its class: POLICE_TTL_OPTIONS,
+// POLICE_ARP_ND or POLICE_OTHER. It returns XDP_PASS, or XDP_DROP counted
+// under the class's drop_policed_* reason. The packet is unmodified and its
+// headers were checked by route as far as it read them; what is read here
+// is checked again. A BPF-to-BPF call, so that forwarded packets do not
+// carry its code.
+static __attribute__((noinline)) int police_slow_path(void *data, void *data_end)
+{
+	struct ethhdr *eth = data;
+	__u32 class = POLICE_OTHER, reason = STAT_DROP_POLICED_OTHER;
+	struct fe_config *cfg;
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
+	if (!cfg || !cfg->police_interval_ns)
+		return XDP_PASS;
+	if ((void *)(eth + 1) > data_end)
+		goto police;
+	if (eth->h_proto == bpf_htons(0x0806 /* ETH_P_ARP */)) {
+		class = POLICE_ARP_ND;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		// L2 multicast with TTL 1 is link-local protocol traffic,
+		// not an expired packet.
+		if ((void *)(ip + 1) <= data_end && !(eth->h_dest[0] & 1) &&
+		    (ip->ihl != 5 || ip->ttl <= 1))
+			class = POLICE_TTL_OPTIONS;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		__u8 *icmp = (void *)(ip6 + 1);
+
+		if ((void *)(ip6 + 1) > data_end)
+			goto police;
+		if (ip6->nexthdr == 58 /* ICMPv6 */ && (void *)(icmp + 1) <= data_end &&
+		    *icmp >= 133 && *icmp <= 137)
+			class = POLICE_ARP_ND;
+		else if (!(eth->h_dest[0] & 1) && (ip6->nexthdr == 0 || ip6->hop_limit <= 1))
+			class = POLICE_TTL_OPTIONS;
+	}
+police:
+	if (class == POLICE_TTL_OPTIONS)
+		reason = STAT_DROP_POLICED_TTL_OPTIONS;
+	else if (class == POLICE_ARP_ND)
+		reason = STAT_DROP_POLICED_ARP_ND;
+	if (police_bucket(cfg, class))
+		return XDP_PASS;
+	stat_add(reason, 1);
+	return XDP_DROP;
 }
 
 // to_control sends a packet of a control flow (whose per-CPU packet count is
@@ -69,7 +136,8 @@ static __always_inline int to_control(const struct fe_config *cfg, __u64 *count)
 		stat_add(STAT_TO_CONTROL_CPU, 1);
 		return ACT_TO_CONTROL_CPU;
 	}
-	return pass(STAT_PASS_CONTROL);
+	stat_add(STAT_PASS_CONTROL, 1);
+	return ACT_PASS_DONE;
 }
 
 // The TCP checksum check before steering. A sender on a veth (and some
@@ -192,7 +260,8 @@ static __always_inline int tcp6_csum_ok(struct ipv6hdr *ip6, void *l4, void *dat
 		int __r;                                                             \
 		if ((cfg)->control_cpu_set && !(verify)) {                           \
 			*(count) += 1;                                               \
-			__r = pass(STAT_PASS_STEER_BAD_CSUM);                        \
+			stat_add(STAT_PASS_STEER_BAD_CSUM, 1);                       \
+			__r = ACT_PASS_DONE;                                         \
 		} else {                                                             \
 			__r = to_control((cfg), (count));                            \
 		}                                                                    \
@@ -252,8 +321,8 @@ static __always_inline int is_ext6(__u8 nh)
 
 #define EXT6_MAX 4 // extension headers for_us6 follows to find TCP
 
-// for_us6 is for_us4 for IPv6. NDP (ICMPv6 types 133-137) always passes
-// unpoliced. The upper-layer header is found behind up to EXT6_MAX
+// for_us6 is for_us4 for IPv6. NDP (ICMPv6 types 133-137) passes here
+// and is policed in its own class (POLICE_ARP_ND) by police_slow_path. The upper-layer header is found behind up to EXT6_MAX
 // extension headers, so that they cannot hide BGP from GTSM; a chain that
 // cannot be followed counts as possibly BGP for GTSM, and as neither a
 // control flow nor NDP otherwise.
