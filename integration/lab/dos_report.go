@@ -118,8 +118,8 @@ func PrintDoS(w io.Writer, rs []DoSResult) error {
 		{"XDP: dropped by the policer (ARP, ND)", "drop_policed_arp_nd"},
 		{"XDP: dropped by the policer (other)", "drop_policed_other"},
 		{"XDP: passed to the kernel (for us)", "pass_local"},
-		{"XDP: passed to the kernel (TTL expired)", "pass_ttl"},
-		{"XDP: passed to the kernel (ARP)", "pass_not_ipv4"},
+		{"XDP: for the kernel, TTL expired (policed after)", "pass_ttl"},
+		{"XDP: for the kernel, ARP (policed after)", "pass_not_ipv4"},
 		{"XDP: steered to the control CPU", "to_control_cpu"},
 	} {
 		row(c.label, func(r DoSResult) string {
