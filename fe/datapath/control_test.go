@@ -567,6 +567,17 @@ func BenchmarkXDPForUs(b *testing.B) {
 		}
 		benchRun(b, f.d, tcpFrame(flow4.Src, flow4.Dst, 64), xdpRedirect)
 	})
+	// A full-size segment: what the checksum check before steering costs
+	// grows with the payload it sums.
+	b.Run("control-flow-1460", func(b *testing.B) {
+		if err := f.d.SetControlCPU(0); err != nil {
+			b.Fatal(err)
+		}
+		seg := append(tcpSegment(flow4.Src.Port(), flow4.Dst.Port()), make([]byte, 1460)...)
+		frame := ipFrame(ipv4Header{ttl: 64, proto: 6, src: flow4.Src.Addr(), dst: flow4.Dst.Addr()},
+			withTCPChecksum(flow4.Src.Addr(), flow4.Dst.Addr(), seg))
+		benchRun(b, f.d, frame, xdpRedirect)
+	})
 }
 
 // A control flow's packet is steered to the control CPU only when its TCP
