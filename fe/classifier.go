@@ -3,9 +3,11 @@ package fe
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/splitplane/splitplane/classifier"
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -97,6 +99,11 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 	}
 	a.do(func() { st.status.NICs = hw.reports })
 	a.log.Info("fe: classifier on", "steering", steering, "police_pps", cfg.PolicePPS, "gtsm_peers", cfg.GTSMPeers)
+	if cfg.ControlCPU >= 0 {
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go warnUnsteered(wctx, a.log, dp, unsteeredCheck, unsteeredRepeat)
+	}
 
 	ports := cfg.Ports
 	if len(ports) == 0 {
@@ -166,4 +173,45 @@ func (a *Agent) classifierStatus(counts map[datapath.ControlFlow]uint64) *Classi
 			Packets: counts[datapath.ControlFlow{Src: f.Remote, Dst: f.Local}]})
 	}
 	return &out
+}
+
+// How often warnUnsteered looks at pass_steer_bad_csum, and how long it
+// stays quiet after a warning while the count keeps growing.
+const (
+	unsteeredCheck  = 10 * time.Second
+	unsteeredRepeat = 10 * time.Minute
+)
+
+// warnUnsteered warns when control-flow packets stay on the CPU that
+// received them because the XDP program could not verify their TCP
+// checksum (pass_steer_bad_csum grows): typically a peer on a veth with
+// checksum offload on. The flows keep working, unprotected from forwarding
+// load, so this is a warning, repeated at most every repeat while it lasts.
+func warnUnsteered(ctx context.Context, log *slog.Logger, dp interface {
+	Counters() (datapath.Counters, error)
+}, every, repeat time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last uint64
+	var warned time.Time
+	first := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, err := dp.Counters()
+		if err != nil {
+			continue
+		}
+		n := c["pass_steer_bad_csum"]
+		if !first && n > last && (warned.IsZero() || time.Since(warned) >= repeat) {
+			log.Warn("fe: classifier: control-flow packets not steered to the control CPU: their TCP checksum did not verify "+
+				"(a sender that offloads checksums, such as a veth; docs/troubleshooting.md, \"The CPUMAP checksum pitfall on veth\")",
+				"pass_steer_bad_csum", n, "since_last_check", n-last)
+			warned = time.Now()
+		}
+		first, last = false, n
+	}
 }

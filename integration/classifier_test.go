@@ -229,3 +229,83 @@ func inNetns(t *testing.T, ns string, fn func()) {
 	}()
 	<-done
 }
+
+// TestClassifierChecksumOffload runs the lab with checksum offload left on
+// at the hosts' and the peer's veth ends, as a default veth (a container's)
+// has it: the peer's BGP packets arrive with partial checksums. Steering
+// such a packet through the CPUMAP would lose it (the control CPU's kernel
+// checks the checksum in full), and the session would die at its hold
+// time; the FE leaves those packets where they arrive instead
+// (pass_steer_bad_csum), so the session must stay up, with its rule in
+// place, for three hold times (the lab's is 9 s), with no TCP checksum
+// error in the router.
+func TestClassifierChecksumOffload(t *testing.T) {
+	requireLab(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: one for the control plane, one for forwarding")
+	}
+	bin := buildBinary(t)
+	o := lab.Options{Name: "spk", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
+	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
+	logsOnFailure(t, o)
+	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "100", "--host-checksum-offload")...); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	bgpRule := func(st fe.Status) string {
+		if st.Classifier == nil {
+			return ""
+		}
+		for _, r := range st.Classifier.Rules {
+			if r.Kind == "bgp" {
+				return r.Local + " " + r.Remote
+			}
+		}
+		return ""
+	}
+	var rule string
+	eventually(t, 30*time.Second, "the session established and its rule in place", func() error {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			return err
+		}
+		if rule = bgpRule(st.FE); rule == "" || st.BGPState != "established" {
+			return fmt.Errorf("session %q, rule %q", st.BGPState, rule)
+		}
+		return nil
+	})
+	before, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const holdTime = 9 * time.Second
+	for end := time.Now().Add(3*holdTime + 3*time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		st, err := lab.GetStatus(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.BGPState != "established" || bgpRule(st.FE) != rule {
+			t.Fatalf("the session went down with steering on and checksum offload at the peer: state %q, rule %q (was %q); counters %v",
+				st.BGPState, bgpRule(st.FE), rule, st.FE.Counters)
+		}
+	}
+	after, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The peer's packets did arrive partial, and the program noticed (else
+	// this test proves nothing about offload).
+	if d := after.FE.Counters["pass_steer_bad_csum"] - before.FE.Counters["pass_steer_bad_csum"]; d == 0 {
+		t.Errorf("pass_steer_bad_csum did not move in %s of keepalives: is offload on at the peer?", 3*holdTime)
+	}
+	out, err := exec.Command("ip", "netns", "exec", o.Namespace("rtr"), "nstat", "-az", "TcpInCsumErrors").CombinedOutput()
+	csum := "?"
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "TcpInCsumErrors" {
+			csum = f[1]
+		}
+	}
+	if err != nil || csum != "0" {
+		t.Errorf("TCP checksum errors in the router: %s (%v)\n%s", csum, err, out)
+	}
+}

@@ -13,7 +13,9 @@ import (
 
 // The DoS-resilience test, short (15 s per mode): the router flooded at the
 // generator's full rate from the peer's side (UDP to forward to host B, TCP
-// SYNs to the BGP port and UDP to closed ports from spoofed sources) while
+// SYNs and spoofed "established" ACKs to the BGP port and UDP to closed
+// ports from spoofed sources, UDP whose TTL expires at the router, ARP
+// requests for the router's address) while
 // the peer announces and withdraws a prefix every second. With the FE's
 // classifier the BGP session never drops and every change reaches the FE's
 // datapath; in both modes the floods really ran and went where the mode sends
@@ -60,7 +62,7 @@ func TestDoSResilience(t *testing.T) {
 		if !r.Protection {
 			mode = "protection off"
 		}
-		for _, kind := range []string{"forward", "syn", "udp"} {
+		for _, kind := range []string{"forward", "syn", "udp", "ttl", "ack", "arp"} {
 			if r.Offered[kind] == 0 {
 				t.Errorf("%s: the %s flood sent nothing", mode, kind)
 			}
@@ -79,6 +81,12 @@ func TestDoSResilience(t *testing.T) {
 	// kernel, which answers the SYNs with cookies.
 	if on.Datapath["drop_policed"] == 0 {
 		t.Errorf("protection on: the policer dropped nothing: %v", on.Datapath)
+	}
+	// Every class of the slow path is policed: expiring TTLs and ARP too.
+	for _, c := range []string{"drop_policed_ttl_options", "drop_policed_arp_nd"} {
+		if on.Datapath[c] == 0 {
+			t.Errorf("protection on: %s is 0: that flood reached the kernel unpoliced: %v", c, on.Datapath)
+		}
 	}
 	if off.Datapath["drop_policed"] != 0 || off.Datapath["pass_local"] == 0 {
 		t.Errorf("protection off: policed %.0f pps, passed to the kernel %.0f pps (want 0 and more)", off.Datapath["drop_policed"], off.Datapath["pass_local"])

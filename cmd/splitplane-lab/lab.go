@@ -72,6 +72,7 @@ func labCmd(binary *string) *cobra.Command {
 	up.Flags().BoolVar(&o.NoGracefulRestart, "no-graceful-restart", false, "graceful restart off on the CE's neighbours and the peers")
 	up.Flags().BoolVar(&o.PersistAPIRoutes, "persist-api-routes", false, "the CE keeps the API's routes in DIR/api-routes (api_routes_file): they survive a CE restart")
 	up.Flags().BoolVar(&o.BFD, "bfd", false, "BFD on the sessions with BIRD peers (300ms x 3)")
+	up.Flags().BoolVar(&o.HostChecksumOffload, "host-checksum-offload", false, "leave TCP/UDP checksum offload on at the hosts' and peers' veth ends (partial checksums, as a default veth sends)")
 	up.Flags().IntVar(&o.FEs, "fes", 1, fmt.Sprintf("forwarding elements, 1 to %d: FE n >= 2 in its own namespace with its own hosts, associated with the CE over a management LAN", lab.MaxFEs))
 	up.Flags().DurationVar(&o.PeerRestartTime, "peer-restart-time", 120*time.Second, "the restart time the peers announce: how long the CE keeps a vanished peer's routes")
 

@@ -17,8 +17,10 @@ import (
 // Packets to one of the router's local addresses are, in this order:
 // dropped by GTSM when they are BGP from a GTSM peer with a TTL (hop
 // limit) below 255; redirected to the control CPU when they belong to a
-// control flow; passed when they are NDP; otherwise policed. None of it
-// touches forwarded packets.
+// control flow and their TCP checksum verifies (passed where they arrived
+// when it does not); otherwise policed. Everything else the program hands
+// to the kernel is policed too, by class (SetPolicer). None of it touches
+// forwarded packets.
 
 // ControlQueueSize is the queue size of the control CPU's CPUMAP entry: the
 // frames that can wait for the control CPU's kernel before more are
@@ -218,14 +220,19 @@ func (d *Datapath) ForwardCPUs() []int {
 	return slices.Clone(d.fwdCPUs)
 }
 
-// SetPolicer polices the packets for the router that are neither control
-// flows nor NDP (ICMP included): each CPU admits up to burst packets at
-// once and ratePPS packets per second on average, and drops the excess
-// (counted as "drop_policed"). The bucket is per CPU, so with N CPUs
-// receiving such packets up to N*ratePPS per second reach the kernel; the
+// SetPolicer polices everything the program hands to the kernel but the
+// control flows, in four classes with a bucket each (so that a flood of one
+// cannot starve another): the other packets for the router (ICMP
+// included; "drop_policed"), TTL / hop limit expiry and IP options or IPv6
+// Hop-by-Hop ("drop_policed_ttl_options"), ARP and NDP
+// ("drop_policed_arp_nd"), and the rest: no route, unresolved neighbour,
+// broadcast, ... ("drop_policed_other"). In each class each CPU admits up
+// to burst packets at once and ratePPS packets per second on average, and
+// drops the excess. The buckets are per CPU, so with N CPUs receiving such
+// packets up to N*ratePPS per second of each class reach the kernel; the
 // interval between packets is rounded down to whole nanoseconds. A rate of
-// 0 turns policing off (the default; burst is then ignored). Every CPU's
-// bucket starts full.
+// 0 turns policing off (the default; burst is then ignored). Every bucket
+// starts full.
 func (d *Datapath) SetPolicer(ratePPS, burst uint64) error {
 	var interval, tolerance uint64
 	if ratePPS > 0 {
@@ -250,8 +257,10 @@ func (d *Datapath) SetPolicer(ratePPS, burst uint64) error {
 		return fmt.Errorf("set policer: %w", err)
 	}
 	// A zero state is a full bucket.
-	if err := d.objs.Policer.Put(uint32(0), make([]xdpPolicerState, ncpu)); err != nil {
-		return fmt.Errorf("set policer: reset buckets: %w", err)
+	for class := range uint32(xdpPoliceClassPOLICE_CLASSES) {
+		if err := d.objs.Policer.Put(class, make([]xdpPolicerState, ncpu)); err != nil {
+			return fmt.Errorf("set policer: reset buckets: %w", err)
+		}
 	}
 	return nil
 }

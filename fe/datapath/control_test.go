@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -32,8 +33,8 @@ var (
 	flow6 = ControlFlow{Src: netip.AddrPortFrom(bgpPeer6, 179), Dst: netip.AddrPortFrom(local6, 40001)}
 )
 
-// tcpSegment is a TCP header (ACK) without payload; the program reads no
-// checksum.
+// tcpSegment is a TCP header (ACK) without payload and without checksum
+// (withTCPChecksum fills it in).
 func tcpSegment(sport, dport uint16) []byte {
 	p := make([]byte, 20)
 	binary.BigEndian.PutUint16(p[0:], sport)
@@ -43,9 +44,24 @@ func tcpSegment(sport, dport uint16) []byte {
 	return p
 }
 
-// tcpFrame is a TCP packet from src to dst with TTL (hop limit) ttl.
+// withTCPChecksum fills in the checksum of the TCP segment seg from src to
+// dst (IPv4 or IPv6 pseudo-header) and returns seg.
+func withTCPChecksum(src, dst netip.Addr, seg []byte) []byte {
+	if src.Is6() {
+		return withL4Checksum6(src, dst, 6, seg, 16)
+	}
+	s, d := src.As4(), dst.As4()
+	ph := append(append(append([]byte{}, s[:]...), d[:]...), 0, 6)
+	ph = binary.BigEndian.AppendUint16(ph, uint16(len(seg)))
+	binary.BigEndian.PutUint16(seg[16:], 0)
+	binary.BigEndian.PutUint16(seg[16:], ^onesSum(append(ph, seg...)))
+	return seg
+}
+
+// tcpFrame is a TCP packet from src to dst with TTL (hop limit) ttl and a
+// valid checksum.
 func tcpFrame(src, dst netip.AddrPort, ttl uint8) []byte {
-	seg := tcpSegment(src.Port(), dst.Port())
+	seg := withTCPChecksum(src.Addr(), dst.Addr(), tcpSegment(src.Port(), dst.Port()))
 	if src.Addr().Is4() {
 		return ipFrame(ipv4Header{ttl: ttl, proto: 6, src: src.Addr(), dst: dst.Addr()}, seg)
 	}
@@ -169,10 +185,11 @@ func TestControlFlows(t *testing.T) {
 	})
 
 	t.Run("IP options and Hop-by-Hop still match", func(t *testing.T) {
-		opts := ipFrame(ipv4Header{ihl: 6, ttl: 64, proto: 6, src: bgpPeer, dst: local4}, tcpSegment(179, 40001))
+		opts := ipFrame(ipv4Header{ihl: 6, ttl: 64, proto: 6, src: bgpPeer, dst: local4},
+			withTCPChecksum(bgpPeer, local4, tcpSegment(179, 40001)))
 		checkOne(t, d, opts, xdpRedirect, "to_control_cpu")
 		hbh := ip6Frame(ipv6Header{nextHeader: nhHopByHop, hopLimit: 64, payloadLen: -1, src: bgpPeer6, dst: local6},
-			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, tcpSegment(179, 40001)...))
+			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, withTCPChecksum(bgpPeer6, local6, tcpSegment(179, 40001))...))
 		checkOne(t, d, hbh, xdpRedirect, "to_control_cpu")
 	})
 
@@ -277,14 +294,15 @@ func TestPolicer(t *testing.T) {
 	for i := range burst {
 		checkPassed(t, d, frames[i], "pass_local")
 	}
-	// With the bucket empty, ARP, NDP and control flows still pass, and
-	// forwarding is untouched. (No subtests while pinned: they run on
-	// other goroutines, which are not.)
+	// With the bucket empty, ARP and NDP still pass (a bucket of their
+	// own), control flows pass unpoliced, and forwarding is untouched.
+	// (No subtests while pinned: they run on other goroutines, which are
+	// not.)
+	checkPassed(t, d, arp, "pass_not_ipv4")
+	checkPassed(t, d, nd(135), "pass_local")
+	checkPassed(t, d, nd(136), "pass_local")
+	checkPassed(t, d, nd(133), "pass_local")
 	for range 10 {
-		checkPassed(t, d, arp, "pass_not_ipv4")
-		checkPassed(t, d, nd(135), "pass_local")
-		checkPassed(t, d, nd(136), "pass_local")
-		checkPassed(t, d, nd(133), "pass_local")
 		checkOne(t, d, tcpFrame(flow4.Src, flow4.Dst, 64), xdpRedirect, "to_control_cpu")
 		in := bytes.Clone(forward)
 		ret, out := run(t, d, forward)
@@ -306,8 +324,15 @@ func TestPolicer(t *testing.T) {
 	if perCPU[0]["drop_policed"] != 4 {
 		t.Errorf("CPU 0 dropped %d, want 4 (the bucket is per CPU)", perCPU[0]["drop_policed"])
 	}
-	if pc := portCounters(t, d)[f.lo]; pc.Dropped != 4 {
-		t.Errorf("port counters %+v, want 4 dropped", pc)
+	// ARP and NDP have used their burst up now, and are policed.
+	if moved := runWant(t, d, arp, xdpDrop); !maps.Equal(moved, Counters{"rx": 1, "pass_not_ipv4": 1, "drop_policed_arp_nd": 1}) {
+		t.Errorf("ARP over the burst moved %v", moved)
+	}
+	if moved := runWant(t, d, nd(135), xdpDrop); !maps.Equal(moved, Counters{"rx": 1, "pass_local": 1, "drop_policed_arp_nd": 1}) {
+		t.Errorf("NDP over the burst moved %v", moved)
+	}
+	if pc := portCounters(t, d)[f.lo]; pc.Dropped != 6 {
+		t.Errorf("port counters %+v, want 6 dropped", pc)
 	}
 
 	// After a second at least one token has come back, and never more
@@ -542,4 +567,182 @@ func BenchmarkXDPForUs(b *testing.B) {
 		}
 		benchRun(b, f.d, tcpFrame(flow4.Src, flow4.Dst, 64), xdpRedirect)
 	})
+	// A full-size segment: what the checksum check before steering costs
+	// grows with the payload it sums.
+	b.Run("control-flow-1460", func(b *testing.B) {
+		if err := f.d.SetControlCPU(0); err != nil {
+			b.Fatal(err)
+		}
+		seg := append(tcpSegment(flow4.Src.Port(), flow4.Dst.Port()), make([]byte, 1460)...)
+		frame := ipFrame(ipv4Header{ttl: 64, proto: 6, src: flow4.Src.Addr(), dst: flow4.Dst.Addr()},
+			withTCPChecksum(flow4.Src.Addr(), flow4.Dst.Addr(), seg))
+		benchRun(b, f.d, frame, xdpRedirect)
+	})
+}
+
+// A control flow's packet is steered to the control CPU only when its TCP
+// checksum is right: a packet redirected through the CPUMAP is rebuilt
+// there as an skb whose checksum the kernel checks in full, so one that a
+// veth sender left partial (CHECKSUM_PARTIAL: the field holds only the
+// pseudo-header's sum) would be lost. Such a packet passes where it
+// arrived, unmodified, and counts as pass_steer_bad_csum.
+func TestSteerChecksum(t *testing.T) {
+	f := newFixture6(t, loadOptions{})
+	d := f.d
+	for _, fl := range []ControlFlow{flow4, flow6} {
+		if err := d.AddControlFlow(fl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.SetControlCPU(0); err != nil {
+		t.Fatal(err)
+	}
+	// segment is a TCP segment of fl with n bytes of payload and a valid
+	// checksum.
+	segment := func(fl ControlFlow, n int) []byte {
+		seg := tcpSegment(fl.Src.Port(), fl.Dst.Port())
+		for i := range n {
+			seg = append(seg, byte(i*7+n))
+		}
+		return withTCPChecksum(fl.Src.Addr(), fl.Dst.Addr(), seg)
+	}
+	frame := func(fl ControlFlow, seg []byte) []byte {
+		if fl.Src.Addr().Is4() {
+			return ipFrame(ipv4Header{ttl: 64, proto: 6, src: fl.Src.Addr(), dst: fl.Dst.Addr()}, seg)
+		}
+		return ip6Frame(ipv6Header{nextHeader: 6, hopLimit: 64, payloadLen: -1, src: fl.Src.Addr(), dst: fl.Dst.Addr()}, seg)
+	}
+	for _, fl := range []ControlFlow{flow4, flow6} {
+		family := "IPv4"
+		if fl.Src.Addr().Is6() {
+			family = "IPv6"
+		}
+		t.Run(family+" valid: steered", func(t *testing.T) {
+			// Every tail the program sums piecewise (256-byte chunks,
+			// then 128 down to 1), and a full-size segment.
+			for _, n := range []int{0, 1, 2, 3, 4, 5, 19, 63, 127, 255, 256, 257, 511, 512, 1023, 1400, 1460} {
+				checkOne(t, d, frame(fl, segment(fl, n)), xdpRedirect, "to_control_cpu")
+			}
+		})
+		t.Run(family+" partial checksum: passed here", func(t *testing.T) {
+			for _, n := range []int{0, 1, 37, 1460} {
+				seg := segment(fl, n)
+				// What a sender that offloads the checksum leaves in
+				// the field: the pseudo-header's sum only.
+				var ph []byte
+				if fl.Src.Addr().Is4() {
+					s, dd := fl.Src.Addr().As4(), fl.Dst.Addr().As4()
+					ph = append(append(append(ph, s[:]...), dd[:]...), 0, 6)
+					ph = binary.BigEndian.AppendUint16(ph, uint16(len(seg)))
+				} else {
+					s, dd := fl.Src.Addr().As16(), fl.Dst.Addr().As16()
+					ph = append(append(ph, s[:]...), dd[:]...)
+					ph = binary.BigEndian.AppendUint32(ph, uint32(len(seg)))
+					ph = append(ph, 0, 0, 0, 6)
+				}
+				binary.BigEndian.PutUint16(seg[16:], onesSum(ph))
+				checkPassed(t, d, frame(fl, seg), "pass_steer_bad_csum")
+			}
+		})
+		t.Run(family+" corrupted payload: passed here", func(t *testing.T) {
+			seg := segment(fl, 100)
+			seg[60] ^= 0x40
+			checkPassed(t, d, frame(fl, seg), "pass_steer_bad_csum")
+		})
+	}
+	t.Run("Ethernet padding after the packet is not summed", func(t *testing.T) {
+		fr := frame(flow4, segment(flow4, 0)) // 54 bytes
+		fr = append(fr, 0xde, 0xad, 0xbe, 0xef, 0xaa, 0x55)
+		checkOne(t, d, fr, xdpRedirect, "to_control_cpu")
+	})
+	t.Run("behind IPv6 extension headers", func(t *testing.T) {
+		seg := segment(flow6, 33)
+		fr := ip6Frame(ipv6Header{nextHeader: nhHopByHop, hopLimit: 64, payloadLen: -1, src: bgpPeer6, dst: local6},
+			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, seg...))
+		checkOne(t, d, fr, xdpRedirect, "to_control_cpu")
+		seg[25] ^= 1
+		fr = ip6Frame(ipv6Header{nextHeader: nhHopByHop, hopLimit: 64, payloadLen: -1, src: bgpPeer6, dst: local6},
+			append([]byte{6, 0, 1, 4, 0, 0, 0, 0}, seg...))
+		checkPassed(t, d, fr, "pass_steer_bad_csum")
+	})
+	t.Run("per-flow counts include the unsteered packets", func(t *testing.T) {
+		_, counts, err := d.ControlFlows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 17 valid + 4 partial + 1 corrupted each, plus padding (IPv4)
+		// and extension headers (IPv6, 2).
+		if counts[flow4] != 23 || counts[flow6] != 24 {
+			t.Errorf("counts %v, want %s 23 and %s 24", counts, flow4, flow6)
+		}
+	})
+	t.Run("no control CPU: no check, passed as before", func(t *testing.T) {
+		if err := d.SetControlCPU(-1); err != nil {
+			t.Fatal(err)
+		}
+		seg := segment(flow4, 10)
+		seg[25] ^= 1
+		checkPassed(t, d, frame(flow4, seg), "pass_control")
+	})
+}
+
+// TestPolicerClasses: everything the program hands to the kernel is
+// policed, each class in a bucket of its own, so that a flood of expiring
+// TTLs, of IP options or of unroutable packets reaches the kernel at the
+// configured rate and starves neither the others nor the router's own
+// traffic; a learned control flow is never policed.
+func TestPolicerClasses(t *testing.T) {
+	f := newFixture6(t, loadOptions{})
+	d := f.d
+	if err := d.AddControlFlow(flow4); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetControlCPU(0); err != nil {
+		t.Fatal(err)
+	}
+	const burst = 3
+	if err := d.SetPolicer(1, burst); err != nil {
+		t.Fatal(err)
+	}
+	defer pinCPU(t, 0)()
+	start := time.Now()
+	ttl4 := udpFrame("198.51.100.77", 1)
+	ttl6 := udp6Frame("2001:db8:1::77", 1)
+	options := ipFrame(ipv4Header{ihl: 6, ttl: 64, proto: 17, dst: netip.MustParseAddr("198.51.100.77")}, udpPayload(8))
+	noRoute := udp6Frame("2400:cb00::1", 64)
+	udp := ipFrame(ipv4Header{ttl: 64, proto: 17, src: otherPeer, dst: local4}, udpPayload(8))
+	for _, tc := range []struct {
+		name, class string
+		frames      [][]byte // burst of them pass, then each is dropped
+		reasons     []string
+	}{
+		{"TTL expiry and options", "drop_policed_ttl_options", [][]byte{ttl4, ttl6, options}, []string{"pass_ttl", "pass_ttl", "pass_options"}},
+		{"no route", "drop_policed_other", [][]byte{noRoute, noRoute, noRoute}, []string{"pass_no_route", "pass_no_route", "pass_no_route"}},
+		{"for the router", "drop_policed", [][]byte{udp, udp, udp}, []string{"pass_local", "pass_local", "pass_local"}},
+	} {
+		for i, fr := range tc.frames {
+			checkPassed(t, d, fr, tc.reasons[i])
+		}
+		for i, fr := range tc.frames {
+			want := Counters{"rx": 1, tc.class: 1}
+			if tc.class != "drop_policed" {
+				want[tc.reasons[i]] = 1 // counted as passed, then dropped
+			}
+			if moved := runWant(t, d, fr, xdpDrop); !maps.Equal(moved, want) {
+				t.Errorf("%s, packet %d over the burst: moved %v, want %v", tc.name, i, moved, want)
+			}
+		}
+		// The control flow is not policed whatever the other classes do.
+		checkOne(t, d, tcpFrame(flow4.Src, flow4.Dst, 64), xdpRedirect, "to_control_cpu")
+	}
+	if el := time.Since(start); el >= time.Second {
+		t.Fatalf("the sequence took %v, more than a token's interval: counts are not exact", el)
+	}
+	if err := d.SetPolicer(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * burst {
+		checkPassed(t, d, ttl4, "pass_ttl")
+		checkPassed(t, d, noRoute, "pass_no_route")
+	}
 }

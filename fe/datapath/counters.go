@@ -40,6 +40,12 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_DROP_MARTIAN_DST:  "drop_martian_dst",
 	xdpStatReasonSTAT_PASS_OTHER_HOST:   "pass_other_host",
 	xdpStatReasonSTAT_PASS_MTU:          "pass_mtu",
+	// Added with the checksum check before steering (control.go).
+	xdpStatReasonSTAT_PASS_STEER_BAD_CSUM: "pass_steer_bad_csum",
+	// Added with the policing of the whole slow path (SetPolicer).
+	xdpStatReasonSTAT_DROP_POLICED_TTL_OPTIONS: "drop_policed_ttl_options",
+	xdpStatReasonSTAT_DROP_POLICED_ARP_ND:      "drop_policed_arp_nd",
+	xdpStatReasonSTAT_DROP_POLICED_OTHER:       "drop_policed_other",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,
@@ -68,7 +74,15 @@ func CounterNames() []string {
 // received them because no control CPU is set, "pass_other_host" unicast
 // frames for another MAC than the ingress port's, and "pass_mtu" packets
 // larger than the egress port's MTU, which the kernel answers with ICMP
-// "fragmentation needed" or ICMPv6 "packet too big".
+// "fragmentation needed" or ICMPv6 "packet too big", and
+// "pass_steer_bad_csum" control flows passed on the CPU that received them
+// because their TCP checksum did not verify (a sender that offloads it), so
+// that steering cannot lose them. The
+// policer's drops of the slow path's classes ("drop_policed_ttl_options",
+// "drop_policed_arp_nd", "drop_policed_other") are the exception to "once":
+// such a packet counted first under the pass_* reason that sent it to the
+// kernel, and then under the drop; the port counters count it as dropped
+// only.
 type Counters map[string]uint64
 
 // Counters returns all counters summed over the CPUs.

@@ -93,6 +93,16 @@ type xdpNhGroup struct {
 	Members [16]uint32
 }
 
+type xdpPoliceClass uint32
+
+const (
+	xdpPoliceClassPOLICE_LOCAL       xdpPoliceClass = 0
+	xdpPoliceClassPOLICE_TTL_OPTIONS xdpPoliceClass = 1
+	xdpPoliceClassPOLICE_ARP_ND      xdpPoliceClass = 2
+	xdpPoliceClassPOLICE_OTHER       xdpPoliceClass = 3
+	xdpPoliceClassPOLICE_CLASSES     xdpPoliceClass = 4
+)
+
 type xdpPolicerState struct {
 	_     structs.HostLayout
 	TatNs uint64
@@ -117,35 +127,39 @@ type xdpPortInfo struct {
 type xdpStatReason uint32
 
 const (
-	xdpStatReasonSTAT_RX                xdpStatReason = 0
-	xdpStatReasonSTAT_FORWARDED         xdpStatReason = 1
-	xdpStatReasonSTAT_FORWARDED_BYTES   xdpStatReason = 2
-	xdpStatReasonSTAT_PASS_TRUNCATED    xdpStatReason = 3
-	xdpStatReasonSTAT_PASS_NOT_IPV4     xdpStatReason = 4
-	xdpStatReasonSTAT_PASS_VLAN         xdpStatReason = 5
-	xdpStatReasonSTAT_PASS_NOT_UNICAST  xdpStatReason = 6
-	xdpStatReasonSTAT_PASS_BAD_HEADER   xdpStatReason = 7
-	xdpStatReasonSTAT_PASS_OPTIONS      xdpStatReason = 8
-	xdpStatReasonSTAT_PASS_LOCAL        xdpStatReason = 9
-	xdpStatReasonSTAT_PASS_TTL          xdpStatReason = 10
-	xdpStatReasonSTAT_PASS_NO_ROUTE     xdpStatReason = 11
-	xdpStatReasonSTAT_PASS_NO_NEXTHOP   xdpStatReason = 12
-	xdpStatReasonSTAT_PASS_NO_NEIGH     xdpStatReason = 13
-	xdpStatReasonSTAT_PASS_NO_TX_PORT   xdpStatReason = 14
-	xdpStatReasonSTAT_FORWARDED_IPV6    xdpStatReason = 15
-	xdpStatReasonSTAT_PASS_NOT_ROUTABLE xdpStatReason = 16
-	xdpStatReasonSTAT_TO_CONTROL_CPU    xdpStatReason = 17
-	xdpStatReasonSTAT_PASS_CONTROL      xdpStatReason = 18
-	xdpStatReasonSTAT_DROP_POLICED      xdpStatReason = 19
-	xdpStatReasonSTAT_DROP_GTSM         xdpStatReason = 20
-	xdpStatReasonSTAT_CONTROL_CPU_RX    xdpStatReason = 21
-	xdpStatReasonSTAT_TO_FE_CPU         xdpStatReason = 22
-	xdpStatReasonSTAT_DROP_BAD_CHECKSUM xdpStatReason = 23
-	xdpStatReasonSTAT_DROP_MARTIAN_SRC  xdpStatReason = 24
-	xdpStatReasonSTAT_DROP_MARTIAN_DST  xdpStatReason = 25
-	xdpStatReasonSTAT_PASS_OTHER_HOST   xdpStatReason = 26
-	xdpStatReasonSTAT_PASS_MTU          xdpStatReason = 27
-	xdpStatReasonSTAT_MAX               xdpStatReason = 28
+	xdpStatReasonSTAT_RX                       xdpStatReason = 0
+	xdpStatReasonSTAT_FORWARDED                xdpStatReason = 1
+	xdpStatReasonSTAT_FORWARDED_BYTES          xdpStatReason = 2
+	xdpStatReasonSTAT_PASS_TRUNCATED           xdpStatReason = 3
+	xdpStatReasonSTAT_PASS_NOT_IPV4            xdpStatReason = 4
+	xdpStatReasonSTAT_PASS_VLAN                xdpStatReason = 5
+	xdpStatReasonSTAT_PASS_NOT_UNICAST         xdpStatReason = 6
+	xdpStatReasonSTAT_PASS_BAD_HEADER          xdpStatReason = 7
+	xdpStatReasonSTAT_PASS_OPTIONS             xdpStatReason = 8
+	xdpStatReasonSTAT_PASS_LOCAL               xdpStatReason = 9
+	xdpStatReasonSTAT_PASS_TTL                 xdpStatReason = 10
+	xdpStatReasonSTAT_PASS_NO_ROUTE            xdpStatReason = 11
+	xdpStatReasonSTAT_PASS_NO_NEXTHOP          xdpStatReason = 12
+	xdpStatReasonSTAT_PASS_NO_NEIGH            xdpStatReason = 13
+	xdpStatReasonSTAT_PASS_NO_TX_PORT          xdpStatReason = 14
+	xdpStatReasonSTAT_FORWARDED_IPV6           xdpStatReason = 15
+	xdpStatReasonSTAT_PASS_NOT_ROUTABLE        xdpStatReason = 16
+	xdpStatReasonSTAT_TO_CONTROL_CPU           xdpStatReason = 17
+	xdpStatReasonSTAT_PASS_CONTROL             xdpStatReason = 18
+	xdpStatReasonSTAT_DROP_POLICED             xdpStatReason = 19
+	xdpStatReasonSTAT_DROP_GTSM                xdpStatReason = 20
+	xdpStatReasonSTAT_CONTROL_CPU_RX           xdpStatReason = 21
+	xdpStatReasonSTAT_TO_FE_CPU                xdpStatReason = 22
+	xdpStatReasonSTAT_DROP_BAD_CHECKSUM        xdpStatReason = 23
+	xdpStatReasonSTAT_DROP_MARTIAN_SRC         xdpStatReason = 24
+	xdpStatReasonSTAT_DROP_MARTIAN_DST         xdpStatReason = 25
+	xdpStatReasonSTAT_PASS_OTHER_HOST          xdpStatReason = 26
+	xdpStatReasonSTAT_PASS_MTU                 xdpStatReason = 27
+	xdpStatReasonSTAT_PASS_STEER_BAD_CSUM      xdpStatReason = 28
+	xdpStatReasonSTAT_DROP_POLICED_TTL_OPTIONS xdpStatReason = 29
+	xdpStatReasonSTAT_DROP_POLICED_ARP_ND      xdpStatReason = 30
+	xdpStatReasonSTAT_DROP_POLICED_OTHER       xdpStatReason = 31
+	xdpStatReasonSTAT_MAX                      xdpStatReason = 32
 )
 
 // Names of all BPF objects in the ELF.
@@ -180,6 +194,7 @@ const (
 	xdpProgXdpControl       = "xdp_control"
 	xdpProgXdpForwardCpumap = "xdp_forward_cpumap"
 	xdpProgXdpRouter        = "xdp_router"
+	xdpVarUnusedPoliceClass = "unused_police_class"
 	xdpVarUnusedStatReason  = "unused_stat_reason"
 )
 
@@ -265,7 +280,8 @@ type xdpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpVariableSpecs struct {
-	UnusedStatReason *ebpf.VariableSpec `ebpf:"unused_stat_reason"`
+	UnusedPoliceClass *ebpf.VariableSpec `ebpf:"unused_police_class"`
+	UnusedStatReason  *ebpf.VariableSpec `ebpf:"unused_stat_reason"`
 }
 
 // xdpObjects contains all objects after they have been loaded into the kernel.
@@ -349,7 +365,8 @@ func (m *xdpMaps) Close() error {
 //
 // It can be passed to loadXdpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpVariables struct {
-	UnusedStatReason *ebpf.Variable `ebpf:"unused_stat_reason"`
+	UnusedPoliceClass *ebpf.Variable `ebpf:"unused_police_class"`
+	UnusedStatReason  *ebpf.Variable `ebpf:"unused_stat_reason"`
 }
 
 // xdpPrograms contains all programs after they have been loaded into the kernel.

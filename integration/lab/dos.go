@@ -119,7 +119,7 @@ type DoSResult struct {
 	// Rates, packets per second over the measured window: what the
 	// generators offered, what host B received of the forwarded flood, what
 	// the router's port could not take (its receive ring full).
-	Offered      map[string]float64 `json:"offered_pps"` // "forward", "syn", "udp"
+	Offered      map[string]float64 `json:"offered_pps"` // "forward", "syn", "udp", "ttl", "ack", "arp"
 	Forwarded    float64            `json:"forwarded_pps"`
 	RingDropped  float64            `json:"ring_dropped_pps"`
 	QueueArrived []float64          `json:"queue_arrived_pps"` // by receive queue of to-peer
@@ -139,8 +139,15 @@ type DoSResult struct {
 	CPUSoftirq   []float64 `json:"cpu_softirq_pct"`
 }
 
-// AttackOffered is the attack's offered rate: SYNs and UDP together.
-func (r DoSResult) AttackOffered() float64 { return r.Offered["syn"] + r.Offered["udp"] }
+// AttackOffered is the attack's offered rate: every flood at the router
+// together (SYNs, UDP, expiring TTLs, spoofed ACKs, ARP).
+func (r DoSResult) AttackOffered() float64 {
+	var sum float64
+	for _, f := range attackFloods {
+		sum += r.Offered[floodName(f)]
+	}
+	return sum
+}
 
 // The CPUs of the test: the control core, and the forward core where the
 // generators run and the floods arrive.

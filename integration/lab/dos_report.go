@@ -102,15 +102,24 @@ func PrintDoS(w io.Writer, rs []DoSResult) error {
 	})
 	row("forwarded flood offered", func(r DoSResult) string { return pps(r.Offered["forward"]) })
 	row("forwarded (received at host B)", func(r DoSResult) string { return pps(r.Forwarded) })
-	row("attack offered (SYN to :179 + UDP)", func(r DoSResult) string {
-		return fmt.Sprintf("%s (%s + %s)", pps(r.AttackOffered()), pps(r.Offered["syn"]), pps(r.Offered["udp"]))
+	row("attack offered (SYN to :179 + UDP + TTL 1 + ACK to :179 + ARP)", func(r DoSResult) string {
+		var parts []string
+		for _, f := range attackFloods {
+			parts = append(parts, pps(r.Offered[floodName(f)]))
+		}
+		return fmt.Sprintf("%s (%s)", pps(r.AttackOffered()), strings.Join(parts, " + "))
 	})
 	row("dropped at to-peer, ring full", func(r DoSResult) string { return pps(r.RingDropped) })
 	row("arrived on to-peer queue 0 / 1", func(r DoSResult) string { return joinRates(r.QueueArrived, pps) })
 	for _, c := range []struct{ label, counter string }{
 		{"XDP: forwarded", "forwarded"},
-		{"XDP: dropped by the policer", "drop_policed"},
+		{"XDP: dropped by the policer (for us)", "drop_policed"},
+		{"XDP: dropped by the policer (TTL, options)", "drop_policed_ttl_options"},
+		{"XDP: dropped by the policer (ARP, ND)", "drop_policed_arp_nd"},
+		{"XDP: dropped by the policer (other)", "drop_policed_other"},
 		{"XDP: passed to the kernel (for us)", "pass_local"},
+		{"XDP: for the kernel, TTL expired (policed after)", "pass_ttl"},
+		{"XDP: for the kernel, ARP (policed after)", "pass_not_ipv4"},
 		{"XDP: steered to the control CPU", "to_control_cpu"},
 	} {
 		row(c.label, func(r DoSResult) string {
@@ -122,6 +131,7 @@ func PrintDoS(w io.Writer, rs []DoSResult) error {
 		{"kernel: SYNs dropped (listen queue)", "TcpExt:ListenDrops"},
 		{"kernel: UDP to closed ports", "Udp:NoPorts"},
 		{"kernel: ICMP unreachables sent", "Icmp:OutDestUnreachs"},
+		{"kernel: ICMP time exceeded sent", "Icmp:OutTimeExcds"},
 	} {
 		row(k.label, func(r DoSResult) string { return pps(r.Kernel[k.counter]) })
 	}

@@ -69,7 +69,7 @@ func TestDoSMetrics(t *testing.T) {
 
 func TestPrintDoS(t *testing.T) {
 	r := DoSResult{Protection: true, Duration: 15 * time.Second, UpdatesSent: 15, UpdatesArrived: 15,
-		Offered: map[string]float64{"forward": 2e6, "syn": 2e6, "udp": 2e6}, Forwarded: 567300,
+		Offered: map[string]float64{"forward": 2e6, "syn": 2e6, "udp": 2e6, "ttl": 1e6, "ack": 1e6, "arp": 3e5}, Forwarded: 567300,
 		QueueArrived: []float64{1, 1.8e6}, Datapath: map[string]float64{"drop_policed": 1.2e6},
 		DatapathCPU: []map[string]float64{{}, {"drop_policed": 1.2e6}}, CPUBusy: []float64{20, 99}, CPUSoftirq: []float64{0, 5}}
 	off := r
@@ -79,7 +79,7 @@ func TestPrintDoS(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"protection on", "protection off", "567.3 kpps", "1.20 Mpps (cpu0 0 pps, cpu1 1.20 Mpps)",
-		"4.00 Mpps (2.00 Mpps + 2.00 Mpps)", "1 (down 9s: hold timer expired)", "14 of 15", "(some lost: at least)", "20% (0%) / 99% (5%)"} {
+		"6.30 Mpps (2.00 Mpps + 2.00 Mpps + 1.00 Mpps + 1.00 Mpps + 300.0 kpps)", "1 (down 9s: hold timer expired)", "14 of 15", "(some lost: at least)", "20% (0%) / 99% (5%)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -23,11 +23,19 @@ const (
 	floodForward = iota // UDP through the router to the peer's routes (host B)
 	floodSYN            // TCP SYNs to the router's BGP port from spoofed sources
 	floodUDP            // UDP to closed ports of the router from spoofed sources
+	floodTTL            // UDP through the router whose TTL expires there (the kernel answers Time Exceeded)
+	floodACK            // TCP ACKs to the router's BGP port from spoofed sources: "established" to a naive filter
+	floodARP            // ARP requests for the router's address from spoofed senders (broadcast)
 	nFloods
 )
 
 // floodName names a flood in errors and reports.
-func floodName(f int) string { return [nFloods]string{"forward", "syn", "udp"}[f] }
+func floodName(f int) string {
+	return [nFloods]string{"forward", "syn", "udp", "ttl", "ack", "arp"}[f]
+}
+
+// attackFloods are the floods at the router itself: all but the forwarded one.
+var attackFloods = []int{floodSYN, floodUDP, floodTTL, floodACK, floodARP}
 
 // The floods' fixed header fields. The forwarded flood goes to the discard
 // port, which host B's sink counts and drops; its source is in the
@@ -48,18 +56,20 @@ func synFloodPorts() gen.Ports { return gen.Ports{Count: 32768} }
 // within a call, well under a second.
 const genFrames = 1 << 20
 
-// genNice is the generator threads' nice value: three threads at nice 5
-// weigh about as much as one at nice 0 (3 x 335 against 1024), so that the
+// genNice is the generator threads' nice value: six threads at nice 8
+// weigh about as much as one at nice 0 (6 x 172 against 1024), so that the
 // router's receive processing on the same CPU (the flood queue's NAPI
 // kthread, nice 0) gets about half of it whatever the number of floods. A
 // NIC would need none of that CPU to put the frames in the queue.
-const genNice = 5
+const genNice = 8
 
 // floods are the generators of one run: loaded, their templates set, sending
 // from the peer's namespace out of its port (the other end of the router's
 // to-peer) when started.
 type floods struct {
-	gens    [nFloods]*gen.Gen
+	gens    [nFloods]*gen.Gen // nil for floodARP, which arpFlood sends
+	arp     []byte            // floodARP's frame: its sender rotates in arpFlood
+	peerMAC net.HardwareAddr
 	ns      string
 	ifindex int // the peer's eth0, in ns
 	cpu     int // where every generator thread runs
@@ -106,10 +116,14 @@ func newFloods(o *Options, cpu int) (_ *floods, err error) {
 	}
 	hosts := randomHosts(routegen.Generate(o.Routes, o.Seed), o.Seed)
 	for i := range f.gens {
+		if i == floodARP {
+			continue
+		}
 		if f.gens[i], err = gen.Load(); err != nil {
 			return nil, err
 		}
 	}
+	f.peerMAC = peerMAC
 	h := gen.Header{SrcMAC: peerMAC, DstMAC: rtrMAC, TTL: 64}
 	fwd := h
 	fwd.Src, fwd.SrcPort, fwd.DstPort = floodFwdSrc(), 40000, sinkPort
@@ -126,7 +140,65 @@ func newFloods(o *Options, cpu int) (_ *floods, err error) {
 	if err := f.gens[floodUDP].SetFlood(udp, peerLinkRouter(), hosts, udpFloodPorts()); err != nil {
 		return nil, err
 	}
+	ttl := fwd
+	ttl.TTL = 1
+	if err := f.gens[floodTTL].SetTraffic(ttl, hosts); err != nil {
+		return nil, err
+	}
+	ack := syn
+	ack.TCPFlags = 0x10 // ACK
+	if err := f.gens[floodACK].SetFlood(ack, peerLinkRouter(), hosts, synFloodPorts()); err != nil {
+		return nil, err
+	}
+	f.arp = arpRequest(peerMAC, peerLinkRouter())
 	return f, nil
+}
+
+// arpRequest is a broadcast ARP request for target from srcMAC; arpFlood
+// rotates its sender address over arpSender.
+func arpRequest(srcMAC net.HardwareAddr, target netip.Addr) []byte {
+	b := make([]byte, 60) // the minimum frame, padded
+	copy(b[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	copy(b[6:12], srcMAC)
+	b[12], b[13] = 0x08, 0x06
+	arp := b[14:]
+	copy(arp[0:8], []byte{0, 1, 8, 0, 6, 4, 0, 1}) // Ethernet, IPv4, request
+	copy(arp[8:14], srcMAC)
+	t := target.As4()
+	copy(arp[24:28], t[:])
+	return b
+}
+
+// arpSender is the n-th spoofed sender of the ARP flood: 10.10.3.128/25 on
+// the peer link, neither the router nor the peer, so that the router's
+// neighbour entry for the peer stays right (this is a flood, not ARP
+// spoofing).
+func arpSender(n int) [4]byte { return [4]byte{10, 10, 3, byte(128 + n%127)} }
+
+// arpFlood sends f.arp out of the peer's eth0 through an AF_PACKET socket
+// until ctx ends, counting the frames in f.frames[floodARP]. It runs on a
+// thread in the peer's namespace.
+func (f *floods) arpFlood(ctx context.Context) error {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("AF_PACKET socket: %w", err)
+	}
+	defer unix.Close(fd)
+	to := &unix.SockaddrLinklayer{Ifindex: f.ifindex, Halen: 6}
+	copy(to.Addr[:], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	frame := append([]byte(nil), f.arp...)
+	for n := 0; ctx.Err() == nil; n++ {
+		for range 1024 {
+			s := arpSender(n)
+			copy(frame[28:32], s[:])
+			if err := unix.Sendto(fd, frame, 0, to); err != nil && !errors.Is(err, unix.ENOBUFS) {
+				return fmt.Errorf("send ARP: %w", err)
+			}
+			n++
+		}
+		f.frames[floodARP].Add(1024)
+	}
+	return nil
 }
 
 // peerLinkRouter is the router's address on the peer link: the BGP session's
@@ -173,6 +245,9 @@ func (f *floods) start(ctx context.Context) {
 				}
 				if err := unix.Setpriority(unix.PRIO_PROCESS, 0, genNice); err != nil { // this thread
 					return fmt.Errorf("nice %d: %w", genNice, err)
+				}
+				if i == floodARP {
+					return f.arpFlood(ctx)
 				}
 				for ctx.Err() == nil {
 					if err := g.Send(f.ifindex, genFrames); err != nil {

@@ -98,6 +98,14 @@ type Options struct {
 	// GTSMPeers are addresses whose BGP packets must arrive with TTL 255
 	// (the FE's classifier.gtsm_peers).
 	GTSMPeers []string
+	// HostChecksumOffload leaves TCP and UDP checksum offload on at the
+	// hosts' and peers' veth ends, as a default veth (a container's) has
+	// it: their packets then arrive with partial checksums
+	// (CHECKSUM_PARTIAL). By default the lab turns it off there, so that
+	// its traffic looks like a real NIC's; the FE must keep control flows
+	// alive either way (docs/troubleshooting.md, "The CPUMAP checksum
+	// pitfall on veth").
+	HostChecksumOffload bool
 	// NoProtection leaves the FE's classifier out: no control flows steered
 	// to the control CPU, no policer, no GTSM, no forward CPUs (the
 	// baseline of the DoS test).

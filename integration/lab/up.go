@@ -170,13 +170,15 @@ func Up(ctx context.Context, o Options) (err error) {
 			return err
 		}
 		// A sender on a veth leaves TCP and UDP checksums to "hardware"
-		// (CHECKSUM_PARTIAL), and veth never fills them in: a packet the
-		// XDP program redirects through the CPUMAP to the control CPU (a
-		// control flow's) is then rebuilt without that note and fails the
-		// kernel's checksum check. Real NICs send whole checksums; here the
-		// hosts' ends compute them.
-		if err := inNS(l.ns2, "ethtool", "-K", l.if2, "tx", "off"); err != nil {
-			return err
+		// (CHECKSUM_PARTIAL), and veth never fills them in. Real NICs send
+		// whole checksums, so by default the hosts' ends compute them; the
+		// FE's XDP program steers only control-flow packets whose checksum
+		// it verified, so with HostChecksumOffload the sessions stay up too
+		// (their packets then reach the kernel where they arrive).
+		if !o.HostChecksumOffload {
+			if err := inNS(l.ns2, "ethtool", "-K", l.if2, "tx", "off"); err != nil {
+				return err
+			}
 		}
 	}
 	for n := 1; n <= o.FEs; n++ {

@@ -31,30 +31,97 @@ static __always_inline int drop(__u32 reason)
 	return XDP_DROP;
 }
 
-// police passes the packet if this CPU's bucket has a token for it and
-// drops it otherwise; see struct fe_config. The bucket is per CPU, so the
+// ACT_PASS_DONE is what route returns for a packet for the kernel whose
+// fate for_us4 or for_us6 decided (policed as POLICE_LOCAL, or a control
+// flow, never policed): router counts and returns it as XDP_PASS, without
+// police_slow_path.
+#define ACT_PASS_DONE 0x102
+
+// police_bucket says whether this CPU's bucket of class has a token for the
+// packet, and takes it; see struct fe_config. The bucket is per CPU, so the
 // rate and burst are per CPU too, and no CPU waits for another.
-static __always_inline int police(const struct fe_config *cfg)
+static __always_inline int police_bucket(const struct fe_config *cfg, __u32 class)
 {
 	__u64 interval = cfg->police_interval_ns;
 	struct policer_state *st;
-	__u32 key = 0;
 	__u64 now, tat;
 
 	if (!interval)
-		return pass(STAT_PASS_LOCAL);
-	st = bpf_map_lookup_elem(&policer, &key);
+		return 1;
+	st = bpf_map_lookup_elem(&policer, &class);
 	if (!st)
-		return pass(STAT_PASS_LOCAL);
+		return 1;
 	now = bpf_ktime_get_ns();
 	tat = st->tat_ns;
 	if (tat < now)
 		tat = now; // the bucket has been full since tat
 	if (tat - now > cfg->police_tolerance_ns)
-		return drop(STAT_DROP_POLICED);
+		return 0;
 	// Per CPU and XDP does not nest, so a plain store, as in stat_add.
 	st->tat_ns = tat + interval;
-	return pass(STAT_PASS_LOCAL);
+	return 1;
+}
+
+// police passes a packet for the router (POLICE_LOCAL) if its bucket has a
+// token and drops it otherwise.
+static __always_inline int police(const struct fe_config *cfg)
+{
+	if (!police_bucket(cfg, POLICE_LOCAL))
+		return drop(STAT_DROP_POLICED);
+	stat_add(STAT_PASS_LOCAL, 1);
+	return ACT_PASS_DONE;
+}
+
+// police_slow_path polices a packet that route passed to the kernel (and
+// counted under its pass_* reason) in its class: POLICE_TTL_OPTIONS,
+// POLICE_ARP_ND or POLICE_OTHER. It returns XDP_PASS, or XDP_DROP counted
+// under the class's drop_policed_* reason. The packet is unmodified and its
+// headers were checked by route as far as it read them; what is read here
+// is checked again. A BPF-to-BPF call, so that forwarded packets do not
+// carry its code.
+static __attribute__((noinline)) int police_slow_path(void *data, void *data_end)
+{
+	struct ethhdr *eth = data;
+	__u32 class = POLICE_OTHER, reason = STAT_DROP_POLICED_OTHER;
+	struct fe_config *cfg;
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
+	if (!cfg || !cfg->police_interval_ns)
+		return XDP_PASS;
+	if ((void *)(eth + 1) > data_end)
+		goto police;
+	if (eth->h_proto == bpf_htons(0x0806 /* ETH_P_ARP */)) {
+		class = POLICE_ARP_ND;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		// L2 multicast with TTL 1 is link-local protocol traffic,
+		// not an expired packet.
+		if ((void *)(ip + 1) <= data_end && !(eth->h_dest[0] & 1) &&
+		    (ip->ihl != 5 || ip->ttl <= 1))
+			class = POLICE_TTL_OPTIONS;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		__u8 *icmp = (void *)(ip6 + 1);
+
+		if ((void *)(ip6 + 1) > data_end)
+			goto police;
+		if (ip6->nexthdr == 58 /* ICMPv6 */ && (void *)(icmp + 1) <= data_end &&
+		    *icmp >= 133 && *icmp <= 137)
+			class = POLICE_ARP_ND;
+		else if (!(eth->h_dest[0] & 1) && (ip6->nexthdr == 0 || ip6->hop_limit <= 1))
+			class = POLICE_TTL_OPTIONS;
+	}
+police:
+	if (class == POLICE_TTL_OPTIONS)
+		reason = STAT_DROP_POLICED_TTL_OPTIONS;
+	else if (class == POLICE_ARP_ND)
+		reason = STAT_DROP_POLICED_ARP_ND;
+	if (police_bucket(cfg, class))
+		return XDP_PASS;
+	stat_add(reason, 1);
+	return XDP_DROP;
 }
 
 // to_control sends a packet of a control flow (whose per-CPU packet count is
@@ -69,8 +136,137 @@ static __always_inline int to_control(const struct fe_config *cfg, __u64 *count)
 		stat_add(STAT_TO_CONTROL_CPU, 1);
 		return ACT_TO_CONTROL_CPU;
 	}
-	return pass(STAT_PASS_CONTROL);
+	stat_add(STAT_PASS_CONTROL, 1);
+	return ACT_PASS_DONE;
 }
+
+// The TCP checksum check before steering. A sender on a veth (and some
+// virtual NICs) leaves the TCP checksum to "hardware" (CHECKSUM_PARTIAL:
+// the field holds only the pseudo-header's sum), and the kernel accepts
+// such a packet because the skb says so; a packet redirected through the
+// CPUMAP is rebuilt on the control CPU without that note, its checksum is
+// then checked in full and fails, and the control flow dies. So the program
+// steers only what it has verified, and passes the rest where it arrived,
+// as it would without steering (docs/troubleshooting.md).
+#define CSUM_CHUNK 256 // bytes a bpf_csum_diff call sums in the main loop
+#define CSUM_MAX_CHUNKS 36
+#define CSUM_MAX_LEN (CSUM_CHUNK * CSUM_MAX_CHUNKS) // 9216: a jumbo frame's segment
+
+// csum_fold folds a sum of 32-bit partial sums to 16 bits.
+static __always_inline __u16 csum_fold(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+// l4_csum_ok says whether the len bytes at l4, summed in ones' complement
+// with sum (the pseudo-header's, in memory order, as bpf_csum_diff sums),
+// give 0xffff: a valid checksum. It says no when the frame ends before
+// l4 + len or len is over CSUM_MAX_LEN. A BPF-to-BPF call, so that its
+// loops are verified once for each family and the packets that are not
+// steered do not carry its code.
+static __attribute__((noinline)) int l4_csum_ok(void *l4, __u32 len, void *data_end, __u64 sum)
+{
+	__u32 i, n, off, rem;
+	void *p;
+
+	if (len > CSUM_MAX_LEN)
+		return 0;
+	n = len / CSUM_CHUNK;
+	for (i = 0; i < CSUM_MAX_CHUNKS; i++) {
+		if (i >= n)
+			break;
+		p = l4 + i * CSUM_CHUNK;
+		if (p + CSUM_CHUNK > data_end)
+			return 0;
+		sum = bpf_csum_diff(0, 0, p, CSUM_CHUNK, (__u32)sum) & 0xffffffff;
+	}
+	// Computed from len, not carried out of the loop, so that the
+	// verifier sees one state here whatever the iteration count.
+	off = len & ~(CSUM_CHUNK - 1);
+	rem = len & (CSUM_CHUNK - 1);
+#define CSUM_TAIL(c)                                                                 \
+	if (rem & (c)) {                                                             \
+		p = l4 + off;                                                        \
+		if (p + (c) > data_end)                                              \
+			return 0;                                                    \
+		sum += bpf_csum_diff(0, 0, p, (c), 0) & 0xffffffff;                  \
+		off += (c);                                                          \
+	}
+	CSUM_TAIL(128)
+	CSUM_TAIL(64)
+	CSUM_TAIL(32)
+	CSUM_TAIL(16)
+	CSUM_TAIL(8)
+	CSUM_TAIL(4)
+#undef CSUM_TAIL
+	if (rem & 2) {
+		p = l4 + off;
+		if (p + 2 > data_end)
+			return 0;
+		sum += *(__u16 *)p;
+		off += 2;
+	}
+	if (rem & 1) {
+		// The last odd byte is the high-order byte of a word padded
+		// with zero: in memory order, the word's first byte.
+		p = l4 + off;
+		if (p + 1 > data_end)
+			return 0;
+		sum += *(__u8 *)p;
+	}
+	return csum_fold(sum) == 0xffff;
+}
+
+// tcp4_csum_ok says whether the TCP segment at l4 of ip has a valid
+// checksum over its IPv4 pseudo-header (RFC 793) and is whole in the frame.
+static __always_inline int tcp4_csum_ok(struct iphdr *ip, void *l4, void *data_end)
+{
+	__u32 hlen = ip->ihl * 4, tot_len = bpf_ntohs(ip->tot_len);
+	__u64 sum;
+
+	if (tot_len < hlen + 20 /* TCP header */)
+		return 0;
+	sum = (__u64)ip->saddr + ip->daddr + bpf_htons(6 /* TCP */) + bpf_htons(tot_len - hlen);
+	return l4_csum_ok(l4, tot_len - hlen, data_end, sum);
+}
+
+// tcp6_csum_ok is tcp4_csum_ok for IPv6 (RFC 8200 section 8.1): l4 is the
+// TCP header, behind the extension headers that end payload_len sooner.
+static __always_inline int tcp6_csum_ok(struct ipv6hdr *ip6, void *l4, void *data_end)
+{
+	__u32 ext = l4 - (void *)(ip6 + 1), plen = bpf_ntohs(ip6->payload_len), len;
+	__u64 sum;
+
+	if (ext > 1024 || plen < ext + 20)
+		return 0;
+	len = plen - ext;
+	sum = bpf_csum_diff(0, 0, (__be32 *)&ip6->saddr, 32, 0) & 0xffffffff;
+	sum += bpf_htons(len) + bpf_htons(6 /* TCP */);
+	return l4_csum_ok(l4, len, data_end, sum);
+}
+
+// steer sends a packet of a control flow to the control CPU after checking
+// its TCP checksum (verify, the result of tcp4_csum_ok or tcp6_csum_ok, is
+// only evaluated when a control CPU is set); a packet it cannot vouch for
+// passes here, on the path it would take without steering, and counts as
+// pass_steer_bad_csum.
+#define steer(cfg, count, verify)                                                    \
+	({                                                                           \
+		int __r;                                                             \
+		if ((cfg)->control_cpu_set && !(verify)) {                           \
+			*(count) += 1;                                               \
+			stat_add(STAT_PASS_STEER_BAD_CSUM, 1);                       \
+			__r = ACT_PASS_DONE;                                         \
+		} else {                                                             \
+			__r = to_control((cfg), (count));                            \
+		}                                                                    \
+		__r;                                                                 \
+	})
 
 // for_us4 decides the fate of an IPv4 packet to one of the router's
 // addresses: GTSM, then control flows, then the policer. The header, options
@@ -111,7 +307,7 @@ static __attribute__((noinline)) int for_us4(struct iphdr *ip, void *data_end)
 		key.daddr = ip->daddr;
 		count = bpf_map_lookup_elem(&control_flows, &key);
 		if (count)
-			return to_control(cfg, count);
+			return steer(cfg, count, tcp4_csum_ok(ip, l4, data_end));
 	}
 	return police(cfg);
 }
@@ -125,8 +321,8 @@ static __always_inline int is_ext6(__u8 nh)
 
 #define EXT6_MAX 4 // extension headers for_us6 follows to find TCP
 
-// for_us6 is for_us4 for IPv6. NDP (ICMPv6 types 133-137) always passes
-// unpoliced. The upper-layer header is found behind up to EXT6_MAX
+// for_us6 is for_us4 for IPv6. NDP (ICMPv6 types 133-137) passes here
+// and is policed in its own class (POLICE_ARP_ND) by police_slow_path. The upper-layer header is found behind up to EXT6_MAX
 // extension headers, so that they cannot hide BGP from GTSM; a chain that
 // cannot be followed counts as possibly BGP for GTSM, and as neither a
 // control flow nor NDP otherwise.
@@ -187,7 +383,7 @@ static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end
 		__builtin_memcpy(key.daddr, &ip6->daddr, sizeof(key.daddr));
 		count = bpf_map_lookup_elem(&control_flows6, &key);
 		if (count)
-			return to_control(cfg, count);
+			return steer(cfg, count, tcp6_csum_ok(ip6, l4, data_end));
 	}
 	return police(cfg);
 }

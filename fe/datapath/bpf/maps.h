@@ -91,6 +91,10 @@ enum stat_reason {
 	STAT_DROP_MARTIAN_DST,  // destination a router must not forward to
 	STAT_PASS_OTHER_HOST,   // unicast frame for another MAC than the ingress port's
 	STAT_PASS_MTU,          // larger than the egress port's MTU: the kernel sends the ICMP error
+	STAT_PASS_STEER_BAD_CSUM, // control flow whose TCP checksum the program could not verify: passed here
+	STAT_DROP_POLICED_TTL_OPTIONS, // to the kernel for TTL expiry or IP options, over the policer's rate
+	STAT_DROP_POLICED_ARP_ND,      // ARP or NDP, over the policer's rate
+	STAT_DROP_POLICED_OTHER,       // any other packet for the kernel, over the policer's rate
 	STAT_MAX,
 };
 
@@ -319,15 +323,30 @@ struct {
 	__type(value, struct fe_config);
 } fe_config_map SEC(".maps");
 
-// policer_state is this CPU's bucket: the time at which it will be full
-// again. 0 (as the Go side resets it) means full.
+// policer_state is this CPU's bucket of one police class: the time at which
+// it will be full again. 0 (as the Go side resets it) means full.
 struct policer_state {
 	__u64 tat_ns;
 };
 
+// The police classes: everything the program hands to the kernel, but the
+// control flows, is policed in one of them, each with a bucket of its own
+// (the same rate and burst, from fe_config), so that a flood of one class
+// cannot starve another.
+enum police_class {
+	POLICE_LOCAL,       // other traffic to the router's addresses
+	POLICE_TTL_OPTIONS, // TTL / hop limit expiry, IPv4 options, IPv6 Hop-by-Hop
+	POLICE_ARP_ND,      // ARP, NDP
+	POLICE_OTHER,       // the rest: no route, unresolved neighbour, broadcast, ...
+	POLICE_CLASSES,
+};
+
+// Referenced only so that the enum lands in BTF for bpf2go -type.
+const enum police_class *unused_police_class __attribute__((unused));
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, POLICE_CLASSES);
 	__type(key, __u32);
 	__type(value, struct policer_state);
 } policer SEC(".maps");

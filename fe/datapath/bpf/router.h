@@ -253,6 +253,11 @@ static __always_inline int router(struct xdp_md *ctx, const int variant, const i
 	int action;
 
 	action = route(data, data_end, variant, on_fe_cpu, slot);
+	// CoPP: what goes to the kernel is policed by class (control.h).
+	if (action == XDP_PASS)
+		action = police_slow_path(data, data_end);
+	else if (action == ACT_PASS_DONE)
+		action = XDP_PASS;
 	ps = port_counters(slot);
 	if (!ps)
 		return action >= ACT_TO_CONTROL_CPU ? XDP_REDIRECT : action;

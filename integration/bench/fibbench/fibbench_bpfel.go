@@ -167,6 +167,7 @@ const (
 	fibbenchVarBenchNext          = "bench_next"
 	fibbenchVarBenchRedirectPort  = "bench_redirect_port"
 	fibbenchVarBenchRotate        = "bench_rotate"
+	fibbenchVarUnusedPoliceClass  = "unused_police_class"
 	fibbenchVarUnusedStatReason   = "unused_stat_reason"
 )
 
@@ -261,6 +262,7 @@ type fibbenchVariableSpecs struct {
 	BenchNext         *ebpf.VariableSpec `ebpf:"bench_next"`
 	BenchRedirectPort *ebpf.VariableSpec `ebpf:"bench_redirect_port"`
 	BenchRotate       *ebpf.VariableSpec `ebpf:"bench_rotate"`
+	UnusedPoliceClass *ebpf.VariableSpec `ebpf:"unused_police_class"`
 	UnusedStatReason  *ebpf.VariableSpec `ebpf:"unused_stat_reason"`
 }
 
@@ -354,6 +356,7 @@ type fibbenchVariables struct {
 	BenchNext         *ebpf.Variable `ebpf:"bench_next"`
 	BenchRedirectPort *ebpf.Variable `ebpf:"bench_redirect_port"`
 	BenchRotate       *ebpf.Variable `ebpf:"bench_rotate"`
+	UnusedPoliceClass *ebpf.Variable `ebpf:"unused_police_class"`
 	UnusedStatReason  *ebpf.Variable `ebpf:"unused_stat_reason"`
 }
 

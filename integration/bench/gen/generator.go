@@ -26,6 +26,9 @@ type Header struct {
 	// TCP makes every frame a TCP SYN (window 64240, no options, a valid
 	// checksum) instead of a UDP datagram (checksum 0: none).
 	TCP bool
+	// TCPFlags, when not 0, are the TCP frames' flags instead of SYN (0x10:
+	// an ACK, as of an established connection).
+	TCPFlags uint8
 }
 
 // Ports rotates one port of a flood: Count ports starting at the header's
@@ -190,6 +193,9 @@ func header(h Header, fixed netip.Addr, src bool, ports Ports) [hdrLen]byte {
 		l4[12] = 5 << 4                                // data offset: no options
 		l4[13] = 0x02                                  // SYN
 		binary.BigEndian.PutUint16(l4[14:], 64240)     // window
+		if h.TCPFlags != 0 {
+			l4[13] = h.TCPFlags
+		}
 		binary.BigEndian.PutUint16(l4[16:], tcpChecksum(ip, l4[:tcpLen]))
 	} else {
 		binary.BigEndian.PutUint16(ip[2:], FrameLen-14)
