@@ -1,7 +1,6 @@
 package ce
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/logtest"
 )
 
 // runCE starts a CE on cfg and returns it with a function that stops it and
@@ -133,8 +132,8 @@ func TestAPIRoutesFile(t *testing.T) {
 		}
 		next := cfg
 		next.APIRoutesFile = bad
-		var logs syncBuffer
-		ce, stop := runCELog(t, next, slog.New(slog.NewTextHandler(&logs, nil)))
+		var logs logtest.Recorder
+		ce, stop := runCELog(t, next, slog.New(&logs))
 		if got := apiRouteList(t, ce); len(got) != 0 {
 			t.Errorf("file %q: restored %v", c.body, got)
 		}
@@ -149,9 +148,8 @@ func TestAPIRoutesFile(t *testing.T) {
 		if b, _ := os.ReadFile(aside[0]); string(b) != c.body {
 			t.Errorf("file %q: the file moved aside holds %q", c.body, b)
 		}
-		log := strings.ReplaceAll(logs.String(), `\"`, `"`) // slog quotes the error
-		if !strings.Contains(log, "the API's routes were NOT restored") || !strings.Contains(log, c.want) ||
-			!strings.Contains(log, aside[0]) || !strings.Contains(log, "level=ERROR") {
+		log := logs.String()
+		if !logs.Has("ERROR", "the API's routes were NOT restored", c.want, aside[0]) {
 			t.Errorf("file %q: log does not say what happened, naming %q and %s:\n%s", c.body, c.want, aside[0], log)
 		}
 	}
@@ -191,25 +189,6 @@ func TestAPIRoutesSavePacing(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from several
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // flakyWrite fails until ok is set, counting its calls.
 type flakyWrite struct {
 	ok    atomic.Bool
@@ -228,10 +207,10 @@ func (f *flakyWrite) write(path string, routes []RouteOp) error {
 // and logged; the metric says the file is behind meanwhile.
 func TestAPIRoutesSaveRetried(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "api-routes")
-	var logs syncBuffer
+	var logs logtest.Recorder
 	var stats persistStats
 	w := &flakyWrite{}
-	p := startPersister(file, slog.New(slog.NewTextHandler(&logs, nil)), &stats, w.write, time.Millisecond, 4*time.Millisecond)
+	p := startPersister(file, slog.New(&logs), &stats, w.write, time.Millisecond, 4*time.Millisecond)
 	defer p.close()
 	p.save([]RouteOp{replaceOp("198.51.100.0/24", "10.0.0.2")})
 	waitFor(t, func() bool { return w.calls.Load() >= 3 })
@@ -282,9 +261,9 @@ func TestAPIRoutesRestoreDoesNotFit(t *testing.T) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Recorder
 	c, stop := runCELog(t, Config{ID: 7, ASN: 65001, RouterID: "192.0.2.1", BGPListenPort: -1, ForCESListen: "127.0.0.1:0",
-		APIRoutesFile: file, StaticRoutes: testConnected}, slog.New(slog.NewTextHandler(&logs, nil)))
+		APIRoutesFile: file, StaticRoutes: testConnected}, slog.New(&logs))
 	if got := apiRouteList(t, c); len(got) != 0 {
 		t.Fatalf("%d routes restored", len(got))
 	}

@@ -34,17 +34,30 @@ func (r *Recorder) Handle(_ context.Context, rec slog.Record) error {
 }
 
 // Has reports whether some record's line contains every one of substrs.
-func (r *Recorder) Has(substrs ...string) bool {
+func (r *Recorder) Has(substrs ...string) bool { return r.Count(substrs...) > 0 }
+
+// Count returns how many records' lines contain every one of substrs (all
+// the records, with none).
+func (r *Recorder) Count(substrs ...string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	n := 0
 	for _, l := range r.lines {
 		all := true
 		for _, s := range substrs {
 			all = all && strings.Contains(l, s)
 		}
 		if all {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
+}
+
+// String returns the records' lines, one a line, for a test's failure
+// message.
+func (r *Recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
 }
