@@ -37,7 +37,11 @@ func screen(m *forces.Message) (forces.ResultCode, error) {
 				}
 			}
 			for i := range op.Paths {
-				ids += leafIDs(&op.Paths[i], 0)
+				if p := &op.Paths[i]; len(p.Children) == 0 {
+					ids += len(p.IDs) // a row, as a full sync's thousands are
+				} else {
+					ids += leafIDs(p, 0)
+				}
 			}
 		}
 	}
@@ -154,7 +158,12 @@ func configResponseFits(m *forces.Message) error {
 				ol += 8
 			}
 			for i := range op.Paths {
-				pl, err := echoLen(&op.Paths[i])
+				p := &op.Paths[i]
+				if len(p.Children) == 0 && p.Key == nil {
+					ol += 16 + 4*len(p.IDs) // a row: its IDs and a RESULT-TLV
+					continue
+				}
+				pl, err := echoLen(p)
 				if err != nil {
 					return err
 				}

@@ -46,17 +46,6 @@ func TestClassifier(t *testing.T) {
 		}
 		return st.FE
 	}
-	bgpRule := func(st fe.Status) string {
-		if st.Classifier == nil {
-			return ""
-		}
-		for _, r := range st.Classifier.Rules {
-			if r.Kind == "bgp" {
-				return r.Local + " " + r.Remote
-			}
-		}
-		return ""
-	}
 	var rule string
 	eventually(t, 30*time.Second, "a rule for the BGP session, and its packets on the control CPU", func() error {
 		st := status()
@@ -252,17 +241,6 @@ func TestClassifierChecksumOffload(t *testing.T) {
 	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "100", "--host-checksum-offload")...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
-	bgpRule := func(st fe.Status) string {
-		if st.Classifier == nil {
-			return ""
-		}
-		for _, r := range st.Classifier.Rules {
-			if r.Kind == "bgp" {
-				return r.Local + " " + r.Remote
-			}
-		}
-		return ""
-	}
 	var rule string
 	eventually(t, 30*time.Second, "the session established and its rule in place", func() error {
 		st, err := lab.GetStatus(o)
@@ -308,4 +286,18 @@ func TestClassifierChecksumOffload(t *testing.T) {
 	if err != nil || csum != "0" {
 		t.Errorf("TCP checksum errors in the router: %s (%v)\n%s", csum, err, out)
 	}
+}
+
+// bgpRule is the FE's classifier rule for the BGP session ("LOCAL REMOTE"),
+// or "" while it has none.
+func bgpRule(st fe.Status) string {
+	if st.Classifier == nil {
+		return ""
+	}
+	for _, r := range st.Classifier.Rules {
+		if r.Kind == "bgp" {
+			return r.Local + " " + r.Remote
+		}
+	}
+	return ""
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/splitplane/splitplane/internal/host"
+
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/integration/harness"
@@ -106,7 +108,7 @@ status_socket: %s
 	if err != nil {
 		return f, err
 	}
-	if f.rssAtEnd, _, err = procMemory(ceProc.Pid()); err != nil {
+	if f.rssAtEnd, _, err = host.ProcessMemory(ceProc.Pid()); err != nil {
 		return f, err
 	}
 	// Where a page fault is dear they are much of the time (docs/operations.md,
@@ -115,7 +117,7 @@ status_socket: %s
 	if err := sleepCtx(ctx, c.opts.Settle); err != nil {
 		return f, err
 	}
-	if f.rss, f.peak, err = procMemory(ceProc.Pid()); err != nil {
+	if f.rss, f.peak, err = host.ProcessMemory(ceProc.Pid()); err != nil {
 		return f, err
 	}
 	var st ce.Status
@@ -207,7 +209,7 @@ protocol bgp from_sender {
 	if err != nil {
 		return b, err
 	}
-	if b.rss, _, err = procMemory(birdProc.Pid()); err != nil {
+	if b.rss, _, err = host.ProcessMemory(birdProc.Pid()); err != nil {
 		return b, err
 	}
 	n, err := countKernelRoutes(c.ns.brd)
@@ -262,7 +264,7 @@ func (c *convergeRun) gobgpRound(ctx context.Context) (g birdFigures, err error)
 	if err := sleepCtx(ctx, c.opts.Settle); err != nil {
 		return g, err
 	}
-	g.rss, _, err = procMemory(proc.Pid())
+	g.rss, _, err = host.ProcessMemory(proc.Pid())
 	return g, err
 }
 

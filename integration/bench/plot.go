@@ -7,11 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/splitplane/splitplane/integration/bench/fibbench"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 )
 
 // Colours of the systems in every plot: splitplane, the kernel (the

@@ -11,34 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// procMemory returns VmRSS and VmHWM (the peak) of a process, in MB.
-func procMemory(pid int) (rss, peak float64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, v, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
-			continue
-		}
-		mb, err := kBToMB(v)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/status: %s: %w", pid, line, err)
-		}
-		if name == "VmRSS" {
-			rss = mb
-		} else {
-			peak = mb
-		}
-	}
-	if rss == 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
-	}
-	return rss, peak, nil
-}
+	"github.com/splitplane/splitplane/internal/host"
+)
 
 // procFaults returns the page faults a process has taken (minor and major,
 // from /proc/PID/stat) and how much of its memory is in transparent huge
@@ -71,18 +46,12 @@ func procFaults(pid int) (faults uint64, hugeMB float64, err error) {
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
-			if hugeMB, err = kBToMB(v); err != nil {
+			if hugeMB, err = host.KBToMB(v); err != nil {
 				return faults, 0, fmt.Errorf("/proc/%d/smaps_rollup: %s: %w", pid, strings.TrimSpace(line), err)
 			}
 		}
 	}
 	return faults, hugeMB, nil
-}
-
-// kBToMB reads a /proc value such as "  123456 kB" as MB of 10^6 bytes.
-func kBToMB(v string) (float64, error) {
-	kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-	return kb * 1024 / 1e6, err
 }
 
 // statusClient reads a daemon's status socket over one kept-alive

@@ -246,24 +246,6 @@ func (r *attackRun) logLines(daemon string) int {
 	return strings.Count(string(b), "\n")
 }
 
-// rssKiB reads a process's resident set size (VmRSS) and its peak (VmHWM).
-func rssKiB(pid int) (rss, hwm int, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		var v int
-		if _, e := fmt.Sscanf(l, "VmRSS: %d kB", &v); e == nil {
-			rss = v
-		}
-		if _, e := fmt.Sscanf(l, "VmHWM: %d kB", &v); e == nil {
-			hwm = v
-		}
-	}
-	return rss, hwm, nil
-}
-
 // PrintAttack writes one line per attack.
 func PrintAttack(w io.Writer, rs []AttackResult) error {
 	held := 0

@@ -16,6 +16,7 @@ import (
 	splitplanev1 "github.com/splitplane/splitplane/api/splitplane/v1"
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/integration/harness"
+	"github.com/splitplane/splitplane/internal/host"
 )
 
 // feAttacks are played by the fake FE against the lab's CE.
@@ -332,19 +333,19 @@ func refusedAs(ctx context.Context, r *attackRun, low bool, cert string, id uint
 // bounded runs play and checks that the daemon's peak memory grew by less
 // than 64 MiB meanwhile.
 func (r *attackRun) bounded(daemon string, pid int, play func() error) (string, error) {
-	_, before, err := rssKiB(pid)
+	_, before, err := host.ProcessMemory(pid)
 	if err != nil {
 		return "", err
 	}
 	if err := play(); err != nil {
 		return "", err
 	}
-	_, after, err := rssKiB(pid)
+	_, after, err := host.ProcessMemory(pid)
 	if err != nil {
 		return "", fmt.Errorf("the %s is gone: %w", daemon, err)
 	}
-	what := fmt.Sprintf("the %s's peak memory grew by %d KiB", daemon, after-before)
-	if after-before > 64<<10 {
+	what := fmt.Sprintf("the %s's peak memory grew by %.1f MB", daemon, after-before)
+	if after-before > 64<<20/1e6 {
 		return what, errors.New("more than 64 MiB for one message")
 	}
 	return what, nil
