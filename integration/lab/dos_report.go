@@ -109,7 +109,9 @@ func PrintDoS(w io.Writer, rs []DoSResult) error {
 		}
 		return fmt.Sprintf("%s (%s)", pps(r.AttackOffered()), strings.Join(parts, " + "))
 	})
-	row("dropped at to-peer, ring full", func(r DoSResult) string { return pps(r.RingDropped) })
+	row("dropped at to-peer, ring full: XDP frames / skbs (ARP, BGP)", func(r DoSResult) string {
+		return pps(r.RingDropped) + " / " + pps(r.RingDroppedSKB)
+	})
 	row("arrived on to-peer queue 0 / 1", func(r DoSResult) string { return joinRates(r.QueueArrived, pps) })
 	for _, c := range []struct{ label, counter string }{
 		{"XDP: forwarded", "forwarded"},

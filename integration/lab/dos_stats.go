@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/splitplane/splitplane/fe"
 	"github.com/splitplane/splitplane/internal/nsthread"
 	"github.com/splitplane/splitplane/internal/status"
@@ -36,6 +38,11 @@ type ringStats struct {
 	queued  map[int]uint64 // rx_queue_N_xdp_packets of to-peer, by queue
 	xmit    uint64         // frames sent by XDP out of the peer's eth0 (the generators)
 	xmitErr uint64         // of those, dropped: the ring was full
+	// skbDropped is the peer's eth0 tx_dropped: the frames the router's
+	// port dropped because the ring of their queue was full, the XDP
+	// frames (xmitErr) and those the peer's kernel sent (the ARP flood, and
+	// the peer's own packets: its BGP session).
+	skbDropped uint64
 }
 
 // cpuTimes are one CPU's times in clock ticks.
@@ -82,25 +89,43 @@ func takeSnapshot(o *Options, f *floods, sk *sink) (snapshot, error) {
 			s.ring.xmit += v
 		}
 	}
-	err = nsthread.Run(o.Namespace("rtr"), func() error {
-		s.kernel = map[string]uint64{}
-		for _, file := range []string{"netstat", "snmp"} {
-			b, err := os.ReadFile("/proc/thread-self/net/" + file)
-			if err != nil {
-				return err
-			}
-			parseSNMP(string(b), s.kernel)
+	if s.kernel, err = kernelCounters(o.Namespace("rtr")); err != nil {
+		return s, fmt.Errorf("the router's kernel counters: %w", err)
+	}
+	err = nsthread.Run(o.Namespace("peer"), func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if st := l.Attrs().Statistics; st != nil {
+			s.ring.skbDropped = st.TxDropped
 		}
 		return nil
 	})
 	if err != nil {
-		return s, fmt.Errorf("the router's kernel counters: %w", err)
+		return s, fmt.Errorf("the peer's eth0: %w", err)
 	}
 	if s.cpu, err = readCPUTimes(); err != nil {
 		return s, err
 	}
 	s.backlogDrops, err = readBacklogDrops()
 	return s, err
+}
+
+// kernelCounters reads /proc/net/netstat and snmp of namespace ns.
+func kernelCounters(ns string) (map[string]uint64, error) {
+	m := map[string]uint64{}
+	err := nsthread.Run(ns, func() error {
+		for _, file := range []string{"netstat", "snmp"} {
+			b, err := os.ReadFile("/proc/thread-self/net/" + file)
+			if err != nil {
+				return err
+			}
+			parseSNMP(string(b), m)
+		}
+		return nil
+	})
+	return m, err
 }
 
 // parseSNMP adds the counters of /proc/net/snmp or netstat, which come in
