@@ -55,6 +55,16 @@ type CE struct {
 	converged  chan struct{}
 	lastUpdate atomic.Int64  // unix ns of the last route change
 	ready      chan struct{} // closed once the listeners and the speaker are up
+	// neighborsUp is closed once the BGP neighbours are added: at once,
+	// or with graceful restart after the FEs reported whether they kept
+	// their FIB (gracefulrestart.go). Reloads wait for it.
+	neighborsUp chan struct{}
+	feReports   *feReports // what FEs reported at discovery, during that wait
+	// forwardingPreserved is what the CE claimed to its graceful-restart
+	// neighbours at start; claiming is what bgp.Config.ForwardingPreserved
+	// answers: the claim while the start-up neighbours are added, then no.
+	forwardingPreserved atomic.Bool
+	claiming            atomic.Bool
 
 	speaker     *bgp.Speaker
 	listener    net.Listener
@@ -124,6 +134,9 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		api:       make(chan any),
 		converged: make(chan struct{}),
 		ready:     make(chan struct{}),
+
+		neighborsUp: make(chan struct{}),
+		feReports:   newFEReports(),
 	}
 	c.prom = metrics.New(log, &ceCollector{c: c})
 	if err := c.prom.Register(apiFileCollector{&c.apiFile}); err != nil {
@@ -186,6 +199,13 @@ func (c *CE) Run(ctx context.Context) error {
 	bc, _ := c.cfg.bgpConfig() // validated in New
 	bc.Logger = c.log
 	bc.APIListen = c.cfg.BGPAPIListen
+	bc.ForwardingPreserved = c.claiming.Load
+	gr := c.cfg.gracefulRestart()
+	neighbors, networks := bc.Neighbors, bc.Networks
+	if gr {
+		// Added once the FEs have said whether they kept their FIB.
+		bc.Neighbors, bc.Networks = nil, nil
+	}
 	sp, err := bgp.Start(ctx, bc, func(u []bgp.Update) {
 		select {
 		case c.updates <- u:
@@ -232,7 +252,23 @@ func (c *CE) Run(ctx context.Context) error {
 	}
 	c.lowListener = low
 	close(c.ready)
-	go c.watchConvergence(ctx)
+	startErr := make(chan error, 1)
+	if gr {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.startNeighbors(ctx, sp, neighbors, networks); err != nil {
+				startErr <- err
+				cancel()
+				return
+			}
+			close(c.neighborsUp)
+			c.watchConvergence(ctx)
+		}()
+	} else {
+		close(c.neighborsUp)
+		go c.watchConvergence(ctx)
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -242,7 +278,12 @@ func (c *CE) Run(ctx context.Context) error {
 		defer wg.Done()
 		c.accept(ctx, low, &wg, c.serveLow)
 	}()
-	return c.loop(ctx)
+	err = c.loop(ctx)
+	select {
+	case err = <-startErr:
+	default:
+	}
+	return err
 }
 
 // serveInject handles POST /inject?fe=N&port=ID with the frame as the body:

@@ -75,6 +75,9 @@ type fakeFE struct {
 	id    forces.ID
 	lfbs  []forces.SupportedLFB // what it answers discovery with
 	ports []forces.PortInfo     // and its ports
+	// fibKept, if set, is its answer on whether it kept its FIB
+	// (forces.FIBKeptComponent); nil: it does not know the component.
+	fibKept *bool
 }
 
 var routingLFBs = []forces.SupportedLFB{
@@ -136,7 +139,10 @@ func (f *fakeFE) answer(q *forces.Message) {
 		if it.ClassID == forces.ClassFEObject && it.Path[0] == forces.FEObjectFEName {
 			return []byte("fake"), forces.ResultSuccess
 		}
-		if it.ClassID == forces.PortTableClass && len(f.ports) > 0 {
+		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.FIBKeptComponent && f.fibKept != nil {
+			return forces.BoolFullData(*f.fibKept), forces.ResultSuccess
+		}
+		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.PortTableComponent && len(f.ports) > 0 {
 			b, err := forces.MarshalPortInfos(f.ports)
 			if err != nil {
 				f.t.Error(err)
@@ -363,6 +369,7 @@ func TestConfigValidate(t *testing.T) {
 			c.Neighbors = []NeighborConfig{{Address: "10.0.0.1", ASN: 1, MaxPrefixes: &MaxPrefixesConfig{Limit: 5, Action: "warn", Restart: time.Minute}}}
 		}, "neighbors[0].max_prefixes.restart 1m0s"},
 		{func(c *Config) { c.HeartbeatInterval = time.Microsecond }, "heartbeat_interval"},
+		{func(c *Config) { c.GracefulRestartFEWait = -time.Second }, "graceful_restart_fe_wait -1s: must not be negative"},
 		{func(c *Config) { c.BGPListenAddrs = []string{"10.0.0.1", "nope"} }, `bgp_listen_addresses[1] "nope"`},
 	} {
 		cfg := base()

@@ -73,6 +73,16 @@ type Config struct {
 	// An FE that does not come back in time has its prefixes withdrawn and
 	// the routes that depended on them with them.
 	FEHoldTime time.Duration `yaml:"fe_hold_time"`
+	// GracefulRestartFEWait bounds how long the CE, when a neighbour has
+	// graceful_restart on, waits at start for FEs to associate before it
+	// adds its BGP neighbours (10s by default: an FE retries at most 5s
+	// apart). It then claims its forwarding state preserved (the Restart
+	// and Forwarding State bits of RFC 4724) only if at least one FE
+	// associated and every FE that did kept the FIB of before the CE's
+	// restart. The wait ends as soon as every FE of forces_allowed_fes (when
+	// it names at most 256 IDs; otherwise any one FE) has associated, or an
+	// FE reports an empty FIB. Without graceful_restart there is no wait.
+	GracefulRestartFEWait time.Duration `yaml:"graceful_restart_fe_wait"`
 	// TLS, if set, requires mutual TLS on both ForCES channels: this CE's
 	// certificate and key, and the CA that FE certificates must chain to.
 	// An FE's certificate must also name its FE ID, as the DNS name fe-N
@@ -259,10 +269,11 @@ type NeighborConfig struct {
 	// neighbour, both ways: the CE keeps the neighbour's routes while it
 	// restarts, and when the CE stops (without a NOTIFICATION) the
 	// neighbour keeps the CE's while it is away, as the FEs keep
-	// forwarding. The CE comes back without the Restart and Forwarding
-	// State bits, as it cannot tell yet whether the FEs kept their FIB:
-	// the neighbour then drops the routes it kept as soon as the session
-	// is up again and takes the CE's anew.
+	// forwarding. The CE comes back with the Restart and Forwarding State
+	// bits only when the FEs that associated within
+	// graceful_restart_fe_wait all kept their FIB; otherwise without them,
+	// and the neighbour drops the routes it kept as soon as the session is
+	// up again and takes the CE's anew.
 	GracefulRestart *GracefulRestartConfig `yaml:"graceful_restart"`
 	// BFD runs a single-hop BFD session (RFC 5880/5881, UDP port 3784)
 	// beside the BGP session; when BFD goes down, the BGP session is reset
@@ -338,6 +349,9 @@ type BFDConfig struct {
 // (6700 is the ForCES TML's registered high-priority port).
 const DefaultForCESListen = "127.0.0.1:6700"
 
+// DefaultGracefulRestartFEWait is graceful_restart_fe_wait unless configured.
+const DefaultGracefulRestartFEWait = 10 * time.Second
+
 // DefaultHeartbeatInterval is the ForCES heartbeat interval unless configured.
 const DefaultHeartbeatInterval = time.Second
 
@@ -370,6 +384,12 @@ func (c *Config) Validate() error {
 	}
 	if c.FEHoldTime < 0 {
 		return fmt.Errorf("%w: fe_hold_time %s: must not be negative", ErrConfig, c.FEHoldTime)
+	}
+	if c.GracefulRestartFEWait == 0 {
+		c.GracefulRestartFEWait = DefaultGracefulRestartFEWait
+	}
+	if c.GracefulRestartFEWait < 0 {
+		return fmt.Errorf("%w: graceful_restart_fe_wait %s: must not be negative", ErrConfig, c.GracefulRestartFEWait)
 	}
 	if c.HeartbeatMissLimit == 0 {
 		c.HeartbeatMissLimit = 3

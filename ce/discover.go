@@ -15,6 +15,10 @@ type feInfo struct {
 	state forces.FEState
 	lfbs  []forces.SupportedLFB
 	ports []forces.PortInfo
+	// fibKept: the FE's datapath still held an earlier association's FIB
+	// (forces.FIBKeptComponent; false from an FE that does not say).
+	fibKept    bool
+	fibKeptErr error // the FE's answer did not parse (fibKept false)
 }
 
 // queryTimeout bounds the wait for an FE's Query Response.
@@ -25,7 +29,7 @@ const queryTimeout = 10 * time.Second
 // FE's heartbeat policy in its FE Protocol LFB.
 func (s *session) discover(ctx context.Context) error {
 	q := forces.NewDiscoveryQuery(s.ce.id, s.fe, s.corr.Add(1))
-	q.LFBs = append(q.LFBs, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.PortTableComponent}))
+	q.LFBs = append(q.LFBs, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.PortTableComponent}, []uint32{forces.FIBKeptComponent}))
 	s.qmu.Lock() // one query at a time (FEDetails may ask already)
 	defer s.qmu.Unlock()
 	s.queryFor.Store(q.Header.Correlator)
@@ -65,7 +69,11 @@ func (s *session) discover(ctx context.Context) error {
 	s.mu.Lock()
 	s.info = info
 	s.mu.Unlock()
-	s.ce.log.Info("forces: FE discovered", "fe", s.fe, "name", info.name, "state", info.state, "lfbs", len(info.lfbs), "ports", len(info.ports))
+	s.ce.log.Info("forces: FE discovered", "fe", s.fe, "name", info.name, "state", info.state, "lfbs", len(info.lfbs), "ports", len(info.ports), "fib_kept", info.fibKept)
+	if info.fibKeptErr != nil {
+		s.ce.log.Warn("forces: FE's answer on whether it kept its FIB is malformed; taken for no", "fe", s.fe, "err", info.fibKeptErr)
+	}
+	s.ce.feReports.add(s.fe, info.fibKept)
 
 	// Heartbeats both ways at the CE's interval; each side declares the
 	// other dead after the configured number of silent intervals.
@@ -113,6 +121,10 @@ func parseDiscovery(m *forces.Message) (feInfo, error) {
 			info.lfbs, err = forces.ParseSupportedLFBs(it.FullData)
 		case it.ClassID == forces.PortTableClass && it.Path[0] == forces.PortTableComponent:
 			info.ports, err = forces.ParsePortInfos(it.FullData)
+		case it.ClassID == forces.PortTableClass && it.Path[0] == forces.FIBKeptComponent:
+			// Not worth refusing the FE for: a value that does not parse
+			// claims nothing.
+			info.fibKept, info.fibKeptErr = forces.ParseBoolFullData(it.FullData)
 		}
 		if err != nil {
 			return info, err

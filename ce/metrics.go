@@ -47,6 +47,8 @@ var (
 		"Connected prefixes next hops resolve through (the FEs' port subnets and configured ones).", nil, nil)
 	ceUnresolved = prometheus.NewDesc("splitplane_ce_rib_unresolved_routes",
 		"Routes of every origin whose next hops resolve to no directly connected one, so are not forwarded with, by reason (no_route, depth, loop, work).", []string{"reason"}, nil)
+	ceFwdPreserved = prometheus.NewDesc("splitplane_ce_bgp_forwarding_preserved",
+		"1 if the CE claimed at start, to its graceful-restart neighbours, its forwarding state preserved (every FE kept its FIB).", nil, nil)
 	ceProtocolErrors = prometheus.NewDesc("splitplane_ce_forces_protocol_errors_total",
 		"Malformed or misaddressed ForCES messages the CE received.", nil, nil)
 	ceRefused = prometheus.NewDesc("splitplane_ce_forces_refused_total",
@@ -97,7 +99,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (cc *ceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceUnresolved, ceProtocolErrors, ceRefused, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
+	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceUnresolved, ceFwdPreserved, ceProtocolErrors, ceRefused, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
 		ceFEs, ceFEInfo, ceFEAssociated, ceFESince, ceFESynced, ceFEPending, ceFEAcked, ceFEFailed, ceFELastHB, ceFERTT, ceFERTTSamples,
 		ceFEPortUp, ceFELow, ceFERedirected, ceFEInjected, ceFEEvents} {
 		ch <- d
@@ -125,6 +127,7 @@ func (cc *ceCollector) Collect(ch chan<- prometheus.Metric) {
 	for reason, n := range st.UnresolvedRoutes {
 		gauge(ceUnresolved, float64(n), reason)
 	}
+	gauge(ceFwdPreserved, b2f(st.ForwardingPreserved))
 	counter(ceProtocolErrors, st.ProtocolErrors)
 	for r := range nRefusals {
 		counter(ceRefused, st.ForCESRefused[r.String()], r.String())

@@ -185,6 +185,7 @@ func TestCEMetrics(t *testing.T) {
 		{"splitplane_ce_fe_info", []string{"fe", id, "name", "fake", "remote", fe.nc.LocalAddr().String()}, 1},
 		{"splitplane_ce_forces_protocol_errors_total", nil, 1},
 		{"splitplane_ce_fib_routes", nil, 301},
+		{"splitplane_ce_bgp_forwarding_preserved", nil, 0}, // no graceful restart: nothing claimed
 	} {
 		if v, ok := metricValue(mfs, want.name, want.labels...); !ok || v != want.value {
 			t.Errorf("%s%v = %v (present: %v), want %v", want.name, want.labels, v, ok, want.value)

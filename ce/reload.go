@@ -18,6 +18,11 @@ func (c *CE) Reload(ctx context.Context, cfg Config) (ReloadReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return rep, err
 	}
+	select {
+	case <-c.neighborsUp: // a reload changes the neighbours as added
+	case <-ctx.Done():
+		return rep, ctx.Err()
+	}
 	done := make(chan ReloadReport, 1)
 	select {
 	case c.reloads <- reload{cfg: cfg, done: done}:
@@ -55,7 +60,7 @@ type reload struct {
 var restartOnly = [...]string{
 	"id", "asn", "router_id", "bgp_listen_port", "bgp_listen_addresses", "bgp_multipath",
 	"forces_listen", "forces_listen_low", "heartbeat_interval", "heartbeat_miss_limit",
-	"sync_hold", "fe_hold_time", "tls", "forces_allowed_fes", "forces_accept_unauthenticated_fes", "forces_pcap", "status_socket", "distances",
+	"sync_hold", "fe_hold_time", "graceful_restart_fe_wait", "tls", "forces_allowed_fes", "forces_accept_unauthenticated_fes", "forces_pcap", "status_socket", "distances",
 	"api_listen", "api_tls", "api_token_file", "api_routes_file", "bgp_api_listen", "metrics_listen",
 	"api_max_message_bytes", "api_max_streams", "api_max_watches", "api_max_snapshots", "api_allow_martians",
 }

@@ -15,6 +15,9 @@ import (
 type Status struct {
 	ID             string `json:"id"`
 	ProtocolErrors uint64 `json:"protocol_errors"`
+	// ForwardingPreserved: at start, the CE claimed its forwarding state
+	// preserved to its graceful-restart neighbours (the FEs kept their FIB).
+	ForwardingPreserved bool `json:"forwarding_preserved"`
 	// ForCESRefused counts, by reason, the ForCES connections, setups,
 	// messages and FE port addresses the CE refused.
 	ForCESRefused map[string]uint64    `json:"forces_refused"`
@@ -47,6 +50,7 @@ type FEStatus struct {
 	Failed        uint64     `json:"failed_changes"`
 	LastHeartbeat time.Time  `json:"last_heartbeat"`
 	HeartbeatRTT  RTTSummary `json:"heartbeat_rtt"`
+	FIBKept       bool       `json:"fib_kept"` // its datapath held the FIB of before when it associated
 	LowChannel    bool       `json:"low_channel"`
 	Redirected    uint64     `json:"redirected_packets"`
 	Injected      uint64     `json:"injected_packets"`
@@ -76,6 +80,7 @@ func (c *CE) Status(ctx context.Context) (Status, error) {
 		select {
 		case s := <-ch:
 			s.ForCESRefused = c.refusedCounts()
+			s.ForwardingPreserved = c.forwardingPreserved.Load()
 			return s, nil
 		case <-ctx.Done():
 		}

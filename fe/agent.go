@@ -72,6 +72,7 @@ type Agent struct {
 	irqAffinity classifier.IRQAffinity // nil: /proc/irq
 	neighbors   neighborTable          // next-hop MACs learned (neighbors.go); its own lock
 	associated  atomic.Bool
+	fibKept     atomic.Bool  // the datapath held routes when the association began (FIBKeptComponent)
 	sendEvery   atomic.Int64 // heartbeat interval (ns), 0: send none
 	deadAfter   atomic.Int64 // CE dead interval (ns)
 

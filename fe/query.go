@@ -110,6 +110,8 @@ func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {
 				return nil, forces.ResultInternalError
 			}
 			return b, forces.ResultSuccess
+		case forces.FIBKeptComponent:
+			return forces.BoolFullData(a.fibKept.Load()), forces.ResultSuccess
 		case forces.FEStatusComponent:
 			b, err := json.Marshal(a.Status())
 			switch {

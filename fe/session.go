@@ -40,8 +40,12 @@ func (a *Agent) associate(ctx context.Context) error {
 		return err
 	}
 	// The FIB of an earlier association stays in place (non-stop
-	// forwarding); the CE's full sync replaces it in one transaction.
-	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress)
+	// forwarding); the CE's full sync replaces it in one transaction. The
+	// CE learns at discovery whether there is one (FIBKeptComponent):
+	// only then may it claim after its own restart that forwarding went on.
+	kept := a.programmedRoutes()
+	a.fibKept.Store(kept > 0)
+	a.log.Info("forces: associated with CE", "ce", ce, "address", a.cfg.CEAddress, "fib_kept", kept > 0, "routes_kept", kept)
 	a.associated.Store(true)
 	a.ceID.Store(ce)
 	defer a.associated.Store(false)
@@ -104,6 +108,12 @@ func (a *Agent) associate(ctx context.Context) error {
 		<-applied
 	}()
 	return assoc.Run(ctx)
+}
+
+// programmedRoutes counts the routes in the datapath.
+func (a *Agent) programmedRoutes() (n int) {
+	a.do(func() { n = a.prog.routes.len() + a.prog.routes6.len() })
+	return n
 }
 
 // received is a message and the buffer it was read into.

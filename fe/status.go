@@ -14,7 +14,7 @@ func (p *port) status() forces.FEPortStatus {
 
 // Status returns a snapshot of the FE.
 func (a *Agent) Status() Status {
-	st := Status{ID: a.id.String(), Associated: a.associated.Load(), CE: a.cfg.CEAddress}
+	st := Status{ID: a.id.String(), Associated: a.associated.Load(), CE: a.cfg.CEAddress, FIBKept: a.fibKept.Load()}
 	var dp Datapath
 	var queues []portQueues
 	a.do(func() {

@@ -1,16 +1,50 @@
 package forces
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+)
+
+// FIBKeptComponent, beside the port table (PortTableClass, instance 1), is a
+// read-only boolean: whether the FE's datapath still held, when the current
+// association began, the FIB an earlier association had programmed (the FE
+// kept forwarding through the CE's absence). A CE asks for it at discovery
+// and claims its forwarding state preserved after a restart (graceful
+// restart, RFC 4724) only when every FE answers true. An FE started afresh,
+// with an empty datapath, answers false; one that does not know the
+// component answers E_COMPONENT_DOES_NOT_EXIST, which a CE takes for false.
+const FIBKeptComponent = 1002
+
+// BoolFullData returns the FULLDATA value of a boolean component: one byte,
+// 0 or 1, and three bytes of padding (see UcharFullData).
+func BoolFullData(v bool) []byte { return UcharFullData(boolByte(v)) }
+
+// ParseBoolFullData decodes a boolean FULLDATA value (1 byte, or 4 with
+// zero padding), refusing anything but 0 and 1.
+func ParseBoolFullData(b []byte) (bool, error) {
+	v, err := ParseUcharFullData(b)
+	if err != nil {
+		return false, err
+	}
+	if v > 1 {
+		return false, fmt.Errorf("%w: boolean value %d", ErrMalformed, v)
+	}
+	return v == 1, nil
+}
 
 // FEStatus is the document a splitplane FE returns for FEStatusComponent: a
 // snapshot for operators, encoded as JSON. It is defined here, beside the
 // component, so that the CE and the management API decode what the FE sends
 // without importing the FE or its datapath.
 type FEStatus struct {
-	ID         string         `json:"id"`
-	Associated bool           `json:"associated"`
-	CE         string         `json:"ce"`
-	Ports      []FEPortStatus `json:"ports"`
+	ID         string `json:"id"`
+	Associated bool   `json:"associated"`
+	CE         string `json:"ce"`
+	// FIBKept says whether the datapath still held an earlier
+	// association's routes when the current (or last) one began: what the
+	// FE reports as FIBKeptComponent.
+	FIBKept bool           `json:"fib_kept"`
+	Ports   []FEPortStatus `json:"ports"`
 	// Routes and Nexthops count the CE's rows; Programmed the routes in the
 	// datapath (a route whose nexthop row is missing, or that a connected
 	// route shadows, is not); Gateways the distinct next hops and Resolved

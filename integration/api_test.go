@@ -24,7 +24,8 @@ import (
 // The API through the real binaries: a route added with `splitplane route
 // add` reaches the FE and forwards (A pings an address of host B only that
 // route leads to), is listed with its origin, survives a CE crash without
-// a packet lost (api_routes_file), and, deleted, stops forwarding; `fe list` shows the FE's own counters; the CE's /metrics
+// a packet lost (api_routes_file) and with the restarted CE claiming its
+// forwarding state preserved (the FE kept its FIB), and, deleted, stops forwarding; `fe list` shows the FE's own counters; the CE's /metrics
 // counts the API's calls.
 func TestAPIEndToEnd(t *testing.T) {
 	requireLab(t)
@@ -99,6 +100,12 @@ func TestAPIEndToEnd(t *testing.T) {
 		}
 		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 103 || st.FERoutes != 103 {
 			return fmt.Errorf("CE routes %d, FE routes %d, FEs %+v", st.CERoutes, st.FERoutes, st.CE.FEs)
+		}
+		// The FE kept its FIB through the restart, so the CE came back
+		// claiming its forwarding state preserved to its graceful-restart
+		// peers.
+		if !st.CE.FEs[0].FIBKept || !st.CE.ForwardingPreserved {
+			return fmt.Errorf("after the CE's restart: FE fib_kept %v, CE forwarding_preserved %v; want both", st.CE.FEs[0].FIBKept, st.CE.ForwardingPreserved)
 		}
 		return nil
 	})
