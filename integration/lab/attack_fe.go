@@ -214,7 +214,7 @@ func (f *fakeFE) query(it forces.Item) ([]byte, forces.ResultCode) {
 		return b, forces.ResultSuccess
 	case it.ClassID == forces.ClassFEObject && len(it.Path) > 0 && it.Path[0] == forces.FEObjectFEName:
 		return []byte("intruder"), forces.ResultSuccess
-	case it.ClassID == forces.PortTableClass:
+	case it.ClassID == forces.PortTableClass && len(it.Path) > 0 && it.Path[0] == forces.PortTableComponent:
 		b, err := forces.MarshalPortInfos(f.ports)
 		if err != nil {
 			return nil, forces.ResultInternalError
