@@ -27,7 +27,7 @@ type classifierDatapath interface {
 	SetControlCPU(cpu int) error
 	AddControlFlow(f datapath.ControlFlow) error
 	DeleteControlFlow(f datapath.ControlFlow) error
-	SetPolicer(ratePPS, burst uint64) error
+	SetPolicers(rates datapath.PoliceRates) error
 	SetGTSM(peer netip.Addr, on bool) error
 	SetForwardCPUs(cpus []int) error
 }
@@ -58,7 +58,8 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 	st := &a.classifier
 	a.do(func() {
 		st.flows = map[classifier.Flow]bool{}
-		st.status = ClassifierStatus{ControlCPU: cfg.ControlCPU, PolicePPS: cfg.PolicePPS, GTSMPeers: slices.Clone(cfg.GTSMPeers), Steering: "none"}
+		st.status = ClassifierStatus{ControlCPU: cfg.ControlCPU, PolicePPS: cfg.PolicePPS, Police: policeStatus(cfg.policeRates()),
+			GTSMPeers: slices.Clone(cfg.GTSMPeers), Steering: "none"}
 	})
 
 	if err := cdp.SetControlCPU(cfg.ControlCPU); err != nil {
@@ -73,8 +74,8 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 		return fmt.Errorf("classifier.forward_cpus %v: %w", cfg.ForwardCPUs, err)
 	}
 	a.do(func() { st.status.ForwardCPUs = slices.Clone(cfg.ForwardCPUs) })
-	if err := cdp.SetPolicer(cfg.PolicePPS, cfg.PoliceBurst); err != nil {
-		return fmt.Errorf("classifier.police_pps %d: %w", cfg.PolicePPS, err)
+	if err := cdp.SetPolicers(cfg.policeRates()); err != nil {
+		return fmt.Errorf("classifier.police: %w", err)
 	}
 	for _, p := range cfg.GTSMPeers {
 		if err := cdp.SetGTSM(netip.MustParseAddr(p), true); err != nil { // validated
@@ -98,7 +99,8 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 		a.log.Info("fe: classifier: port", "nic", r)
 	}
 	a.do(func() { st.status.NICs = hw.reports })
-	a.log.Info("fe: classifier on", "steering", steering, "police_pps", cfg.PolicePPS, "gtsm_peers", cfg.GTSMPeers)
+	a.log.Info("fe: classifier on", "steering", steering, "police_pps", cfg.PolicePPS, "police", policeString(cfg.policeRates()),
+		"gtsm_peers", cfg.GTSMPeers)
 	if cfg.ControlCPU >= 0 {
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -147,10 +149,10 @@ func (a *Agent) runClassifier(ctx context.Context, dp Datapath) error {
 
 // controlFlowCounts returns the packet counts of the classifier's rules, when
 // the datapath keeps them.
-func controlFlowCounts(dp Datapath) map[datapath.ControlFlow]uint64 {
-	var counts map[datapath.ControlFlow]uint64
+func controlFlowCounts(dp Datapath) map[datapath.ControlFlow]datapath.FlowCounts {
+	var counts map[datapath.ControlFlow]datapath.FlowCounts
 	if c, ok := dp.(interface {
-		ControlFlows() ([]datapath.ControlFlow, map[datapath.ControlFlow]uint64, error)
+		ControlFlows() ([]datapath.ControlFlow, map[datapath.ControlFlow]datapath.FlowCounts, error)
 	}); ok {
 		_, counts, _ = c.ControlFlows()
 	}
@@ -159,7 +161,7 @@ func controlFlowCounts(dp Datapath) map[datapath.ControlFlow]uint64 {
 
 // classifierStatus reports the classifier's rules, with their packet counts
 // from counts; called by the owner of the agent's state.
-func (a *Agent) classifierStatus(counts map[datapath.ControlFlow]uint64) *ClassifierStatus {
+func (a *Agent) classifierStatus(counts map[datapath.ControlFlow]datapath.FlowCounts) *ClassifierStatus {
 	st := &a.classifier
 	if st.flows == nil {
 		return nil
@@ -169,8 +171,9 @@ func (a *Agent) classifierStatus(counts map[datapath.ControlFlow]uint64) *Classi
 	for _, f := range slices.SortedFunc(maps.Keys(st.flows), func(x, y classifier.Flow) int {
 		return x.Local.Compare(y.Local)*2 + x.Remote.Compare(y.Remote)
 	}) {
+		n := counts[datapath.ControlFlow{Src: f.Remote, Dst: f.Local}]
 		out.Rules = append(out.Rules, FlowStatus{Kind: f.Kind, Local: f.Local.String(), Remote: f.Remote.String(),
-			Packets: counts[datapath.ControlFlow{Src: f.Remote, Dst: f.Local}]})
+			Packets: n.Packets, BadChecksum: n.BadChecksum})
 	}
 	return &out
 }

@@ -87,14 +87,23 @@ type ClassifierConfig struct {
 	// Ports are the TCP ports whose connections are control flows, with
 	// a name each; by default 179 (bgp), 6700 and 6702 (forces), 22 (ssh).
 	Ports map[uint16]string `yaml:"ports"`
-	// PolicePPS polices the other traffic addressed to the router, per
-	// CPU: a token bucket of police_burst packets refilled at police_pps
-	// packets per second; excess is dropped (counted drop_policed). 0: no
-	// policing.
+	// PolicePPS polices everything the XDP program hands to the kernel
+	// but the learned control flows, per CPU and per class (see police):
+	// a token bucket of police_burst packets refilled at police_pps
+	// packets per second; excess is dropped (counted drop_policed,
+	// drop_policed_ttl_options, drop_policed_arp_nd, drop_policed_other).
+	// It is the rate of the classes that police does not set, capped at
+	// 1000 for ttl_options and arp_nd. 0: no policing but of the classes
+	// police sets. At most 1000000000.
 	PolicePPS uint64 `yaml:"police_pps"`
 	// PoliceBurst is the policer's bucket size in packets (a tenth of
-	// police_pps by default, at least 1).
+	// police_pps by default, at least 1), for the classes that police
+	// does not set (capped at 100 for ttl_options and arp_nd).
 	PoliceBurst uint64 `yaml:"police_burst"`
+	// Police sets the rate of each class of its own: to_router,
+	// ttl_options, arp_nd, other, each {pps, burst}. A class left out
+	// takes police_pps and police_burst.
+	Police PoliceConfig `yaml:"police"`
 	// GTSMPeers are BGP peers one hop away whose packets to port 179 must
 	// arrive with TTL 255 (RFC 5082); others are dropped (drop_gtsm).
 	GTSMPeers []string `yaml:"gtsm_peers"`
@@ -191,8 +200,8 @@ func (c *ClassifierConfig) validate() error {
 	if c.Interval < 10*time.Millisecond {
 		return fmt.Errorf("%w: classifier.interval %s: must be at least 10ms", ErrConfig, c.Interval)
 	}
-	if c.PolicePPS > 0 && c.PoliceBurst == 0 {
-		c.PoliceBurst = max(c.PolicePPS/10, 1)
+	if err := c.validatePolice(); err != nil {
+		return err
 	}
 	for port, name := range c.Ports {
 		if port == 0 || name == "" {

@@ -21,8 +21,8 @@ type Reloaded struct {
 }
 
 // Reload applies a new configuration to the running FE as far as it can
-// without restarting: the classifier's policer (police_pps, police_burst)
-// and its GTSM peers. Every other changed setting is listed in Restart and
+// without restarting: the classifier's policer (police_pps, police_burst,
+// police) and its GTSM peers. Every other changed setting is listed in Restart and
 // left as it was. An invalid cfg is an ErrConfig error and changes nothing.
 func (a *Agent) Reload(cfg Config) (Reloaded, error) {
 	if err := cfg.Validate(); err != nil {
@@ -49,16 +49,18 @@ func (a *Agent) reload(cfg Config) (Reloaded, error) {
 	case (oc == nil) != (nc == nil):
 		r.Restart = append(r.Restart, "classifier")
 	case oc != nil:
-		r.Restart = append(r.Restart, changedFields("classifier.", reflect.ValueOf(*oc), reflect.ValueOf(*nc), "police_pps", "police_burst", "gtsm_peers")...)
+		r.Restart = append(r.Restart, changedFields("classifier.", reflect.ValueOf(*oc), reflect.ValueOf(*nc), policeKeys...)...)
 		cdp, ok := dp.(classifierDatapath)
 		if !ok {
 			break // a datapath without a classifier: nothing to program
 		}
-		if oc.PolicePPS != nc.PolicePPS || oc.PoliceBurst != nc.PoliceBurst {
-			if err := cdp.SetPolicer(nc.PolicePPS, nc.PoliceBurst); err != nil {
-				return r, fmt.Errorf("classifier.police_pps %d: %w", nc.PolicePPS, err)
+		if changed := changedPolice(oc, nc); len(changed) > 0 {
+			// Every class's rate is written, so a changed police_pps
+			// reaches the classes that take it as their default.
+			if err := cdp.SetPolicers(nc.policeRates()); err != nil {
+				return r, fmt.Errorf("classifier.police: %w", err)
 			}
-			r.Applied = append(r.Applied, "classifier.police_pps", "classifier.police_burst")
+			r.Applied = append(r.Applied, changed...)
 		}
 		if !slices.Equal(oc.GTSMPeers, nc.GTSMPeers) {
 			if err := setGTSMPeers(cdp, oc.GTSMPeers, nc.GTSMPeers); err != nil {
@@ -68,15 +70,34 @@ func (a *Agent) reload(cfg Config) (Reloaded, error) {
 		}
 		st := &a.classifier
 		st.status.PolicePPS, st.status.GTSMPeers = nc.PolicePPS, slices.Clone(nc.GTSMPeers)
+		st.status.Police = policeStatus(nc.policeRates())
 	}
 	// What was applied becomes the baseline of the next reload; what needs
 	// a restart stays as it runs.
 	if oc != nil && nc != nil {
 		live := *oc
 		live.PolicePPS, live.PoliceBurst, live.GTSMPeers = nc.PolicePPS, nc.PoliceBurst, slices.Clone(nc.GTSMPeers)
+		live.Police = nc.Police.clone()
 		a.live.Classifier = &live
 	}
 	return r, nil
+}
+
+// policeKeys are the classifier's keys that Reload applies to the policer.
+var policeKeys = []string{"police_pps", "police_burst", "police", "gtsm_peers"}
+
+// changedPolice lists the policer's keys that differ between old and new
+// ("classifier.police_pps", "classifier.police_burst", and each class as
+// "classifier.police.arp_nd" ...).
+func changedPolice(old, new *ClassifierConfig) []string {
+	var out []string
+	if old.PolicePPS != new.PolicePPS {
+		out = append(out, "classifier.police_pps")
+	}
+	if old.PoliceBurst != new.PoliceBurst {
+		out = append(out, "classifier.police_burst")
+	}
+	return append(out, changedFields("classifier.police.", reflect.ValueOf(old.Police), reflect.ValueOf(new.Police))...)
 }
 
 // setGTSMPeers turns GTSM off for the peers in old but not in new, then on

@@ -126,6 +126,25 @@ type FEClassifierStatus struct {
 	GTSMPeers []string       `json:"gtsm_peers"`
 	Rules     []FEFlowStatus `json:"rules"`
 	Errors    uint64         `json:"errors"`
+	// Police is the policer's rate of each class, as applied (a class's
+	// own or its default from police_pps); PPS 0: not policed.
+	Police FEPoliceStatus `json:"police"`
+}
+
+// FEPoliceStatus is the FE policer's rate of each class (its
+// classifier.police).
+type FEPoliceStatus struct {
+	ToRouter   FEPoliceRate `json:"to_router"`
+	TTLOptions FEPoliceRate `json:"ttl_options"`
+	ARPND      FEPoliceRate `json:"arp_nd"`
+	Other      FEPoliceRate `json:"other"`
+}
+
+// FEPoliceRate is one policer class's rate, per CPU: packets per second
+// (0: not policed) and bucket size in packets.
+type FEPoliceRate struct {
+	PPS   uint64 `json:"pps"`
+	Burst uint64 `json:"burst"`
 }
 
 // FEFlowStatus is one control flow the FE's datapath steers to the control
@@ -135,4 +154,8 @@ type FEFlowStatus struct {
 	Local   string `json:"local"`
 	Remote  string `json:"remote"`
 	Packets uint64 `json:"packets"` // its return packets the datapath steered
+	// BadChecksum counts the packets among Packets passed unsteered
+	// because their TCP checksum did not verify (its share of the
+	// datapath's pass_steer_bad_csum).
+	BadChecksum uint64 `json:"pass_steer_bad_csum"`
 }

@@ -276,6 +276,12 @@ func TestClassifierChecksumOffload(t *testing.T) {
 	if d := after.FE.Counters["pass_steer_bad_csum"] - before.FE.Counters["pass_steer_bad_csum"]; d == 0 {
 		t.Errorf("pass_steer_bad_csum did not move in %s of keepalives: is offload on at the peer?", 3*holdTime)
 	}
+	// ... and on the session's rule, which classifier rules shows.
+	for _, r := range after.FE.Classifier.Rules {
+		if r.Kind == "bgp" && r.BadChecksum == 0 {
+			t.Errorf("the BGP rule %s <- %s counted no packet passed for its checksum: %+v", r.Local, r.Remote, r)
+		}
+	}
 	out, err := exec.Command("ip", "netns", "exec", o.Namespace("rtr"), "nstat", "-az", "TcpInCsumErrors").CombinedOutput()
 	csum := "?"
 	for _, line := range strings.Split(string(out), "\n") {

@@ -55,7 +55,7 @@ func TestFEStatusDecoded(t *testing.T) {
 		Counters: forces.FECounters{"rx": 30, "forwarded": 20, "pass_no_route": 6, "pass_ttl": 4, "drop_policed": 2},
 		PerCPU:   []forces.FECounters{{"rx": 10, "forwarded": 10}, {"rx": 20, "forwarded": 10, "pass_no_route": 6, "pass_ttl": 4, "drop_policed": 2}},
 		Classifier: &forces.FEClassifierStatus{Steering: "xdp cpumap to CPU 1",
-			Rules: []forces.FEFlowStatus{{Kind: "bgp", Local: "10.0.0.1:179", Remote: "10.0.0.2:40000", Packets: 12}}},
+			Rules: []forces.FEFlowStatus{{Kind: "bgp", Local: "10.0.0.1:179", Remote: "10.0.0.2:40000", Packets: 12, BadChecksum: 3}}},
 	}
 	c := startCE(t, ce.Config{})
 	b := reportingFE{CE: c, doc: doc}
@@ -87,7 +87,7 @@ func TestFEStatusDecoded(t *testing.T) {
 		t.Fatalf("ListRules: %v, %v", rules, err)
 	}
 	if r := rules.Rules[0]; r.Flow != "bgp: tcp 10.0.0.2:40000 -> 10.0.0.1:179" || r.Port != "FE(9)" || r.Steering != "xdp cpumap to CPU 1" ||
-		r.Packets != 12 || r.PolicedDrops != 2 {
+		r.Packets != 12 || r.PolicedDrops != 2 || r.PassSteerBadCsum != 3 {
 		t.Fatalf("rule: %v", r)
 	}
 

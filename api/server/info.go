@@ -193,6 +193,7 @@ func (c classifier) ListRules(ctx context.Context, _ *spv1.ListRulesRequest) (*s
 				Port:     f.ID,
 				Steering: fs.Classifier.Steering,
 				Packets:  r.Packets, PolicedDrops: fs.Counters["drop_policed"],
+				PassSteerBadCsum: r.BadChecksum,
 			})
 		}
 	}

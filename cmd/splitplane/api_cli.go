@@ -295,7 +295,9 @@ func classifierCmd() *cobra.Command {
 		Use:   "rules",
 		Short: "List the steering rules and their policer counters",
 		Long: "List the rules that steer the return traffic of the router's own control flows (BGP,\n" +
-			"ForCES, ...) to the control cores, with packets matched and dropped by the policer.\n" +
+			"ForCES, ...) to the control cores, with packets matched and dropped by the policer, and\n" +
+			"the packets of each flow passed unsteered because their TCP checksum did not verify\n" +
+			"(BAD CSUM; a sender that offloads checksums, such as a veth: docs/troubleshooting.md).\n" +
 			"-o json prints one JSON array.\n" + exitCodesHelp,
 		Example: "  splitplane classifier rules -o json",
 		Args:    usageArgs(cobra.NoArgs),
@@ -309,7 +311,7 @@ func classifierCmd() *cobra.Command {
 					r, err := c.classifier.ListRules(ctx, &splitplanev1.ListRulesRequest{})
 					for _, x := range r.GetRules() {
 						rs = append(rs, ruleJSON{Flow: x.GetFlow(), Port: x.GetPort(), Steering: x.GetSteering(),
-							Packets: x.GetPackets(), PolicedDrops: x.GetPolicedDrops()})
+							Packets: x.GetPackets(), PolicedDrops: x.GetPolicedDrops(), PassSteerBadCsum: x.GetPassSteerBadCsum()})
 					}
 					return err
 				})
@@ -321,9 +323,9 @@ func classifierCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), rs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "FLOW\tPORT\tSTEERING\tPACKETS\tPOLICED DROPS")
+			fmt.Fprintln(tw, "FLOW\tPORT\tSTEERING\tPACKETS\tBAD CSUM\tPOLICED DROPS")
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", r.Flow, dash(r.Port), dash(r.Steering), r.Packets, r.PolicedDrops)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", r.Flow, dash(r.Port), dash(r.Steering), r.Packets, r.PassSteerBadCsum, r.PolicedDrops)
 			}
 			return tw.Flush()
 		},
@@ -340,4 +342,7 @@ type ruleJSON struct {
 	Steering     string `json:"steering"`
 	Packets      uint64 `json:"packets"`
 	PolicedDrops uint64 `json:"policed_drops"`
+	// PassSteerBadCsum counts the flow's packets passed unsteered because
+	// their TCP checksum did not verify.
+	PassSteerBadCsum uint64 `json:"pass_steer_bad_csum"`
 }

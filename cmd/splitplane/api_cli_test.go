@@ -406,12 +406,12 @@ func TestBGPNeighbors(t *testing.T) {
 
 func TestClassifierRules(t *testing.T) {
 	f := &fakeAPI{rules: []*splitplanev1.Rule{
-		{Flow: "tcp 192.0.2.2:179 -> 192.0.2.1:40123", Port: "eth0", Steering: "ntuple queue 0", Packets: 42, PolicedDrops: 1},
+		{Flow: "tcp 192.0.2.2:179 -> 192.0.2.1:40123", Port: "eth0", Steering: "ntuple queue 0", Packets: 42, PolicedDrops: 1, PassSteerBadCsum: 5},
 	}}
 	api := startFake(t, f)
 	stdout, stderr, code := run(t, "classifier", "rules", "--api", api)
-	want := `FLOW                                  PORT  STEERING        PACKETS  POLICED DROPS
-tcp 192.0.2.2:179 -> 192.0.2.1:40123  eth0  ntuple queue 0  42       1
+	want := `FLOW                                  PORT  STEERING        PACKETS  BAD CSUM  POLICED DROPS
+tcp 192.0.2.2:179 -> 192.0.2.1:40123  eth0  ntuple queue 0  42       5         1
 `
 	if code != 0 || stdout != want {
 		t.Errorf("exit %d %s:\n%s\nwant:\n%s", code, stderr, stdout, want)
@@ -420,6 +420,9 @@ tcp 192.0.2.2:179 -> 192.0.2.1:40123  eth0  ntuple queue 0  42       1
 	var got []ruleJSON
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got) != 1 || got[0].Steering != "ntuple queue 0" || got[0].PolicedDrops != 1 {
 		t.Errorf("json %v: %+v", err, got)
+	}
+	if !strings.Contains(stdout, `"pass_steer_bad_csum": 5`) {
+		t.Errorf("json without the rule's pass_steer_bad_csum 5:\n%s", stdout)
 	}
 }
 

@@ -220,30 +220,87 @@ func (d *Datapath) ForwardCPUs() []int {
 	return slices.Clone(d.fwdCPUs)
 }
 
-// SetPolicer polices everything the program hands to the kernel but the
-// control flows, in four classes with a bucket each (so that a flood of one
-// cannot starve another): the other packets for the router (ICMP
-// included; "drop_policed"), TTL / hop limit expiry and IP options or IPv6
-// Hop-by-Hop ("drop_policed_ttl_options"), ARP and NDP
+// PoliceClass is a class of the packets the program hands to the kernel;
+// each class is policed in a bucket of its own (SetPolicers).
+type PoliceClass int
+
+// The police classes, as the program numbers them.
+const (
+	// PoliceToRouter: the packets for the router's addresses that are
+	// not a control flow (ICMP included); over the rate: "drop_policed".
+	PoliceToRouter = PoliceClass(xdpPoliceClassPOLICE_LOCAL)
+	// PoliceTTLOptions: TTL / hop limit expiry, IPv4 options, IPv6
+	// Hop-by-Hop; "drop_policed_ttl_options".
+	PoliceTTLOptions = PoliceClass(xdpPoliceClassPOLICE_TTL_OPTIONS)
+	// PoliceARPND: ARP and NDP; "drop_policed_arp_nd".
+	PoliceARPND = PoliceClass(xdpPoliceClassPOLICE_ARP_ND)
+	// PoliceOther: the rest (no route, unresolved neighbour, broadcast,
+	// ...); "drop_policed_other".
+	PoliceOther = PoliceClass(xdpPoliceClassPOLICE_OTHER)
+	// PoliceClasses is the number of classes.
+	PoliceClasses = int(xdpPoliceClassPOLICE_CLASSES)
+)
+
+var policeClassNames = [PoliceClasses]string{"to_router", "ttl_options", "arp_nd", "other"}
+
+// String returns the class's name as the FE's configuration and status
+// spell it: to_router, ttl_options, arp_nd or other.
+func (c PoliceClass) String() string {
+	if c < 0 || int(c) >= PoliceClasses {
+		return fmt.Sprintf("police class %d", int(c))
+	}
+	return policeClassNames[c]
+}
+
+// PoliceRate is one class's policer: each CPU admits up to Burst packets at
+// once and PPS packets per second on average. PPS 0: the class is not
+// policed (Burst is then ignored).
+type PoliceRate struct {
+	PPS, Burst uint64
+}
+
+// PoliceRates are the rates of the classes, indexed by PoliceClass.
+type PoliceRates [PoliceClasses]PoliceRate
+
+// SetPolicer polices every class at the same rate and burst (see
+// SetPolicers); a rate of 0 turns policing off (the default).
+func (d *Datapath) SetPolicer(ratePPS, burst uint64) error {
+	var r PoliceRates
+	for c := range r {
+		r[c] = PoliceRate{PPS: ratePPS, Burst: burst}
+	}
+	return d.SetPolicers(r)
+}
+
+// SetPolicers polices everything the program hands to the kernel but the
+// control flows, in four classes (PoliceClass) with a bucket and a rate
+// each, so that a flood of one cannot starve another: the other packets for
+// the router (ICMP included; "drop_policed"), TTL / hop limit expiry and IP
+// options or IPv6 Hop-by-Hop ("drop_policed_ttl_options"), ARP and NDP
 // ("drop_policed_arp_nd"), and the rest: no route, unresolved neighbour,
 // broadcast, ... ("drop_policed_other"). In each class each CPU admits up
-// to burst packets at once and ratePPS packets per second on average, and
-// drops the excess. The buckets are per CPU, so with N CPUs receiving such
-// packets up to N*ratePPS per second of each class reach the kernel; the
-// interval between packets is rounded down to whole nanoseconds. A rate of
-// 0 turns policing off (the default; burst is then ignored). Every bucket
-// starts full.
-func (d *Datapath) SetPolicer(ratePPS, burst uint64) error {
-	var interval, tolerance uint64
-	if ratePPS > 0 {
-		if ratePPS > MaxPoliceRate {
-			return fmt.Errorf("set policer: rate %d packets/s above %d: %w", ratePPS, MaxPoliceRate, ErrInvalid)
+// to that class's Burst packets at once and its PPS packets per second on
+// average, and drops the excess. The buckets are per CPU, so with N CPUs
+// receiving such packets up to N*PPS per second of each class reach the
+// kernel; the interval between packets is rounded down to whole
+// nanoseconds. A class with PPS 0 is not policed (the default). Every
+// bucket starts full. A bad rate or burst (above MaxPoliceRate, a burst
+// outside [1, MaxPoliceBurst]) is refused with ErrInvalid naming its class,
+// and nothing changes.
+func (d *Datapath) SetPolicers(rates PoliceRates) error {
+	cfgRates := [PoliceClasses]xdpPoliceRate{}
+	for c, r := range rates {
+		if r.PPS == 0 {
+			continue
 		}
-		if burst < 1 || burst > MaxPoliceBurst {
-			return fmt.Errorf("set policer: burst %d out of range [1, %d]: %w", burst, MaxPoliceBurst, ErrInvalid)
+		if r.PPS > MaxPoliceRate {
+			return fmt.Errorf("set policer: %s: rate %d packets/s above %d: %w", PoliceClass(c), r.PPS, MaxPoliceRate, ErrInvalid)
 		}
-		interval = 1e9 / ratePPS
-		tolerance = (burst - 1) * interval
+		if r.Burst < 1 || r.Burst > MaxPoliceBurst {
+			return fmt.Errorf("set policer: %s: burst %d out of range [1, %d]: %w", PoliceClass(c), r.Burst, MaxPoliceBurst, ErrInvalid)
+		}
+		interval := 1e9 / r.PPS
+		cfgRates[c] = xdpPoliceRate{IntervalNs: interval, ToleranceNs: (r.Burst - 1) * interval}
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -252,12 +309,12 @@ func (d *Datapath) SetPolicer(ratePPS, burst uint64) error {
 	d.ctlMu.Lock()
 	defer d.ctlMu.Unlock()
 	cfg := d.cfg
-	cfg.PoliceIntervalNs, cfg.PoliceToleranceNs = interval, tolerance
+	cfg.Police = cfgRates
 	if err := d.putConfig(cfg); err != nil {
 		return fmt.Errorf("set policer: %w", err)
 	}
 	// A zero state is a full bucket.
-	for class := range uint32(xdpPoliceClassPOLICE_CLASSES) {
+	for class := range uint32(PoliceClasses) {
 		if err := d.objs.Policer.Put(class, make([]xdpPolicerState, ncpu)); err != nil {
 			return fmt.Errorf("set policer: reset buckets: %w", err)
 		}
@@ -286,7 +343,7 @@ func (d *Datapath) AddControlFlow(f ControlFlow) error {
 	if err != nil {
 		return fmt.Errorf("add control flow %s: %w", f, err)
 	}
-	err = m.Update(key, make([]uint64, ncpu), ebpf.UpdateNoExist)
+	err = m.Update(key, make([]xdpCtlFlowStats, ncpu), ebpf.UpdateNoExist)
 	if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
 		return fmt.Errorf("add control flow %s: %w", f, err)
 	}
@@ -304,22 +361,31 @@ func (d *Datapath) DeleteControlFlow(f ControlFlow) error {
 	return deleteKey(m, key, "delete control flow "+f.String())
 }
 
+// FlowCounts are the packets a control flow has matched since it was added,
+// summed over the CPUs: all of them, and those of them passed where they
+// arrived, unsteered, because their TCP checksum did not verify (the
+// flow's share of "pass_steer_bad_csum").
+type FlowCounts struct {
+	Packets     uint64
+	BadChecksum uint64
+}
+
 // ControlFlows returns the control flows, IPv4 first, each family sorted by
-// source and then destination, and the packets each has matched since it
-// was added, summed over the CPUs.
-func (d *Datapath) ControlFlows() ([]ControlFlow, map[ControlFlow]uint64, error) {
+// source and then destination, and what each has matched.
+func (d *Datapath) ControlFlows() ([]ControlFlow, map[ControlFlow]FlowCounts, error) {
 	var flows []ControlFlow
-	counts := map[ControlFlow]uint64{}
-	add := func(f ControlFlow, perCPU []uint64) {
-		var n uint64
+	counts := map[ControlFlow]FlowCounts{}
+	add := func(f ControlFlow, perCPU []xdpCtlFlowStats) {
+		var n FlowCounts
 		for _, v := range perCPU {
-			n += v
+			n.Packets += v.Packets
+			n.BadChecksum += v.BadCsum
 		}
 		flows = append(flows, f)
 		counts[f] = n
 	}
 	var k4 xdpCtlFlowKey
-	var perCPU []uint64
+	var perCPU []xdpCtlFlowStats
 	it := d.objs.ControlFlows.Iterate()
 	for it.Next(&k4, &perCPU) {
 		add(ControlFlow{

@@ -7,4 +7,4 @@ package datapath
 
 // The generated xdp_bpfel.go and xdp_bpfel.o are committed, so building needs
 // no clang; rerun this after editing xdp.c or bpf/*.h.
-//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -mcpu=v3" -type nexthop -type neigh_key -type neigh_key6 -type neigh -type stat_reason -type port_counters -type nh_group -type ctl_flow_key -type ctl_flow_key6 -type fe_config -type policer_state -type port_info -type police_class xdp xdp.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -mcpu=v3" -type nexthop -type neigh_key -type neigh_key6 -type neigh -type stat_reason -type port_counters -type nh_group -type ctl_flow_key -type ctl_flow_key6 -type ctl_flow_stats -type police_rate -type fe_config -type policer_state -type port_info -type police_class xdp xdp.c -- -I/usr/include/x86_64-linux-gnu

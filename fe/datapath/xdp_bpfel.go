@@ -38,12 +38,17 @@ type xdpCtlFlowKey6 struct {
 	Dport uint16
 }
 
+type xdpCtlFlowStats struct {
+	_       structs.HostLayout
+	Packets uint64
+	BadCsum uint64
+}
+
 type xdpFeConfig struct {
-	_                 structs.HostLayout
-	ControlCpu        uint32
-	ControlCpuSet     uint32
-	PoliceIntervalNs  uint64
-	PoliceToleranceNs uint64
+	_             structs.HostLayout
+	ControlCpu    uint32
+	ControlCpuSet uint32
+	Police        [4]xdpPoliceRate
 }
 
 type xdpFibRow struct {
@@ -102,6 +107,12 @@ const (
 	xdpPoliceClassPOLICE_OTHER       xdpPoliceClass = 3
 	xdpPoliceClassPOLICE_CLASSES     xdpPoliceClass = 4
 )
+
+type xdpPoliceRate struct {
+	_           structs.HostLayout
+	IntervalNs  uint64
+	ToleranceNs uint64
+}
 
 type xdpPolicerState struct {
 	_     structs.HostLayout

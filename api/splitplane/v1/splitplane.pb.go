@@ -1934,14 +1934,15 @@ func (x *ListRulesResponse) GetRules() []*Rule {
 
 // Rule steers the return traffic of one of the router's own control flows.
 type Rule struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Flow          string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`                                      // the return flow, e.g. "tcp 192.0.2.2:179 -> 192.0.2.1:40123"
-	Port          string                 `protobuf:"bytes,2,opt,name=port,proto3" json:"port,omitempty"`                                      // the port it arrives on
-	Steering      string                 `protobuf:"bytes,3,opt,name=steering,proto3" json:"steering,omitempty"`                              // "ntuple queue 0", "cpumap cpu 0"
-	Packets       uint64                 `protobuf:"varint,4,opt,name=packets,proto3" json:"packets,omitempty"`                               // packets of the flow steered so far
-	PolicedDrops  uint64                 `protobuf:"varint,5,opt,name=policed_drops,json=policedDrops,proto3" json:"policed_drops,omitempty"` // the FE's policer drops, all ports and CPUs (flows with a rule are exempt)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Flow             string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`                                                      // the return flow, e.g. "tcp 192.0.2.2:179 -> 192.0.2.1:40123"
+	Port             string                 `protobuf:"bytes,2,opt,name=port,proto3" json:"port,omitempty"`                                                      // the port it arrives on
+	Steering         string                 `protobuf:"bytes,3,opt,name=steering,proto3" json:"steering,omitempty"`                                              // "ntuple queue 0", "cpumap cpu 0"
+	Packets          uint64                 `protobuf:"varint,4,opt,name=packets,proto3" json:"packets,omitempty"`                                               // packets of the flow steered so far
+	PolicedDrops     uint64                 `protobuf:"varint,5,opt,name=policed_drops,json=policedDrops,proto3" json:"policed_drops,omitempty"`                 // the FE's policer drops, all ports and CPUs (flows with a rule are exempt)
+	PassSteerBadCsum uint64                 `protobuf:"varint,6,opt,name=pass_steer_bad_csum,json=passSteerBadCsum,proto3" json:"pass_steer_bad_csum,omitempty"` // of packets, those passed unsteered because their TCP checksum did not verify (e.g. a veth peer with checksum offload)
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Rule) Reset() {
@@ -2005,6 +2006,13 @@ func (x *Rule) GetPackets() uint64 {
 func (x *Rule) GetPolicedDrops() uint64 {
 	if x != nil {
 		return x.PolicedDrops
+	}
+	return 0
+}
+
+func (x *Rule) GetPassSteerBadCsum() uint64 {
+	if x != nil {
+		return x.PassSteerBadCsum
 	}
 	return 0
 }
@@ -2139,13 +2147,14 @@ const file_splitplane_proto_rawDesc = "" +
 	"\awarning\x18\b \x01(\tR\awarning\"\x12\n" +
 	"\x10ListRulesRequest\">\n" +
 	"\x11ListRulesResponse\x12)\n" +
-	"\x05rules\x18\x01 \x03(\v2\x13.splitplane.v1.RuleR\x05rules\"\x89\x01\n" +
+	"\x05rules\x18\x01 \x03(\v2\x13.splitplane.v1.RuleR\x05rules\"\xb8\x01\n" +
 	"\x04Rule\x12\x12\n" +
 	"\x04flow\x18\x01 \x01(\tR\x04flow\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\tR\x04port\x12\x1a\n" +
 	"\bsteering\x18\x03 \x01(\tR\bsteering\x12\x18\n" +
 	"\apackets\x18\x04 \x01(\x04R\apackets\x12#\n" +
-	"\rpoliced_drops\x18\x05 \x01(\x04R\fpolicedDrops*S\n" +
+	"\rpoliced_drops\x18\x05 \x01(\x04R\fpolicedDrops\x12-\n" +
+	"\x13pass_steer_bad_csum\x18\x06 \x01(\x04R\x10passSteerBadCsum*S\n" +
 	"\x06Origin\x12\x16\n" +
 	"\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +

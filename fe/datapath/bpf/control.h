@@ -38,14 +38,18 @@ static __always_inline int drop(__u32 reason)
 #define ACT_PASS_DONE 0x102
 
 // police_bucket says whether this CPU's bucket of class has a token for the
-// packet, and takes it; see struct fe_config. The bucket is per CPU, so the
-// rate and burst are per CPU too, and no CPU waits for another.
+// packet, and takes it; see struct police_rate. The bucket is per CPU, so
+// the rate and burst are per CPU too, and no CPU waits for another.
 static __always_inline int police_bucket(const struct fe_config *cfg, __u32 class)
 {
-	__u64 interval = cfg->police_interval_ns;
+	const struct police_rate *rate;
 	struct policer_state *st;
-	__u64 now, tat;
+	__u64 interval, now, tat;
 
+	if (class >= POLICE_CLASSES)
+		return 1;
+	rate = &cfg->police[class];
+	interval = rate->interval_ns;
 	if (!interval)
 		return 1;
 	st = bpf_map_lookup_elem(&policer, &class);
@@ -55,7 +59,7 @@ static __always_inline int police_bucket(const struct fe_config *cfg, __u32 clas
 	tat = st->tat_ns;
 	if (tat < now)
 		tat = now; // the bucket has been full since tat
-	if (tat - now > cfg->police_tolerance_ns)
+	if (tat - now > rate->tolerance_ns)
 		return 0;
 	// Per CPU and XDP does not nest, so a plain store, as in stat_add.
 	st->tat_ns = tat + interval;
@@ -87,7 +91,7 @@ static __attribute__((noinline)) int police_slow_path(void *data, void *data_end
 	__u32 zero = 0;
 
 	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
-	if (!cfg || !cfg->police_interval_ns)
+	if (!cfg)
 		return XDP_PASS;
 	if ((void *)(eth + 1) > data_end)
 		goto police;
@@ -124,13 +128,13 @@ police:
 	return XDP_DROP;
 }
 
-// to_control sends a packet of a control flow (whose per-CPU packet count is
-// *count) to the control CPU, or passes it here when none is configured. A
+// to_control sends a packet of a control flow (whose per-CPU counts are
+// *flow) to the control CPU, or passes it here when none is configured. A
 // missing cpu_map entry (while the Go side moves the control CPU) makes
 // bpf_redirect_map return XDP_PASS, and the packet passes here too.
-static __always_inline int to_control(const struct fe_config *cfg, __u64 *count)
+static __always_inline int to_control(const struct fe_config *cfg, struct ctl_flow_stats *flow)
 {
-	*count += 1;
+	flow->packets += 1;
 	if (cfg->control_cpu_set &&
 	    bpf_redirect_map(&cpu_map, cfg->control_cpu, XDP_PASS) == XDP_REDIRECT) {
 		stat_add(STAT_TO_CONTROL_CPU, 1);
@@ -250,20 +254,22 @@ static __always_inline int tcp6_csum_ok(struct ipv6hdr *ip6, void *l4, void *dat
 	return l4_csum_ok(l4, len, data_end, sum);
 }
 
-// steer sends a packet of a control flow to the control CPU after checking
-// its TCP checksum (verify, the result of tcp4_csum_ok or tcp6_csum_ok, is
-// only evaluated when a control CPU is set); a packet it cannot vouch for
-// passes here, on the path it would take without steering, and counts as
-// pass_steer_bad_csum.
-#define steer(cfg, count, verify)                                                    \
+// steer sends a packet of a control flow (whose per-CPU counts are *flow)
+// to the control CPU after checking its TCP checksum (verify, the result of
+// tcp4_csum_ok or tcp6_csum_ok, is only evaluated when a control CPU is
+// set); a packet it cannot vouch for passes here, on the path it would take
+// without steering, and counts as pass_steer_bad_csum, in total and on its
+// flow.
+#define steer(cfg, flow, verify)                                                     \
 	({                                                                           \
 		int __r;                                                             \
 		if ((cfg)->control_cpu_set && !(verify)) {                           \
-			*(count) += 1;                                               \
+			(flow)->packets += 1;                                        \
+			(flow)->bad_csum += 1;                                       \
 			stat_add(STAT_PASS_STEER_BAD_CSUM, 1);                       \
 			__r = ACT_PASS_DONE;                                         \
 		} else {                                                             \
-			__r = to_control((cfg), (count));                            \
+			__r = to_control((cfg), (flow));                             \
 		}                                                                    \
 		__r;                                                                 \
 	})
@@ -279,7 +285,7 @@ static __attribute__((noinline)) int for_us4(struct iphdr *ip, void *data_end)
 	struct fe_config *cfg;
 	__u32 zero = 0;
 	int ports = 0;
-	__u64 *count;
+	struct ctl_flow_stats *flow;
 	__be16 *l4;
 
 	cfg = bpf_map_lookup_elem(&fe_config_map, &zero);
@@ -305,9 +311,9 @@ static __attribute__((noinline)) int for_us4(struct iphdr *ip, void *data_end)
 	if (ports) {
 		key.saddr = ip->saddr;
 		key.daddr = ip->daddr;
-		count = bpf_map_lookup_elem(&control_flows, &key);
-		if (count)
-			return steer(cfg, count, tcp4_csum_ok(ip, l4, data_end));
+		flow = bpf_map_lookup_elem(&control_flows, &key);
+		if (flow)
+			return steer(cfg, flow, tcp4_csum_ok(ip, l4, data_end));
 	}
 	return police(cfg);
 }
@@ -333,8 +339,8 @@ static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end
 	__u8 proto = ip6->nexthdr;
 	void *l4 = ip6 + 1;
 	int i, opaque = 0, later_frag = 0, ports = 0;
+	struct ctl_flow_stats *flow;
 	__u32 zero = 0;
-	__u64 *count;
 
 	if (proto == 58 /* ICMPv6 */ && l4 + 1 <= data_end) {
 		__u8 type = *(__u8 *)l4;
@@ -381,9 +387,9 @@ static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end
 	if (ports) {
 		__builtin_memcpy(key.saddr, &ip6->saddr, sizeof(key.saddr));
 		__builtin_memcpy(key.daddr, &ip6->daddr, sizeof(key.daddr));
-		count = bpf_map_lookup_elem(&control_flows6, &key);
-		if (count)
-			return steer(cfg, count, tcp6_csum_ok(ip6, l4, data_end));
+		flow = bpf_map_lookup_elem(&control_flows6, &key);
+		if (flow)
+			return steer(cfg, flow, tcp6_csum_ok(ip6, l4, data_end));
 	}
 	return police(cfg);
 }

@@ -233,20 +233,30 @@ struct ctl_flow_key6 {
 	__be16 dport;
 };
 
+// ctl_flow_stats counts, on one CPU, the packets of a control flow: all of
+// them, and those of them passed where they arrived because their TCP
+// checksum did not verify (the flow's share of pass_steer_bad_csum). Both
+// are in the one value the lookup returns, so counting either costs a
+// store to a line the packet has loaded anyway.
+struct ctl_flow_stats {
+	__u64 packets;
+	__u64 bad_csum;
+};
+
 // control_flows and control_flows6 hold the router's control flows; the
 // value counts each flow's packets on each CPU.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, MAX_CONTROL_FLOWS);
 	__type(key, struct ctl_flow_key);
-	__type(value, __u64);
+	__type(value, struct ctl_flow_stats);
 } control_flows SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, MAX_CONTROL_FLOWS);
 	__type(key, struct ctl_flow_key6);
-	__type(value, __u64);
+	__type(value, struct ctl_flow_stats);
 } control_flows6 SEC(".maps");
 
 // gtsm_peers and gtsm_peers6 hold the peers whose BGP packets must arrive
@@ -299,21 +309,42 @@ struct {
 	__type(value, __u32);
 } fwd_steer SEC(".maps");
 
+// The police classes: everything the program hands to the kernel, but the
+// control flows, is policed in one of them, each with a bucket and a rate
+// of its own (fe_config's police[class]), so that a flood of one class
+// cannot starve another.
+enum police_class {
+	POLICE_LOCAL,       // other traffic to the router's addresses
+	POLICE_TTL_OPTIONS, // TTL / hop limit expiry, IPv4 options, IPv6 Hop-by-Hop
+	POLICE_ARP_ND,      // ARP, NDP
+	POLICE_OTHER,       // the rest: no route, unresolved neighbour, broadcast, ...
+	POLICE_CLASSES,
+};
+
+// Referenced only so that the enum lands in BTF for bpf2go -type.
+const enum police_class *unused_police_class __attribute__((unused));
+
+// police_rate is the rate of one police class. The policer is a token
+// bucket in its GCRA ("virtual scheduling") form: a packet conforms while
+// the bucket's theoretical arrival time is at most tolerance_ns ahead of
+// now, and each conforming packet moves it interval_ns (1 s / rate) later.
+// That admits burst packets at once (tolerance = (burst - 1) * interval)
+// and rate packets per second after that, with one timestamp of state and
+// no multiplication on the packet path. interval_ns 0: the class is not
+// policed.
+struct police_rate {
+	__u64 interval_ns;
+	__u64 tolerance_ns;
+};
+
 // fe_config is the one entry of fe_config_map, written whole by the Go side.
-// The policer is a token bucket in its GCRA ("virtual scheduling") form: a
-// packet conforms while the bucket's theoretical arrival time is at most
-// police_tolerance_ns ahead of now, and each conforming packet moves it
-// police_interval_ns (1 s / rate) later. That admits burst packets at once
-// (tolerance = (burst - 1) * interval) and rate packets per second after
-// that, with one timestamp of state and no multiplication on the packet
-// path. The Go side may rewrite one field while a packet reads another; a
-// packet that sees half of an update is policed with a mix of the old and
-// the new setting, which is harmless.
+// The Go side may rewrite one field while a packet reads another; a packet
+// that sees half of an update is policed with a mix of the old and the new
+// setting, which is harmless.
 struct fe_config {
 	__u32 control_cpu;
 	__u32 control_cpu_set; // 0: no control CPU, control flows pass here
-	__u64 police_interval_ns; // 0: no policing
-	__u64 police_tolerance_ns;
+	struct police_rate police[POLICE_CLASSES];
 };
 
 struct {
@@ -328,21 +359,6 @@ struct {
 struct policer_state {
 	__u64 tat_ns;
 };
-
-// The police classes: everything the program hands to the kernel, but the
-// control flows, is policed in one of them, each with a bucket of its own
-// (the same rate and burst, from fe_config), so that a flood of one class
-// cannot starve another.
-enum police_class {
-	POLICE_LOCAL,       // other traffic to the router's addresses
-	POLICE_TTL_OPTIONS, // TTL / hop limit expiry, IPv4 options, IPv6 Hop-by-Hop
-	POLICE_ARP_ND,      // ARP, NDP
-	POLICE_OTHER,       // the rest: no route, unresolved neighbour, broadcast, ...
-	POLICE_CLASSES,
-};
-
-// Referenced only so that the enum lands in BTF for bpf2go -type.
-const enum police_class *unused_police_class __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

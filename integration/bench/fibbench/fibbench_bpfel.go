@@ -38,12 +38,21 @@ type fibbenchCtlFlowKey6 struct {
 	Dport uint16
 }
 
+type fibbenchCtlFlowStats struct {
+	_       structs.HostLayout
+	Packets uint64
+	BadCsum uint64
+}
+
 type fibbenchFeConfig struct {
-	_                 structs.HostLayout
-	ControlCpu        uint32
-	ControlCpuSet     uint32
-	PoliceIntervalNs  uint64
-	PoliceToleranceNs uint64
+	_             structs.HostLayout
+	ControlCpu    uint32
+	ControlCpuSet uint32
+	Police        [4]struct {
+		_           structs.HostLayout
+		IntervalNs  uint64
+		ToleranceNs uint64
+	}
 }
 
 type fibbenchFibRow struct {
