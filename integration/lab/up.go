@@ -574,7 +574,7 @@ status_socket: %s
 		fe += fmt.Sprintf(`classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
   control_cpu: 0
   forward_cpus: [%s]            # packets to forward that arrive on CPU 0 are forwarded there
-  police_pps: %d                # per CPU, for the other traffic to the router
+  police_pps: %d                # per CPU and class, what goes to the kernel that is not a control flow (TTL/options and ARP/ND: at most 1000)
   gtsm_peers: [%s]
 `, forwardCPUs(), o.policePPS(), strings.Join(o.GTSMPeers, ", "))
 	}
