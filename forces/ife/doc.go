@@ -99,4 +99,8 @@
 // (net/ife/ife.c, net/sched/act_ife.c, include/uapi/linux/ife.h) and
 // Scapy's IFE layer (scapy/contrib/ife.py); TestLinuxDecodesOurFrames
 // checks it against a running kernel where CONFIG_NET_ACT_IFE is built.
+// The RFC's own text could not be read in full from this workplace: what
+// is said above of it (the length field counting itself, metadata IDs in
+// the TLV type, unknown metadata passed over) is the author's reading of
+// it, and every rule the code enforces is one Linux enforces too.
 package ife
