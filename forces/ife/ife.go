@@ -180,7 +180,8 @@ func Encode(dst []byte, h Header, meta []Meta, inner []byte) ([]byte, error) {
 // Decode parses an inter-FE frame. It appends the metadata, in wire order
 // and unknown types included, to meta (pass a reused meta[:0] to decode
 // without allocating) and returns the outer header, the metadata and the
-// inner frame. Metadata values and inner alias frame. Padding bytes are not
+// inner frame; on error meta comes back as it was passed. Metadata values
+// and inner alias frame. Padding bytes are not
 // checked, as Linux does not; everything else is, and an error names the
 // field, its offset and its value.
 func Decode(frame []byte, meta []Meta) (Header, []Meta, []byte, error) {
@@ -204,21 +205,22 @@ func Decode(frame []byte, meta []Meta) (Header, []Meta, []byte, error) {
 	if len(frame)-end < MinInnerLen {
 		return h, meta, nil, fmt.Errorf("%w: inner frame of %d bytes after metadata length %d, shorter than an Ethernet header (%d)", ErrTruncated, len(frame)-end, metaLen, MinInnerLen)
 	}
+	kept := len(meta) // on error, meta goes back as it came
 	for off := EthHeaderLen + MetaLenLen; off < end; {
 		if end-off < TLVHeaderLen {
-			return h, meta, nil, fmt.Errorf("%w: %d bytes left at offset %d, too few for a TLV header (metadata length %d)", ErrTLV, end-off, off, metaLen)
+			return h, meta[:kept], nil, fmt.Errorf("%w: %d bytes left at offset %d, too few for a TLV header (metadata length %d)", ErrTLV, end-off, off, metaLen)
 		}
 		t := binary.BigEndian.Uint16(frame[off:])
 		l := int(binary.BigEndian.Uint16(frame[off+2:]))
 		if l < TLVHeaderLen {
-			return h, meta, nil, fmt.Errorf("%w: type %#x at offset %d has length %d, less than its own %d-byte header", ErrTLV, t, off, l, TLVHeaderLen)
+			return h, meta[:kept], nil, fmt.Errorf("%w: type %#x at offset %d has length %d, less than its own %d-byte header", ErrTLV, t, off, l, TLVHeaderLen)
 		}
 		if off+align4(l) > end {
-			return h, meta, nil, fmt.Errorf("%w: type %#x at offset %d has length %d (%d padded), past the metadata's end at %d", ErrTLV, t, off, l, align4(l), end)
+			return h, meta[:kept], nil, fmt.Errorf("%w: type %#x at offset %d has length %d (%d padded), past the metadata's end at %d", ErrTLV, t, off, l, align4(l), end)
 		}
 		v := frame[off+TLVHeaderLen : off+l : off+l]
 		if want := valueLen(t); want >= 0 && len(v) != want {
-			return h, meta, nil, fmt.Errorf("%w: type %#x at offset %d has a %d-byte value, its type takes %d", ErrTLV, t, off, len(v), want)
+			return h, meta[:kept], nil, fmt.Errorf("%w: type %#x at offset %d has a %d-byte value, its type takes %d", ErrTLV, t, off, len(v), want)
 		}
 		meta = append(meta, Meta{Type: t, Value: v})
 		off += align4(l)

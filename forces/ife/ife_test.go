@@ -202,9 +202,13 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, _, err := Decode(c.frame, nil)
+			prior := []Meta{FlowHash(1)}
+			_, meta, _, err := Decode(c.frame, prior)
 			if !errors.Is(err, c.err) {
 				t.Fatalf("Decode: %v, want %v", err, c.err)
+			}
+			if !equalMeta(meta, prior) {
+				t.Errorf("Decode returned meta %v on error, want what was passed (%v)", meta, prior)
 			}
 			if !strings.Contains(err.Error(), c.says) {
 				t.Errorf("error %q does not say %q", err, c.says)
