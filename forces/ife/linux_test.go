@@ -171,7 +171,7 @@ func TestLinuxDecodesOurFrames(t *testing.T) {
 			t.Fatalf("first datagram delivered: %q, want the good frame's (Linux accepted the frame with a TLV past the metadata)", payload)
 		}
 		if mark != 17 {
-			t.Errorf("skb mark %d, want 17 from the skb mark TLV behind our egress port TLV", mark)
+			t.Errorf("skb mark %d, want 17 from the skb mark TLV behind our egress port TLV (or the kernel lacks CONFIG_NET_IFE_SKBMARK)", mark)
 		}
 		// Both frames were sent from this thread, the bad one first: had
 		// Linux delivered it, it would be queued by now.
