@@ -113,6 +113,7 @@ func PrintDoS(w io.Writer, rs []DoSResult) error {
 		return pps(r.RingDropped) + " / " + pps(r.RingDroppedSKB)
 	})
 	row("arrived on to-peer queue 0 / 1", func(r DoSResult) string { return joinRates(r.QueueArrived, pps) })
+	row("share of the floods' arrivals: forward / to the router / TTL 1 (of the offered)", arrivalShares)
 	for _, c := range []struct{ label, counter string }{
 		{"XDP: forwarded", "forwarded"},
 		{"XDP: dropped by the policer (for us)", "drop_policed"},
@@ -146,6 +147,35 @@ func PrintDoS(w io.Writer, rs []DoSResult) error {
 		return strings.Join(parts, " / ")
 	})
 	return tw.Flush()
+}
+
+// arrivalShares compares what each kind of flood got of the flood queue's
+// ring (by the datapath's counters: forwarded, policed or passed for the
+// router, TTL expiry) with its share of what the generators offered. A
+// generator fills the ring in the microseconds after the NAPI kthread
+// drained it and the rest of its frames find it full, so the shares follow
+// the scheduler's order on the generators' CPU, not the offered rates, and
+// dos_forward_pps measures that order as much as the router: the router
+// forwards every frame of the forwarded flood that arrives.
+func arrivalShares(r DoSResult) string {
+	d, o := r.Datapath, r.Offered
+	got := []float64{d["forwarded"], d["drop_policed"] + d["pass_local"], d["pass_ttl"]}
+	offered := []float64{o["forward"], o["syn"] + o["udp"] + o["ack"], o["ttl"]}
+	pct := func(v []float64) string {
+		var sum float64
+		for _, x := range v {
+			sum += x
+		}
+		if sum == 0 {
+			return "-"
+		}
+		var parts []string
+		for _, x := range v {
+			parts = append(parts, fmt.Sprintf("%.0f%%", 100*x/sum))
+		}
+		return strings.Join(parts, " / ")
+	}
+	return pct(got) + " (" + pct(offered) + ")"
 }
 
 // pps formats a rate: 1.23 Mpps, 45.6 kpps, 7 pps.
