@@ -69,7 +69,7 @@ func summaryView(s *splitplanev1.RouteSummary) routeSummaryJSON {
 
 // reasonOrder is the reasons of m in unresolvedReasons' order, then any
 // other sorted.
-func reasonOrder(m map[string]uint64) []string {
+func reasonOrder[N uint64 | int](m map[string]N) []string {
 	var out, rest []string
 	for _, r := range unresolvedReasons {
 		if _, ok := m[r]; ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,10 @@ unresolved routes  3
 	}
 	if sum.FIBRoutes != 1 || sum.UnresolvedTotal != 3 || sum.Unresolved["loop"] != 2 || sum.Unresolved["no_route"] != 1 || sum.Unresolved["depth"] != 0 {
 		t.Errorf("route summary -o json: %+v\n%s", sum, stdout)
+	}
+
+	stdout, stderr, code = run(t, "top", "--once", "--interval", "10ms", "--api", api)
+	if want := "     3 routes unresolved, not installed: no_route 1, loop 2   (splitplane route list --unresolved)\n"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("top --once: exit %d, %s\n%s\nwant it to hold:\n%s", code, stderr, stdout, want)
 	}
 }
