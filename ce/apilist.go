@@ -16,11 +16,19 @@ import (
 type RouteInfo struct {
 	Prefix    netip.Prefix
 	NextHops  []netip.Addr // as the origin gave them
-	Distance  uint8
 	Origin    string       // "api", "static", "bgp"
-	Installed bool         // the route the FIB forwards with for its prefix
 	Resolved  []netip.Addr // the directly connected next hops it resolves to
+	Distance  uint8
+	Installed bool // the route the FIB forwards with for its prefix
+	// why is why Resolved is empty; in the padding after Installed, so a
+	// listing of a million routes costs no more memory for it.
+	why unresolved
 }
+
+// Unresolved says why the route's next hops resolve to no directly
+// connected one (so it is not forwarded with): "no_route", "loop", "depth"
+// or "work", as in Status's UnresolvedRoutes; "" for a route that resolves.
+func (ri RouteInfo) Unresolved() string { return ri.why.String() }
 
 // RouteFilter selects routes to list.
 type RouteFilter struct {
@@ -28,6 +36,9 @@ type RouteFilter struct {
 	Longer bool
 	Family int    // 4 or 6; 0: both
 	Origin string // "api", "static", "bgp"; "": all
+	// Unresolved: only the routes whose next hops resolve to no directly
+	// connected one.
+	Unresolved bool
 }
 
 func (f RouteFilter) match(p netip.Prefix, origin string) bool {
@@ -137,10 +148,14 @@ func (r *RIB) scan(f RouteFilter) []RouteInfo {
 		if !f.match(p, originNames[src]) {
 			return
 		}
-		s := r.sets[v.set()]
+		s := &r.sets[v.set()]
+		if f.Unresolved && s.resolved != nil {
+			return
+		}
 		_, chosen, _ := r.choose(p)
 		out = append(out, RouteInfo{Prefix: p, NextHops: slices.Clone(s.hops), Distance: v.distance(), Origin: originNames[src],
-			Resolved: slices.Clone(s.resolved), Installed: chosen == src && len(s.resolved) > 0 && r.fibs.of(p).holds(p, s.resolved)})
+			Resolved: slices.Clone(s.resolved), Installed: chosen == src && len(s.resolved) > 0 && r.fibs.of(p).holds(p, s.resolved),
+			why: s.unresolvedWhy()})
 	}
 	if !f.scans() {
 		for src := range numSources {

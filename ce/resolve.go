@@ -49,6 +49,15 @@ var unresolvedNames = [numUnresolved]string{resolvedOK: "", noRoute: "no_route",
 
 func (u unresolved) String() string { return unresolvedNames[u] }
 
+// unresolvedWhy is why s resolves to nothing, or resolvedOK if it
+// resolves.
+func (s *nhSet) unresolvedWhy() unresolved {
+	if s.resolved != nil {
+		return resolvedOK
+	}
+	return s.why
+}
+
 // resolution is what a static route's next hops resolve to, or why nothing.
 type resolution struct {
 	hops []netip.Addr // directly connected, sorted, without duplicates
@@ -244,13 +253,13 @@ func (r *RIB) unresolvedRoutes() (map[string]int, []UnresolvedRoute) {
 	}
 	for id := 1; id < len(r.sets); id++ {
 		if s := &r.sets[id]; s.refs > 0 && s.resolved == nil {
-			counts[s.why.String()] += s.refs
+			counts[s.unresolvedWhy().String()] += s.refs
 		}
 	}
 	var static []UnresolvedRoute
 	add := func(p netip.Prefix, v srcRoute) {
 		if s := &r.sets[v.set()]; s.resolved == nil {
-			static = append(static, UnresolvedRoute{Prefix: p, Reason: s.why.String()})
+			static = append(static, UnresolvedRoute{Prefix: p, Reason: s.unresolvedWhy().String()})
 		}
 	}
 	for k, v := range r.tables[srcStatic].v4.All() {

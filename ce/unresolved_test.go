@@ -48,6 +48,45 @@ func TestCEReportsUnresolved(t *testing.T) {
 			t.Errorf("splitplane_ce_rib_unresolved_routes{reason=%q} = %v (present: %v), want %v", reason, v, ok, want)
 		}
 	}
+	// Listings say why each route does not resolve; Unresolved lists
+	// only those.
+	for _, f := range []RouteFilter{{}, {Unresolved: true}, {Family: 4, Unresolved: true}} {
+		l, err := c.ListRoutes(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range l {
+			got = append(got, fmt.Sprintf("%s %s installed=%v resolved=%v", r.Prefix, r.Unresolved(), r.Installed, r.Resolved))
+		}
+		want := "[0.0.0.0/0 loop installed=false resolved=[] 203.0.113.0/24 loop installed=false resolved=[] 2001:db8:5::/48 no_route installed=false resolved=[]]"
+		if f.Family == 4 {
+			want = "[0.0.0.0/0 loop installed=false resolved=[] 203.0.113.0/24 loop installed=false resolved=[]]"
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("ListRoutes(%+v):\n%v\nwant\n%s", f, got, want)
+		}
+	}
+}
+
+// A listing of routes that resolve gives no reason, and Unresolved leaves
+// them out.
+func TestListRoutesResolvedHasNoReason(t *testing.T) {
+	r, _ := newTestRIB()
+	r.SetConnected(forces.FEID(1), prefixes("100.64.0.2/30"), nil)
+	r.SetStatic(netip.MustParsePrefix("0.0.0.0/0"), addrs("100.64.0.1"), 0, nil)
+	r.SetStatic(netip.MustParsePrefix("198.51.100.0/24"), addrs("192.0.2.1"), 0, nil) // through the default
+	r.SetStatic(netip.MustParsePrefix("2001:db8::/32"), addrs("2001:db9::1"), 0, nil) // nothing covers it
+	var got []string
+	for _, ri := range r.list(RouteFilter{}) {
+		got = append(got, fmt.Sprintf("%s %q %v", ri.Prefix, ri.Unresolved(), ri.Resolved))
+	}
+	if want := `[0.0.0.0/0 "" [100.64.0.1] 198.51.100.0/24 "" [100.64.0.1] 2001:db8::/32 "no_route" []]`; fmt.Sprint(got) != want {
+		t.Errorf("listed %v, want %s", got, want)
+	}
+	if l := r.list(RouteFilter{Unresolved: true}); len(l) != 1 || l[0].Prefix.String() != "2001:db8::/32" {
+		t.Errorf("unresolved listed %v, want 2001:db8::/32 alone", l)
+	}
 }
 
 // A static route that stops resolving for a loop is logged once, and again

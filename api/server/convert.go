@@ -238,6 +238,7 @@ func toRoute(r ce.RouteInfo) *spv1.Route {
 	return &spv1.Route{
 		Prefix: r.Prefix.String(), NextHops: addrStrings(r.NextHops), Distance: uint32(r.Distance),
 		Origin: origin(r.Origin), Installed: r.Installed, ResolvedNextHops: addrStrings(r.Resolved),
+		UnresolvedReason: r.Unresolved(),
 	}
 }
 

@@ -64,7 +64,7 @@ func (r *routes) Delete(ctx context.Context, req *spv1.DeleteRouteRequest) (*spv
 }
 
 func (r *routes) List(req *spv1.ListRoutesRequest, stream grpc.ServerStreamingServer[spv1.Route]) error {
-	f := ce.RouteFilter{Longer: req.GetLonger()}
+	f := ce.RouteFilter{Longer: req.GetLonger(), Unresolved: req.GetUnresolved()}
 	if s := req.GetPrefix(); s != "" {
 		p, err := parsePrefix("prefix", s)
 		if err != nil {
@@ -105,6 +105,20 @@ func (r *routes) List(req *spv1.ListRoutesRequest, stream grpc.ServerStreamingSe
 		}
 	}
 	return nil
+}
+
+// Summary counts the FIB's routes and the unresolved routes by reason,
+// from the CE's status (no scan of the RIB's routes).
+func (r *routes) Summary(ctx context.Context, _ *spv1.RouteSummaryRequest) (*spv1.RouteSummary, error) {
+	st, err := ceStatus(ctx, r.b)
+	if err != nil {
+		return nil, err
+	}
+	out := &spv1.RouteSummary{FibRoutes: uint64(st.Routes), Unresolved: make(map[string]uint64, len(st.UnresolvedRoutes))}
+	for reason, n := range st.UnresolvedRoutes {
+		out.Unresolved[reason] = uint64(n)
+	}
+	return out, nil
 }
 
 // family converts a table selector to ce.RouteFilter.Family.

@@ -655,3 +655,36 @@ func TestStats(t *testing.T) {
 	})
 	_ = list
 }
+
+// An API route whose next hop nothing covers, and a static one that loops
+// through itself, are listed with their reason; unresolved lists only
+// them, and Summary counts them by reason.
+func TestRoutesUnresolved(t *testing.T) {
+	c := startCE(t, ce.Config{StaticRoutes: []ce.StaticRoute{{Prefix: "198.51.100.0/24", NextHops: []string{"198.51.100.1"}}}})
+	s := startServer(t, c, Config{})
+	rc := spv1.NewRoutesClient(dial(t, s))
+	ctx := ctxT(t)
+	for _, r := range []*spv1.Route{route("203.0.113.0/24", "192.0.2.9"), route("192.0.2.128/25", "10.0.0.2")} {
+		if _, err := rc.Add(ctx, &spv1.AddRouteRequest{Route: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, r := range listAll(t, rc, &spv1.ListRoutesRequest{}) {
+		got = append(got, r.GetPrefix()+" "+r.GetOrigin().String()+" "+r.GetUnresolvedReason())
+	}
+	want := []string{"192.0.2.128/25 ORIGIN_API ", "198.51.100.0/24 ORIGIN_STATIC loop", "203.0.113.0/24 ORIGIN_API no_route"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %q, want %q", got, want)
+	}
+	if got := prefixes(listAll(t, rc, &spv1.ListRoutesRequest{Unresolved: true})); !slices.Equal(got, []string{"198.51.100.0/24 ORIGIN_STATIC", "203.0.113.0/24 ORIGIN_API"}) {
+		t.Fatalf("unresolved: %v", got)
+	}
+	sum, err := rc.Summary(ctx, &spv1.RouteSummaryRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := sum.GetUnresolved(); sum.GetFibRoutes() != 1 || len(u) != 4 || u["loop"] != 1 || u["no_route"] != 1 || u["depth"] != 0 || u["work"] != 0 {
+		t.Fatalf("summary: %v", sum)
+	}
+}

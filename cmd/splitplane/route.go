@@ -24,7 +24,7 @@ func routeCmd() *cobra.Command {
 		"The API's routes coexist with static and BGP routes; the RIB installs, per prefix,\n" +
 		"the one with the lowest administrative distance (the API's default: 5).\n" + exitCodesHelp
 	f.register(cmd)
-	cmd.AddCommand(routeAddCmd(&f), routeDelCmd(&f), routeListCmd(&f), routeWatchCmd(&f))
+	cmd.AddCommand(routeAddCmd(&f), routeDelCmd(&f), routeListCmd(&f), routeSummaryCmd(&f), routeWatchCmd(&f))
 	return cmd
 }
 
@@ -136,11 +136,15 @@ type routeJSON struct {
 	Origin           string   `json:"origin"`
 	Installed        bool     `json:"installed"`
 	ResolvedNextHops []string `json:"resolved_next_hops"`
+	// UnresolvedReason is why the next hops resolve to nothing ("no_route",
+	// "loop", "depth", "work"); "" when they resolve.
+	UnresolvedReason string `json:"unresolved_reason"`
 }
 
 func routeView(r *splitplanev1.Route) routeJSON {
 	return routeJSON{Prefix: r.GetPrefix(), NextHops: strs(r.GetNextHops()), Distance: r.GetDistance(),
-		Origin: originName(r.GetOrigin()), Installed: r.GetInstalled(), ResolvedNextHops: strs(r.GetResolvedNextHops())}
+		Origin: originName(r.GetOrigin()), Installed: r.GetInstalled(), ResolvedNextHops: strs(r.GetResolvedNextHops()),
+		UnresolvedReason: r.GetUnresolvedReason()}
 }
 
 // strs makes a nil slice an empty one, so JSON says [] rather than null.
@@ -153,9 +157,9 @@ func strs(s []string) []string {
 
 func routeListCmd(f *apiFlags) *cobra.Command {
 	var (
-		longer        bool
-		table, origin string
-		out           string
+		longer, unresolved bool
+		table, origin      string
+		out                string
 	)
 	cmd := &cobra.Command{
 		Use:     "list [PREFIX]",
@@ -163,16 +167,21 @@ func routeListCmd(f *apiFlags) *cobra.Command {
 		Short:   "List the routes of every origin, each saying whether it is installed in the FIB",
 		Long: "List the routes of every origin (api, static, bgp) matching the filter; FIB says which\n" +
 			"one of a prefix's routes is installed, RESOLVED the directly connected next hops it\n" +
-			"forwards to. With PREFIX only that prefix (--longer: and every more specific one).\n" +
-			"-o json prints one JSON array.\n" + exitCodesHelp,
+			"forwards to, or, for a route whose next hops resolve to none (not installed), why:\n" +
+			"\"unresolved: REASON\", REASON being no_route (nothing covers a next hop: a port down,\n" +
+			"a typo), loop (only static routes leading back to themselves cover it), depth (more\n" +
+			"than 8 static routes deep) or work (a resolution over 4096 steps). With PREFIX only\n" +
+			"that prefix (--longer: and every more specific one); --unresolved: only unresolved\n" +
+			"routes. -o json prints one JSON array (unresolved_reason: \"\" when resolved).\n" + exitCodesHelp,
 		Example: "  splitplane route list\n" +
+			"  splitplane route list --unresolved\n" +
 			"  splitplane route list 10.0.0.0/8 --longer --origin bgp -o json",
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(cmd, out); err != nil {
 				return err
 			}
-			req := &splitplanev1.ListRoutesRequest{Longer: longer}
+			req := &splitplanev1.ListRoutesRequest{Longer: longer, Unresolved: unresolved}
 			if len(args) == 1 {
 				req.Prefix = args[0]
 			} else if longer {
@@ -213,6 +222,7 @@ func routeListCmd(f *apiFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&longer, "longer", false, "also the prefixes more specific than PREFIX")
 	cmd.Flags().StringVar(&table, "table", "all", "address family: ipv4, ipv6 or all")
 	cmd.Flags().StringVar(&origin, "origin", "", "only routes of this origin: api, static or bgp")
+	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "only routes whose next hops resolve to no directly connected one")
 	outputFlag(cmd, &out)
 	return cmd
 }
@@ -228,8 +238,12 @@ func printRoutes(w io.Writer, routes []routeJSON, out string) error {
 		if r.Installed {
 			fib = "*"
 		}
+		resolved := strings.Join(r.ResolvedNextHops, ",")
+		if r.UnresolvedReason != "" {
+			resolved = "unresolved: " + r.UnresolvedReason
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Prefix, r.Origin, r.Distance, fib,
-			dash(strings.Join(r.NextHops, ",")), dash(strings.Join(r.ResolvedNextHops, ",")))
+			dash(strings.Join(r.NextHops, ",")), dash(resolved))
 	}
 	return tw.Flush()
 }

@@ -35,7 +35,8 @@ func topCmd() *cobra.Command {
 		Long: "A live view of the router through the CE's API, redrawn every --interval: per FE its\n" +
 			"packet rates (received, forwarded, passed to the kernel, dropped) in total, per core and\n" +
 			"per port, the exception reasons (packets passed to the kernel or dropped, by reason),\n" +
-			"the BGP sessions, and the FIB's size with the routes by origin (counted every 5s).\n" +
+			"the BGP sessions, and the FIB's size with the routes by origin and the unresolved ones\n" +
+			"by reason (counted every 5s).\n" +
 			"Rates come from successive counter samples; counters the FEs do not report show \"-\".\n" +
 			"Ctrl-C quits. --once takes two samples --interval apart, prints one frame with the\n" +
 			"rates and exits (for scripts and tests); it fails only if the API cannot be reached.\n" +
@@ -148,10 +149,12 @@ func (s *topSample) failed() error {
 	return nil
 }
 
-// routeCount is the size of the FIB and the RIB's routes by origin.
+// routeCount is the size of the FIB, the RIB's routes by origin, and the
+// unresolved ones by reason.
 type routeCount struct {
 	fib4, fib6 int
 	byOrigin   map[string]int
+	unresolved map[string]int // by reason; nil: none
 }
 
 // takeSample reads the FEs, the neighbours and, if prev's count is older
@@ -187,6 +190,12 @@ func takeSample(ctx context.Context, c *apiConn, prev *topSample) *topSample {
 				return err
 			}
 			n.byOrigin[originName(r.GetOrigin())]++
+			if why := r.GetUnresolvedReason(); why != "" {
+				if n.unresolved == nil {
+					n.unresolved = map[string]int{}
+				}
+				n.unresolved[why]++
+			}
 			if r.GetInstalled() {
 				if strings.Contains(r.GetPrefix(), ":") {
 					n.fib6++
@@ -296,6 +305,14 @@ func renderTop(prev, cur *topSample, addr string, interval time.Duration) []byte
 		}
 		fmt.Fprintf(&b, "FIB  %d prefixes (ipv4 %d, ipv6 %d)   routes by origin: %s   (counted %s)\n",
 			rc.fib4+rc.fib6, rc.fib4, rc.fib6, strings.Join(origins, ", "), cur.routesAt.Format(time.TimeOnly))
+		if len(rc.unresolved) > 0 {
+			total, reasons := 0, []string{}
+			for _, r := range reasonOrder(rc.unresolved) {
+				total += rc.unresolved[r]
+				reasons = append(reasons, fmt.Sprintf("%s %d", r, rc.unresolved[r]))
+			}
+			fmt.Fprintf(&b, "     %d routes unresolved, not installed: %s   (splitplane route list --unresolved)\n", total, strings.Join(reasons, ", "))
+		}
 	case cur.routesErr != nil:
 		fmt.Fprintf(&b, "FIB  %v\n", cur.routesErr)
 	}

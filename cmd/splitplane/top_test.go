@@ -155,3 +155,17 @@ func TestTopLive(t *testing.T) {
 		t.Errorf("no rates in:\n%s", stdout)
 	}
 }
+
+// Unresolved routes, counted from the listing, are shown by reason below
+// the FIB's line.
+func TestTopRenderUnresolved(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	routes := &routeCount{fib4: 1, byOrigin: map[string]int{"static": 4}, unresolved: map[string]int{"loop": 2, "no_route": 1}}
+	cur := &topSample{at: at, routes: routes, routesAt: at}
+	got := string(renderTop(nil, cur, "unix:/x.sock", time.Second))
+	want := "FIB  1 prefixes (ipv4 1, ipv6 0)   routes by origin: api 0, static 4, bgp 0   (counted 12:00:00)\n" +
+		"     3 routes unresolved, not installed: no_route 1, loop 2   (splitplane route list --unresolved)\n"
+	if !strings.Contains(got, want) {
+		t.Errorf("frame:\n%s\nwant it to hold:\n%s", got, want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,6 +177,7 @@ func (s Status) Print(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "CE: %d routes in the FIB, %d FE(s) associated\n", s.CERoutes, len(s.CE.FEs))
+	printUnresolved(w, s.CE)
 	for _, f := range s.CE.FEs {
 		low := "down"
 		if f.LowChannel {
@@ -192,6 +194,38 @@ func (s Status) Print(w io.Writer) {
 			continue
 		}
 		printFE(w, fmt.Sprintf("FE %d", i+2), f)
+	}
+}
+
+// unresolvedReasons are the reasons of ce.Status.UnresolvedRoutes, in the
+// order lab status prints them.
+var unresolvedReasons = []string{"no_route", "loop", "depth", "work"}
+
+// printUnresolved writes the CE's unresolved routes by reason, and its
+// unresolved static routes; nothing when every route resolves.
+func printUnresolved(w io.Writer, st ce.Status) {
+	total := 0
+	for _, n := range st.UnresolvedRoutes {
+		total += n
+	}
+	if total == 0 {
+		return
+	}
+	reasons := slices.Clone(unresolvedReasons)
+	for r := range st.UnresolvedRoutes {
+		if !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
+	var b strings.Builder
+	for _, r := range reasons {
+		if n := st.UnresolvedRoutes[r]; n > 0 {
+			fmt.Fprintf(&b, ", %s %d", r, n)
+		}
+	}
+	fmt.Fprintf(w, "CE: %d routes unresolved, not installed (%s); 'splitplane route list --unresolved' lists them\n", total, b.String()[2:])
+	for _, u := range st.UnresolvedStatic {
+		fmt.Fprintf(w, "    static %s: %s\n", u.Prefix, u.Reason)
 	}
 }
 

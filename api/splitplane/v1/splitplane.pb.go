@@ -182,7 +182,7 @@ func (x RouteEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RouteEvent_Kind.Descriptor instead.
 func (RouteEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{11, 0}
+	return file_splitplane_proto_rawDescGZIP(), []int{13, 0}
 }
 
 type RouteOp_Kind int32
@@ -231,7 +231,7 @@ func (x RouteOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RouteOp_Kind.Descriptor instead.
 func (RouteOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{12, 0}
+	return file_splitplane_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type ResetNeighborRequest struct {
@@ -333,6 +333,13 @@ type Route struct {
 	// In listings: the directly connected next hops it forwards to (empty
 	// while unresolved).
 	ResolvedNextHops []string `protobuf:"bytes,6,rep,name=resolved_next_hops,json=resolvedNextHops,proto3" json:"resolved_next_hops,omitempty"`
+	// In listings: why the route is unresolved (its next hops resolve to no
+	// directly connected one, so it is not installed; FRR: "inactive"), empty
+	// if it resolves. "no_route": nothing covers a next hop (a port down, a
+	// typo); "loop": only static routes that lead back to themselves cover
+	// it; "depth": only through more than 8 static routes; "work": its
+	// resolution needed more than 4096 steps.
+	UnresolvedReason string `protobuf:"bytes,7,opt,name=unresolved_reason,json=unresolvedReason,proto3" json:"unresolved_reason,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -407,6 +414,13 @@ func (x *Route) GetResolvedNextHops() []string {
 		return x.ResolvedNextHops
 	}
 	return nil
+}
+
+func (x *Route) GetUnresolvedReason() string {
+	if x != nil {
+		return x.UnresolvedReason
+	}
+	return ""
 }
 
 type AddRouteRequest struct {
@@ -662,7 +676,9 @@ type ListRoutesRequest struct {
 	// Only this family; TABLE_ALL: both.
 	Table Table `protobuf:"varint,3,opt,name=table,proto3,enum=splitplane.v1.Table" json:"table,omitempty"`
 	// Only routes of this origin; unspecified: all.
-	Origin        Origin `protobuf:"varint,4,opt,name=origin,proto3,enum=splitplane.v1.Origin" json:"origin,omitempty"`
+	Origin Origin `protobuf:"varint,4,opt,name=origin,proto3,enum=splitplane.v1.Origin" json:"origin,omitempty"`
+	// Only the unresolved routes (those with an unresolved_reason).
+	Unresolved    bool `protobuf:"varint,5,opt,name=unresolved,proto3" json:"unresolved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -725,6 +741,105 @@ func (x *ListRoutesRequest) GetOrigin() Origin {
 	return Origin_ORIGIN_UNSPECIFIED
 }
 
+func (x *ListRoutesRequest) GetUnresolved() bool {
+	if x != nil {
+		return x.Unresolved
+	}
+	return false
+}
+
+type RouteSummaryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteSummaryRequest) Reset() {
+	*x = RouteSummaryRequest{}
+	mi := &file_splitplane_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteSummaryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteSummaryRequest) ProtoMessage() {}
+
+func (x *RouteSummaryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteSummaryRequest.ProtoReflect.Descriptor instead.
+func (*RouteSummaryRequest) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{10}
+}
+
+// RouteSummary is the RIB at a glance.
+type RouteSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Prefixes in the FIB (what the FEs forward with), both families.
+	FibRoutes uint64 `protobuf:"varint,1,opt,name=fib_routes,json=fibRoutes,proto3" json:"fib_routes,omitempty"`
+	// The routes of every origin that do not resolve, by reason (as
+	// Route.unresolved_reason): every reason, zeros included.
+	Unresolved    map[string]uint64 `protobuf:"bytes,2,rep,name=unresolved,proto3" json:"unresolved,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteSummary) Reset() {
+	*x = RouteSummary{}
+	mi := &file_splitplane_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteSummary) ProtoMessage() {}
+
+func (x *RouteSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteSummary.ProtoReflect.Descriptor instead.
+func (*RouteSummary) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RouteSummary) GetFibRoutes() uint64 {
+	if x != nil {
+		return x.FibRoutes
+	}
+	return 0
+}
+
+func (x *RouteSummary) GetUnresolved() map[string]uint64 {
+	if x != nil {
+		return x.Unresolved
+	}
+	return nil
+}
+
 type WatchRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Send the current FIB first, as events of kind INSTALLED.
@@ -737,7 +852,7 @@ type WatchRoutesRequest struct {
 
 func (x *WatchRoutesRequest) Reset() {
 	*x = WatchRoutesRequest{}
-	mi := &file_splitplane_proto_msgTypes[10]
+	mi := &file_splitplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +864,7 @@ func (x *WatchRoutesRequest) String() string {
 func (*WatchRoutesRequest) ProtoMessage() {}
 
 func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[10]
+	mi := &file_splitplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +877,7 @@ func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{10}
+	return file_splitplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRoutesRequest) GetCurrent() bool {
@@ -793,7 +908,7 @@ type RouteEvent struct {
 
 func (x *RouteEvent) Reset() {
 	*x = RouteEvent{}
-	mi := &file_splitplane_proto_msgTypes[11]
+	mi := &file_splitplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +920,7 @@ func (x *RouteEvent) String() string {
 func (*RouteEvent) ProtoMessage() {}
 
 func (x *RouteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[11]
+	mi := &file_splitplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +933,7 @@ func (x *RouteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteEvent.ProtoReflect.Descriptor instead.
 func (*RouteEvent) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{11}
+	return file_splitplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RouteEvent) GetKind() RouteEvent_Kind {
@@ -854,7 +969,7 @@ type RouteOp struct {
 
 func (x *RouteOp) Reset() {
 	*x = RouteOp{}
-	mi := &file_splitplane_proto_msgTypes[12]
+	mi := &file_splitplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +981,7 @@ func (x *RouteOp) String() string {
 func (*RouteOp) ProtoMessage() {}
 
 func (x *RouteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[12]
+	mi := &file_splitplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +994,7 @@ func (x *RouteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteOp.ProtoReflect.Descriptor instead.
 func (*RouteOp) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{12}
+	return file_splitplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RouteOp) GetKind() RouteOp_Kind {
@@ -918,7 +1033,7 @@ type RouteBatch struct {
 
 func (x *RouteBatch) Reset() {
 	*x = RouteBatch{}
-	mi := &file_splitplane_proto_msgTypes[13]
+	mi := &file_splitplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1045,7 @@ func (x *RouteBatch) String() string {
 func (*RouteBatch) ProtoMessage() {}
 
 func (x *RouteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[13]
+	mi := &file_splitplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1058,7 @@ func (x *RouteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteBatch.ProtoReflect.Descriptor instead.
 func (*RouteBatch) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{13}
+	return file_splitplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RouteBatch) GetId() uint64 {
@@ -982,7 +1097,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_splitplane_proto_msgTypes[14]
+	mi := &file_splitplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1109,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[14]
+	mi := &file_splitplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1122,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{14}
+	return file_splitplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchAck) GetId() uint64 {
@@ -1044,7 +1159,7 @@ type TransactionRequest struct {
 
 func (x *TransactionRequest) Reset() {
 	*x = TransactionRequest{}
-	mi := &file_splitplane_proto_msgTypes[15]
+	mi := &file_splitplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1171,7 @@ func (x *TransactionRequest) String() string {
 func (*TransactionRequest) ProtoMessage() {}
 
 func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[15]
+	mi := &file_splitplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1184,7 @@ func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionRequest.ProtoReflect.Descriptor instead.
 func (*TransactionRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{15}
+	return file_splitplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransactionRequest) GetOps() []*RouteOp {
@@ -1100,7 +1215,7 @@ type TransactionResponse struct {
 
 func (x *TransactionResponse) Reset() {
 	*x = TransactionResponse{}
-	mi := &file_splitplane_proto_msgTypes[16]
+	mi := &file_splitplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1227,7 @@ func (x *TransactionResponse) String() string {
 func (*TransactionResponse) ProtoMessage() {}
 
 func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[16]
+	mi := &file_splitplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1240,7 @@ func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionResponse.ProtoReflect.Descriptor instead.
 func (*TransactionResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{16}
+	return file_splitplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TransactionResponse) GetApplied() uint32 {
@@ -1157,7 +1272,7 @@ type ListFEsRequest struct {
 
 func (x *ListFEsRequest) Reset() {
 	*x = ListFEsRequest{}
-	mi := &file_splitplane_proto_msgTypes[17]
+	mi := &file_splitplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1284,7 @@ func (x *ListFEsRequest) String() string {
 func (*ListFEsRequest) ProtoMessage() {}
 
 func (x *ListFEsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[17]
+	mi := &file_splitplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1297,7 @@ func (x *ListFEsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFEsRequest.ProtoReflect.Descriptor instead.
 func (*ListFEsRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{17}
+	return file_splitplane_proto_rawDescGZIP(), []int{19}
 }
 
 type ListFEsResponse struct {
@@ -1195,7 +1310,7 @@ type ListFEsResponse struct {
 
 func (x *ListFEsResponse) Reset() {
 	*x = ListFEsResponse{}
-	mi := &file_splitplane_proto_msgTypes[18]
+	mi := &file_splitplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1322,7 @@ func (x *ListFEsResponse) String() string {
 func (*ListFEsResponse) ProtoMessage() {}
 
 func (x *ListFEsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[18]
+	mi := &file_splitplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1335,7 @@ func (x *ListFEsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFEsResponse.ProtoReflect.Descriptor instead.
 func (*ListFEsResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{18}
+	return file_splitplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListFEsResponse) GetFes() []*FE {
@@ -1250,7 +1365,7 @@ type FE struct {
 
 func (x *FE) Reset() {
 	*x = FE{}
-	mi := &file_splitplane_proto_msgTypes[19]
+	mi := &file_splitplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1377,7 @@ func (x *FE) String() string {
 func (*FE) ProtoMessage() {}
 
 func (x *FE) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[19]
+	mi := &file_splitplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1390,7 @@ func (x *FE) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FE.ProtoReflect.Descriptor instead.
 func (*FE) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{19}
+	return file_splitplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FE) GetId() string {
@@ -1370,7 +1485,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_splitplane_proto_msgTypes[20]
+	mi := &file_splitplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1497,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[20]
+	mi := &file_splitplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1510,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{20}
+	return file_splitplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Port) GetId() uint32 {
@@ -1452,7 +1567,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_splitplane_proto_msgTypes[21]
+	mi := &file_splitplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1579,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[21]
+	mi := &file_splitplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1592,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{21}
+	return file_splitplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Lane) GetPort() string {
@@ -1516,7 +1631,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_splitplane_proto_msgTypes[22]
+	mi := &file_splitplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1643,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[22]
+	mi := &file_splitplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1656,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{22}
+	return file_splitplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Counters) GetRxPackets() uint64 {
@@ -1600,7 +1715,7 @@ type CPUCounters struct {
 
 func (x *CPUCounters) Reset() {
 	*x = CPUCounters{}
-	mi := &file_splitplane_proto_msgTypes[23]
+	mi := &file_splitplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1727,7 @@ func (x *CPUCounters) String() string {
 func (*CPUCounters) ProtoMessage() {}
 
 func (x *CPUCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[23]
+	mi := &file_splitplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1740,7 @@ func (x *CPUCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CPUCounters.ProtoReflect.Descriptor instead.
 func (*CPUCounters) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{23}
+	return file_splitplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CPUCounters) GetCpu() int32 {
@@ -1671,7 +1786,7 @@ type ListNeighborsRequest struct {
 
 func (x *ListNeighborsRequest) Reset() {
 	*x = ListNeighborsRequest{}
-	mi := &file_splitplane_proto_msgTypes[24]
+	mi := &file_splitplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1798,7 @@ func (x *ListNeighborsRequest) String() string {
 func (*ListNeighborsRequest) ProtoMessage() {}
 
 func (x *ListNeighborsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[24]
+	mi := &file_splitplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1811,7 @@ func (x *ListNeighborsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNeighborsRequest.ProtoReflect.Descriptor instead.
 func (*ListNeighborsRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{24}
+	return file_splitplane_proto_rawDescGZIP(), []int{26}
 }
 
 type ListNeighborsResponse struct {
@@ -1709,7 +1824,7 @@ type ListNeighborsResponse struct {
 
 func (x *ListNeighborsResponse) Reset() {
 	*x = ListNeighborsResponse{}
-	mi := &file_splitplane_proto_msgTypes[25]
+	mi := &file_splitplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1836,7 @@ func (x *ListNeighborsResponse) String() string {
 func (*ListNeighborsResponse) ProtoMessage() {}
 
 func (x *ListNeighborsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[25]
+	mi := &file_splitplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1849,7 @@ func (x *ListNeighborsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNeighborsResponse.ProtoReflect.Descriptor instead.
 func (*ListNeighborsResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{25}
+	return file_splitplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListNeighborsResponse) GetNeighbors() []*Neighbor {
@@ -1767,7 +1882,7 @@ type Neighbor struct {
 
 func (x *Neighbor) Reset() {
 	*x = Neighbor{}
-	mi := &file_splitplane_proto_msgTypes[26]
+	mi := &file_splitplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1894,7 @@ func (x *Neighbor) String() string {
 func (*Neighbor) ProtoMessage() {}
 
 func (x *Neighbor) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[26]
+	mi := &file_splitplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1907,7 @@ func (x *Neighbor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Neighbor.ProtoReflect.Descriptor instead.
 func (*Neighbor) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{26}
+	return file_splitplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Neighbor) GetAddress() string {
@@ -1859,7 +1974,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_splitplane_proto_msgTypes[27]
+	mi := &file_splitplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +1986,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[27]
+	mi := &file_splitplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +1999,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{27}
+	return file_splitplane_proto_rawDescGZIP(), []int{29}
 }
 
 type ListRulesResponse struct {
@@ -1897,7 +2012,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_splitplane_proto_msgTypes[28]
+	mi := &file_splitplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2024,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[28]
+	mi := &file_splitplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2037,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{28}
+	return file_splitplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -1947,7 +2062,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_splitplane_proto_msgTypes[29]
+	mi := &file_splitplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2074,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_splitplane_proto_msgTypes[29]
+	mi := &file_splitplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2087,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_splitplane_proto_rawDescGZIP(), []int{29}
+	return file_splitplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Rule) GetFlow() string {
@@ -2024,14 +2139,15 @@ const file_splitplane_proto_rawDesc = "" +
 	"\x10splitplane.proto\x12\rsplitplane.v1\"0\n" +
 	"\x14ResetNeighborRequest\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x17\n" +
-	"\x15ResetNeighborResponse\"\xd3\x01\n" +
+	"\x15ResetNeighborResponse\"\x80\x02\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tnext_hops\x18\x02 \x03(\tR\bnextHops\x12\x1a\n" +
 	"\bdistance\x18\x03 \x01(\rR\bdistance\x12-\n" +
 	"\x06origin\x18\x04 \x01(\x0e2\x15.splitplane.v1.OriginR\x06origin\x12\x1c\n" +
 	"\tinstalled\x18\x05 \x01(\bR\tinstalled\x12,\n" +
-	"\x12resolved_next_hops\x18\x06 \x03(\tR\x10resolvedNextHops\"=\n" +
+	"\x12resolved_next_hops\x18\x06 \x03(\tR\x10resolvedNextHops\x12+\n" +
+	"\x11unresolved_reason\x18\a \x01(\tR\x10unresolvedReason\"=\n" +
 	"\x0fAddRouteRequest\x12*\n" +
 	"\x05route\x18\x01 \x01(\v2\x14.splitplane.v1.RouteR\x05route\"\x12\n" +
 	"\x10AddRouteResponse\"A\n" +
@@ -2040,12 +2156,25 @@ const file_splitplane_proto_rawDesc = "" +
 	"\x14ReplaceRouteResponse\",\n" +
 	"\x12DeleteRouteRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"\x15\n" +
-	"\x13DeleteRouteResponse\"\x9e\x01\n" +
+	"\x13DeleteRouteResponse\"\xbe\x01\n" +
 	"\x11ListRoutesRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x16\n" +
 	"\x06longer\x18\x02 \x01(\bR\x06longer\x12*\n" +
 	"\x05table\x18\x03 \x01(\x0e2\x14.splitplane.v1.TableR\x05table\x12-\n" +
-	"\x06origin\x18\x04 \x01(\x0e2\x15.splitplane.v1.OriginR\x06origin\"Z\n" +
+	"\x06origin\x18\x04 \x01(\x0e2\x15.splitplane.v1.OriginR\x06origin\x12\x1e\n" +
+	"\n" +
+	"unresolved\x18\x05 \x01(\bR\n" +
+	"unresolved\"\x15\n" +
+	"\x13RouteSummaryRequest\"\xb9\x01\n" +
+	"\fRouteSummary\x12\x1d\n" +
+	"\n" +
+	"fib_routes\x18\x01 \x01(\x04R\tfibRoutes\x12K\n" +
+	"\n" +
+	"unresolved\x18\x02 \x03(\v2+.splitplane.v1.RouteSummary.UnresolvedEntryR\n" +
+	"unresolved\x1a=\n" +
+	"\x0fUnresolvedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"Z\n" +
 	"\x12WatchRoutesRequest\x12\x18\n" +
 	"\acurrent\x18\x01 \x01(\bR\acurrent\x12*\n" +
 	"\x05table\x18\x02 \x01(\x0e2\x14.splitplane.v1.TableR\x05table\"\xca\x01\n" +
@@ -2167,12 +2296,13 @@ const file_splitplane_proto_rawDesc = "" +
 	"\n" +
 	"TABLE_IPV4\x10\x01\x12\x0e\n" +
 	"\n" +
-	"TABLE_IPV6\x10\x022\x96\x04\n" +
+	"TABLE_IPV6\x10\x022\xe2\x04\n" +
 	"\x06Routes\x12F\n" +
 	"\x03Add\x12\x1e.splitplane.v1.AddRouteRequest\x1a\x1f.splitplane.v1.AddRouteResponse\x12R\n" +
 	"\aReplace\x12\".splitplane.v1.ReplaceRouteRequest\x1a#.splitplane.v1.ReplaceRouteResponse\x12O\n" +
 	"\x06Delete\x12!.splitplane.v1.DeleteRouteRequest\x1a\".splitplane.v1.DeleteRouteResponse\x12@\n" +
-	"\x04List\x12 .splitplane.v1.ListRoutesRequest\x1a\x14.splitplane.v1.Route0\x01\x12G\n" +
+	"\x04List\x12 .splitplane.v1.ListRoutesRequest\x1a\x14.splitplane.v1.Route0\x01\x12J\n" +
+	"\aSummary\x12\".splitplane.v1.RouteSummaryRequest\x1a\x1b.splitplane.v1.RouteSummary\x12G\n" +
 	"\x05Watch\x12!.splitplane.v1.WatchRoutesRequest\x1a\x19.splitplane.v1.RouteEvent0\x01\x12>\n" +
 	"\x04Bulk\x12\x19.splitplane.v1.RouteBatch\x1a\x17.splitplane.v1.BatchAck(\x010\x01\x12T\n" +
 	"\vTransaction\x12!.splitplane.v1.TransactionRequest\x1a\".splitplane.v1.TransactionResponse2L\n" +
@@ -2198,7 +2328,7 @@ func file_splitplane_proto_rawDescGZIP() []byte {
 }
 
 var file_splitplane_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_splitplane_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_splitplane_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_splitplane_proto_goTypes = []any{
 	(Origin)(0),                   // 0: splitplane.v1.Origin
 	(Table)(0),                    // 1: splitplane.v1.Table
@@ -2214,27 +2344,30 @@ var file_splitplane_proto_goTypes = []any{
 	(*DeleteRouteRequest)(nil),    // 11: splitplane.v1.DeleteRouteRequest
 	(*DeleteRouteResponse)(nil),   // 12: splitplane.v1.DeleteRouteResponse
 	(*ListRoutesRequest)(nil),     // 13: splitplane.v1.ListRoutesRequest
-	(*WatchRoutesRequest)(nil),    // 14: splitplane.v1.WatchRoutesRequest
-	(*RouteEvent)(nil),            // 15: splitplane.v1.RouteEvent
-	(*RouteOp)(nil),               // 16: splitplane.v1.RouteOp
-	(*RouteBatch)(nil),            // 17: splitplane.v1.RouteBatch
-	(*BatchAck)(nil),              // 18: splitplane.v1.BatchAck
-	(*TransactionRequest)(nil),    // 19: splitplane.v1.TransactionRequest
-	(*TransactionResponse)(nil),   // 20: splitplane.v1.TransactionResponse
-	(*ListFEsRequest)(nil),        // 21: splitplane.v1.ListFEsRequest
-	(*ListFEsResponse)(nil),       // 22: splitplane.v1.ListFEsResponse
-	(*FE)(nil),                    // 23: splitplane.v1.FE
-	(*Port)(nil),                  // 24: splitplane.v1.Port
-	(*Lane)(nil),                  // 25: splitplane.v1.Lane
-	(*Counters)(nil),              // 26: splitplane.v1.Counters
-	(*CPUCounters)(nil),           // 27: splitplane.v1.CPUCounters
-	(*ListNeighborsRequest)(nil),  // 28: splitplane.v1.ListNeighborsRequest
-	(*ListNeighborsResponse)(nil), // 29: splitplane.v1.ListNeighborsResponse
-	(*Neighbor)(nil),              // 30: splitplane.v1.Neighbor
-	(*ListRulesRequest)(nil),      // 31: splitplane.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),     // 32: splitplane.v1.ListRulesResponse
-	(*Rule)(nil),                  // 33: splitplane.v1.Rule
-	nil,                           // 34: splitplane.v1.Counters.ByReasonEntry
+	(*RouteSummaryRequest)(nil),   // 14: splitplane.v1.RouteSummaryRequest
+	(*RouteSummary)(nil),          // 15: splitplane.v1.RouteSummary
+	(*WatchRoutesRequest)(nil),    // 16: splitplane.v1.WatchRoutesRequest
+	(*RouteEvent)(nil),            // 17: splitplane.v1.RouteEvent
+	(*RouteOp)(nil),               // 18: splitplane.v1.RouteOp
+	(*RouteBatch)(nil),            // 19: splitplane.v1.RouteBatch
+	(*BatchAck)(nil),              // 20: splitplane.v1.BatchAck
+	(*TransactionRequest)(nil),    // 21: splitplane.v1.TransactionRequest
+	(*TransactionResponse)(nil),   // 22: splitplane.v1.TransactionResponse
+	(*ListFEsRequest)(nil),        // 23: splitplane.v1.ListFEsRequest
+	(*ListFEsResponse)(nil),       // 24: splitplane.v1.ListFEsResponse
+	(*FE)(nil),                    // 25: splitplane.v1.FE
+	(*Port)(nil),                  // 26: splitplane.v1.Port
+	(*Lane)(nil),                  // 27: splitplane.v1.Lane
+	(*Counters)(nil),              // 28: splitplane.v1.Counters
+	(*CPUCounters)(nil),           // 29: splitplane.v1.CPUCounters
+	(*ListNeighborsRequest)(nil),  // 30: splitplane.v1.ListNeighborsRequest
+	(*ListNeighborsResponse)(nil), // 31: splitplane.v1.ListNeighborsResponse
+	(*Neighbor)(nil),              // 32: splitplane.v1.Neighbor
+	(*ListRulesRequest)(nil),      // 33: splitplane.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),     // 34: splitplane.v1.ListRulesResponse
+	(*Rule)(nil),                  // 35: splitplane.v1.Rule
+	nil,                           // 36: splitplane.v1.RouteSummary.UnresolvedEntry
+	nil,                           // 37: splitplane.v1.Counters.ByReasonEntry
 }
 var file_splitplane_proto_depIdxs = []int32{
 	0,  // 0: splitplane.v1.Route.origin:type_name -> splitplane.v1.Origin
@@ -2242,48 +2375,51 @@ var file_splitplane_proto_depIdxs = []int32{
 	6,  // 2: splitplane.v1.ReplaceRouteRequest.route:type_name -> splitplane.v1.Route
 	1,  // 3: splitplane.v1.ListRoutesRequest.table:type_name -> splitplane.v1.Table
 	0,  // 4: splitplane.v1.ListRoutesRequest.origin:type_name -> splitplane.v1.Origin
-	1,  // 5: splitplane.v1.WatchRoutesRequest.table:type_name -> splitplane.v1.Table
-	2,  // 6: splitplane.v1.RouteEvent.kind:type_name -> splitplane.v1.RouteEvent.Kind
-	3,  // 7: splitplane.v1.RouteOp.kind:type_name -> splitplane.v1.RouteOp.Kind
-	6,  // 8: splitplane.v1.RouteOp.route:type_name -> splitplane.v1.Route
-	16, // 9: splitplane.v1.RouteBatch.ops:type_name -> splitplane.v1.RouteOp
-	16, // 10: splitplane.v1.TransactionRequest.ops:type_name -> splitplane.v1.RouteOp
-	23, // 11: splitplane.v1.ListFEsResponse.fes:type_name -> splitplane.v1.FE
-	24, // 12: splitplane.v1.FE.ports:type_name -> splitplane.v1.Port
-	25, // 13: splitplane.v1.FE.lanes:type_name -> splitplane.v1.Lane
-	26, // 14: splitplane.v1.FE.counters:type_name -> splitplane.v1.Counters
-	26, // 15: splitplane.v1.Port.counters:type_name -> splitplane.v1.Counters
-	34, // 16: splitplane.v1.Counters.by_reason:type_name -> splitplane.v1.Counters.ByReasonEntry
-	27, // 17: splitplane.v1.Counters.cpus:type_name -> splitplane.v1.CPUCounters
-	30, // 18: splitplane.v1.ListNeighborsResponse.neighbors:type_name -> splitplane.v1.Neighbor
-	33, // 19: splitplane.v1.ListRulesResponse.rules:type_name -> splitplane.v1.Rule
-	7,  // 20: splitplane.v1.Routes.Add:input_type -> splitplane.v1.AddRouteRequest
-	9,  // 21: splitplane.v1.Routes.Replace:input_type -> splitplane.v1.ReplaceRouteRequest
-	11, // 22: splitplane.v1.Routes.Delete:input_type -> splitplane.v1.DeleteRouteRequest
-	13, // 23: splitplane.v1.Routes.List:input_type -> splitplane.v1.ListRoutesRequest
-	14, // 24: splitplane.v1.Routes.Watch:input_type -> splitplane.v1.WatchRoutesRequest
-	17, // 25: splitplane.v1.Routes.Bulk:input_type -> splitplane.v1.RouteBatch
-	19, // 26: splitplane.v1.Routes.Transaction:input_type -> splitplane.v1.TransactionRequest
-	21, // 27: splitplane.v1.FEs.List:input_type -> splitplane.v1.ListFEsRequest
-	28, // 28: splitplane.v1.BGP.Neighbors:input_type -> splitplane.v1.ListNeighborsRequest
-	4,  // 29: splitplane.v1.BGP.ResetNeighbor:input_type -> splitplane.v1.ResetNeighborRequest
-	31, // 30: splitplane.v1.Classifier.ListRules:input_type -> splitplane.v1.ListRulesRequest
-	8,  // 31: splitplane.v1.Routes.Add:output_type -> splitplane.v1.AddRouteResponse
-	10, // 32: splitplane.v1.Routes.Replace:output_type -> splitplane.v1.ReplaceRouteResponse
-	12, // 33: splitplane.v1.Routes.Delete:output_type -> splitplane.v1.DeleteRouteResponse
-	6,  // 34: splitplane.v1.Routes.List:output_type -> splitplane.v1.Route
-	15, // 35: splitplane.v1.Routes.Watch:output_type -> splitplane.v1.RouteEvent
-	18, // 36: splitplane.v1.Routes.Bulk:output_type -> splitplane.v1.BatchAck
-	20, // 37: splitplane.v1.Routes.Transaction:output_type -> splitplane.v1.TransactionResponse
-	22, // 38: splitplane.v1.FEs.List:output_type -> splitplane.v1.ListFEsResponse
-	29, // 39: splitplane.v1.BGP.Neighbors:output_type -> splitplane.v1.ListNeighborsResponse
-	5,  // 40: splitplane.v1.BGP.ResetNeighbor:output_type -> splitplane.v1.ResetNeighborResponse
-	32, // 41: splitplane.v1.Classifier.ListRules:output_type -> splitplane.v1.ListRulesResponse
-	31, // [31:42] is the sub-list for method output_type
-	20, // [20:31] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	36, // 5: splitplane.v1.RouteSummary.unresolved:type_name -> splitplane.v1.RouteSummary.UnresolvedEntry
+	1,  // 6: splitplane.v1.WatchRoutesRequest.table:type_name -> splitplane.v1.Table
+	2,  // 7: splitplane.v1.RouteEvent.kind:type_name -> splitplane.v1.RouteEvent.Kind
+	3,  // 8: splitplane.v1.RouteOp.kind:type_name -> splitplane.v1.RouteOp.Kind
+	6,  // 9: splitplane.v1.RouteOp.route:type_name -> splitplane.v1.Route
+	18, // 10: splitplane.v1.RouteBatch.ops:type_name -> splitplane.v1.RouteOp
+	18, // 11: splitplane.v1.TransactionRequest.ops:type_name -> splitplane.v1.RouteOp
+	25, // 12: splitplane.v1.ListFEsResponse.fes:type_name -> splitplane.v1.FE
+	26, // 13: splitplane.v1.FE.ports:type_name -> splitplane.v1.Port
+	27, // 14: splitplane.v1.FE.lanes:type_name -> splitplane.v1.Lane
+	28, // 15: splitplane.v1.FE.counters:type_name -> splitplane.v1.Counters
+	28, // 16: splitplane.v1.Port.counters:type_name -> splitplane.v1.Counters
+	37, // 17: splitplane.v1.Counters.by_reason:type_name -> splitplane.v1.Counters.ByReasonEntry
+	29, // 18: splitplane.v1.Counters.cpus:type_name -> splitplane.v1.CPUCounters
+	32, // 19: splitplane.v1.ListNeighborsResponse.neighbors:type_name -> splitplane.v1.Neighbor
+	35, // 20: splitplane.v1.ListRulesResponse.rules:type_name -> splitplane.v1.Rule
+	7,  // 21: splitplane.v1.Routes.Add:input_type -> splitplane.v1.AddRouteRequest
+	9,  // 22: splitplane.v1.Routes.Replace:input_type -> splitplane.v1.ReplaceRouteRequest
+	11, // 23: splitplane.v1.Routes.Delete:input_type -> splitplane.v1.DeleteRouteRequest
+	13, // 24: splitplane.v1.Routes.List:input_type -> splitplane.v1.ListRoutesRequest
+	14, // 25: splitplane.v1.Routes.Summary:input_type -> splitplane.v1.RouteSummaryRequest
+	16, // 26: splitplane.v1.Routes.Watch:input_type -> splitplane.v1.WatchRoutesRequest
+	19, // 27: splitplane.v1.Routes.Bulk:input_type -> splitplane.v1.RouteBatch
+	21, // 28: splitplane.v1.Routes.Transaction:input_type -> splitplane.v1.TransactionRequest
+	23, // 29: splitplane.v1.FEs.List:input_type -> splitplane.v1.ListFEsRequest
+	30, // 30: splitplane.v1.BGP.Neighbors:input_type -> splitplane.v1.ListNeighborsRequest
+	4,  // 31: splitplane.v1.BGP.ResetNeighbor:input_type -> splitplane.v1.ResetNeighborRequest
+	33, // 32: splitplane.v1.Classifier.ListRules:input_type -> splitplane.v1.ListRulesRequest
+	8,  // 33: splitplane.v1.Routes.Add:output_type -> splitplane.v1.AddRouteResponse
+	10, // 34: splitplane.v1.Routes.Replace:output_type -> splitplane.v1.ReplaceRouteResponse
+	12, // 35: splitplane.v1.Routes.Delete:output_type -> splitplane.v1.DeleteRouteResponse
+	6,  // 36: splitplane.v1.Routes.List:output_type -> splitplane.v1.Route
+	15, // 37: splitplane.v1.Routes.Summary:output_type -> splitplane.v1.RouteSummary
+	17, // 38: splitplane.v1.Routes.Watch:output_type -> splitplane.v1.RouteEvent
+	20, // 39: splitplane.v1.Routes.Bulk:output_type -> splitplane.v1.BatchAck
+	22, // 40: splitplane.v1.Routes.Transaction:output_type -> splitplane.v1.TransactionResponse
+	24, // 41: splitplane.v1.FEs.List:output_type -> splitplane.v1.ListFEsResponse
+	31, // 42: splitplane.v1.BGP.Neighbors:output_type -> splitplane.v1.ListNeighborsResponse
+	5,  // 43: splitplane.v1.BGP.ResetNeighbor:output_type -> splitplane.v1.ResetNeighborResponse
+	34, // 44: splitplane.v1.Classifier.ListRules:output_type -> splitplane.v1.ListRulesResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_splitplane_proto_init() }
@@ -2297,7 +2433,7 @@ func file_splitplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitplane_proto_rawDesc), len(file_splitplane_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -32,6 +32,7 @@ const (
 	Routes_Replace_FullMethodName     = "/splitplane.v1.Routes/Replace"
 	Routes_Delete_FullMethodName      = "/splitplane.v1.Routes/Delete"
 	Routes_List_FullMethodName        = "/splitplane.v1.Routes/List"
+	Routes_Summary_FullMethodName     = "/splitplane.v1.Routes/Summary"
 	Routes_Watch_FullMethodName       = "/splitplane.v1.Routes/Watch"
 	Routes_Bulk_FullMethodName        = "/splitplane.v1.Routes/Bulk"
 	Routes_Transaction_FullMethodName = "/splitplane.v1.Routes/Transaction"
@@ -52,8 +53,13 @@ type RoutesClient interface {
 	// Delete removes the API's route for a prefix. NotFound if there is none.
 	Delete(ctx context.Context, in *DeleteRouteRequest, opts ...grpc.CallOption) (*DeleteRouteResponse, error)
 	// List streams the routes of every origin that match the filter, each
-	// saying whether it is the one installed in the FIB.
+	// saying whether it is the one installed in the FIB, and, for one whose
+	// next hops resolve to no directly connected one, why.
 	List(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Route], error)
+	// Summary counts the FIB's routes and the routes of every origin that do
+	// not resolve, by reason (FRR's "show ip route summary"); List with
+	// unresolved set lists the latter.
+	Summary(ctx context.Context, in *RouteSummaryRequest, opts ...grpc.CallOption) (*RouteSummary, error)
 	// Watch streams the changes of the FIB (what the FEs forward with):
 	// first, if asked, the current FIB, then every change.
 	Watch(ctx context.Context, in *WatchRoutesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RouteEvent], error)
@@ -124,6 +130,16 @@ func (c *routesClient) List(ctx context.Context, in *ListRoutesRequest, opts ...
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Routes_ListClient = grpc.ServerStreamingClient[Route]
 
+func (c *routesClient) Summary(ctx context.Context, in *RouteSummaryRequest, opts ...grpc.CallOption) (*RouteSummary, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RouteSummary)
+	err := c.cc.Invoke(ctx, Routes_Summary_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *routesClient) Watch(ctx context.Context, in *WatchRoutesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RouteEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Routes_ServiceDesc.Streams[1], Routes_Watch_FullMethodName, cOpts...)
@@ -181,8 +197,13 @@ type RoutesServer interface {
 	// Delete removes the API's route for a prefix. NotFound if there is none.
 	Delete(context.Context, *DeleteRouteRequest) (*DeleteRouteResponse, error)
 	// List streams the routes of every origin that match the filter, each
-	// saying whether it is the one installed in the FIB.
+	// saying whether it is the one installed in the FIB, and, for one whose
+	// next hops resolve to no directly connected one, why.
 	List(*ListRoutesRequest, grpc.ServerStreamingServer[Route]) error
+	// Summary counts the FIB's routes and the routes of every origin that do
+	// not resolve, by reason (FRR's "show ip route summary"); List with
+	// unresolved set lists the latter.
+	Summary(context.Context, *RouteSummaryRequest) (*RouteSummary, error)
 	// Watch streams the changes of the FIB (what the FEs forward with):
 	// first, if asked, the current FIB, then every change.
 	Watch(*WatchRoutesRequest, grpc.ServerStreamingServer[RouteEvent]) error
@@ -215,6 +236,9 @@ func (UnimplementedRoutesServer) Delete(context.Context, *DeleteRouteRequest) (*
 }
 func (UnimplementedRoutesServer) List(*ListRoutesRequest, grpc.ServerStreamingServer[Route]) error {
 	return status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedRoutesServer) Summary(context.Context, *RouteSummaryRequest) (*RouteSummary, error) {
+	return nil, status.Error(codes.Unimplemented, "method Summary not implemented")
 }
 func (UnimplementedRoutesServer) Watch(*WatchRoutesRequest, grpc.ServerStreamingServer[RouteEvent]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -311,6 +335,24 @@ func _Routes_List_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Routes_ListServer = grpc.ServerStreamingServer[Route]
 
+func _Routes_Summary_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RouteSummaryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoutesServer).Summary(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Routes_Summary_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoutesServer).Summary(ctx, req.(*RouteSummaryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Routes_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRoutesRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -365,6 +407,10 @@ var Routes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _Routes_Delete_Handler,
+		},
+		{
+			MethodName: "Summary",
+			Handler:    _Routes_Summary_Handler,
 		},
 		{
 			MethodName: "Transaction",
