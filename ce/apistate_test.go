@@ -33,20 +33,7 @@ func runCELog(t *testing.T, cfg Config, log *slog.Logger) (*CE, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
+	stop := startRun(t, c)
 	<-c.ready
 	return c, stop
 }

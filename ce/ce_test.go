@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,22 +43,7 @@ func startCEWith(t *testing.T, hb time.Duration, log *slog.Logger, mod func(*Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("CE Run: %v", err)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Addr() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("CE did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	startRun(t, c)
 	return c
 }
 
@@ -416,6 +402,43 @@ func TestStatusNoAnswer(t *testing.T) {
 	if err != nil || st.ID == "" {
 		t.Fatalf("Status of a running CE: %+v, %v", st, err)
 	}
+}
+
+// startRun runs c until the test ends or stop is called (once; later calls
+// do nothing), and returns when its ForCES listener is up. An error from
+// Run fails the test. (ce/cetest.Run, for the packages above; it cannot be
+// imported here.)
+func startRun(t *testing.T, c *CE) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	exited := false
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if exited {
+				return
+			}
+			if err := <-done; err != nil {
+				t.Errorf("CE Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	for deadline := time.Now().Add(10 * time.Second); c.Addr() == nil; time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			exited = true
+			t.Fatalf("CE Run returned before listening: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CE's ForCES listener is not up after 10s")
+		}
+	}
+	return stop
 }
 
 func waitFor(t *testing.T, cond func() bool) {

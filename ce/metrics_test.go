@@ -95,16 +95,7 @@ func TestCEMetrics(t *testing.T) {
 	if err := c.RegisterMetrics(APIStatsCollector([]float64{0.001, 0.01}, apiStats)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("CE Run: %v", err)
-		}
-	})
-	waitFor(t, func() bool { return c.Addr() != nil })
+	startRun(t, c)
 	addr := c.MetricsAddr().String()
 
 	mfs := scrape(t, addr)
@@ -142,7 +133,7 @@ func TestCEMetrics(t *testing.T) {
 	nh4, nh6 := netip.MustParseAddr("10.10.2.2"), netip.MustParseAddr("2001:db8::2")
 	us := routeUpdates(300, nh4)
 	us = append(us, bgp.Update{Prefix: netip.MustParsePrefix("2001:db8:1::/48"), NextHop: nh6})
-	if err := c.Update(ctx, us); err != nil {
+	if err := c.Update(context.Background(), us); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return statusOf(t, c).Routes == 301 })
@@ -269,10 +260,6 @@ func startCEWithMetrics(t *testing.T) *CE {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, func() bool { return c.Addr() != nil })
+	startRun(t, c)
 	return c
 }

@@ -24,15 +24,7 @@ func TestCEReportsUnresolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("CE Run: %v", err)
-		}
-	})
+	startRun(t, c)
 	waitFor(t, func() bool { return c.MetricsAddr() != nil })
 	var st Status
 	waitFor(t, func() bool { st = statusOf(t, c); return st.UnresolvedRoutes["loop"] == 2 })

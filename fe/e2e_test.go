@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitplane/splitplane/ce/cetest"
+
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/forces"
 )
@@ -30,11 +32,7 @@ func runCE(t *testing.T, cfg ce.Config) *ce.CE {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitUntil(t, "CE listening", func() bool { return c.Addr() != nil })
+	cetest.Run(t, c)
 	return c
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitplane/splitplane/ce/cetest"
+
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
@@ -136,21 +138,7 @@ func TestGracefulRestartClaimFollowsFE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		stopped := false
-		stop = func() {
-			if !stopped {
-				stopped = true
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("CE: %v", err)
-				}
-			}
-		}
-		t.Cleanup(stop)
-		return c, stop
+		return c, cetest.Run(t, c)
 	}
 	startFE := func() (*Agent, *deleteRecorder, func()) {
 		t.Helper()

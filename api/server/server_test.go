@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitplane/splitplane/ce/cetest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,16 +40,7 @@ func startCE(t testing.TB, cfg ce.Config) *ce.CE {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("CE: %v", err)
-		}
-	})
-	waitUntil(t, "CE listening", func() bool { return c.Addr() != nil })
+	cetest.Run(t, c)
 	return c
 }
 

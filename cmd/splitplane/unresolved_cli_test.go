@@ -1,13 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitplane/splitplane/ce/cetest"
 
 	"github.com/splitplane/splitplane/api/server"
 	"github.com/splitplane/splitplane/ce"
@@ -22,15 +23,7 @@ func startCEAPI(t *testing.T, static []ce.StaticRoute) (*ce.CE, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("CE: %v", err)
-		}
-	})
+	cetest.Run(t, c)
 	path := filepath.Join(t.TempDir(), "api.sock")
 	s, err := server.Start(c, server.Config{Listen: "unix:" + path, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
