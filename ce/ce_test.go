@@ -9,9 +9,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/splitplane/splitplane/internal/runtest"
 
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
@@ -404,41 +405,11 @@ func TestStatusNoAnswer(t *testing.T) {
 	}
 }
 
-// startRun runs c until the test ends or stop is called (once; later calls
-// do nothing), and returns when its ForCES listener is up. An error from
-// Run fails the test. (ce/cetest.Run, for the packages above; it cannot be
-// imported here.)
+// startRun runs c until the test ends or stop is called, and returns once
+// its ForCES listener is up.
 func startRun(t *testing.T, c *CE) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	exited := false
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if exited {
-				return
-			}
-			if err := <-done; err != nil {
-				t.Errorf("CE Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	for deadline := time.Now().Add(10 * time.Second); c.Addr() == nil; time.Sleep(5 * time.Millisecond) {
-		select {
-		case err := <-done:
-			exited = true
-			t.Fatalf("CE Run returned before listening: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the CE's ForCES listener is not up after 10s")
-		}
-	}
-	return stop
+	return runtest.Run(t, "CE", c.Run, func() bool { return c.Addr() != nil })
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/ce/cetest"
+	"github.com/splitplane/splitplane/internal/runtest"
 
 	"github.com/splitplane/splitplane/ce"
 	"github.com/splitplane/splitplane/forces"
@@ -32,7 +32,7 @@ func runCE(t *testing.T, cfg ce.Config) *ce.CE {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cetest.Run(t, c)
+	runtest.Run(t, "CE", c.Run, func() bool { return c.Addr() != nil })
 	return c
 }
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/ce/cetest"
+	"github.com/splitplane/splitplane/internal/runtest"
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/server"
@@ -138,7 +138,7 @@ func TestGracefulRestartClaimFollowsFE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c, cetest.Run(t, c)
+		return c, runtest.Run(t, "CE", c.Run, func() bool { return c.Addr() != nil })
 	}
 	startFE := func() (*Agent, *deleteRecorder, func()) {
 		t.Helper()

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/ce/cetest"
+	"github.com/splitplane/splitplane/internal/runtest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -40,7 +40,7 @@ func startCE(t testing.TB, cfg ce.Config) *ce.CE {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cetest.Run(t, c)
+	runtest.Run(t, "CE", c.Run, func() bool { return c.Addr() != nil })
 	return c
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitplane/splitplane/ce/cetest"
+	"github.com/splitplane/splitplane/internal/runtest"
 
 	"github.com/splitplane/splitplane/api/server"
 	"github.com/splitplane/splitplane/ce"
@@ -23,7 +23,7 @@ func startCEAPI(t *testing.T, static []ce.StaticRoute) (*ce.CE, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cetest.Run(t, c)
+	runtest.Run(t, "CE", c.Run, func() bool { return c.Addr() != nil })
 	path := filepath.Join(t.TempDir(), "api.sock")
 	s, err := server.Start(c, server.Config{Listen: "unix:" + path, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
