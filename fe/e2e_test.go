@@ -47,10 +47,7 @@ func runFE(t *testing.T, c *ce.CE, cfg Config) (*Agent, *fakeDatapath) {
 		t.Fatal(err)
 	}
 	a.ports[7] = &port{Name: "p7", Ifindex: 7}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runtest.Run(t, "FE", a.Run, func() bool { return true })
 	return a, dp
 }
 

@@ -149,19 +149,7 @@ func TestGracefulRestartClaimFollowsFE(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.ports[7] = &port{Name: "p7", Ifindex: 7}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
-		stopped := false
-		stop := func() {
-			if !stopped {
-				stopped = true
-				cancel()
-				<-done
-			}
-		}
-		t.Cleanup(stop)
-		return a, dp, stop
+		return a, dp, runtest.Run(t, "FE", a.Run, func() bool { return true })
 	}
 	ctx := context.Background()
 	synced := func(c *ce.CE) func() bool {
