@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -25,16 +26,19 @@ import (
 // add` reaches the FE and forwards (A pings an address of host B only that
 // route leads to), is listed with its origin, survives a CE crash without
 // a packet lost (api_routes_file) and with the restarted CE claiming its
-// forwarding state preserved (the FE kept its FIB), and, deleted, stops forwarding; `fe list` shows the FE's own counters; the CE's /metrics
+// forwarding state preserved (the FE kept its FIB) to BIRD, and, deleted, stops forwarding; `fe list` shows the FE's own counters; the CE's /metrics
 // counts the API's calls.
 func TestAPIEndToEnd(t *testing.T) {
 	requireLab(t)
+	requireBIRD(t)
 	bin := buildBinary(t)
-	o := lab.Options{Name: "spa", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin}
+	o := lab.Options{Name: "spa", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Peer: "bird", Routes: 100}
+	// The peer's routes, and the API's route the test adds.
+	peerRoutes := o.RouteCount()
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	t.Cleanup(func() { splitplane(t, bin, args("lab", "down")...) })
 	logsOnFailure(t, o)
-	if out, err := splitplane(t, bin, args("lab", "up", "--routes", "100", "--persist-api-routes")...); err != nil {
+	if out, err := splitplane(t, bin, args("lab", "up", "--routes", fmt.Sprint(o.Routes), "--persist-api-routes", "--peer", o.Peer)...); err != nil {
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
 	api := "unix:" + o.Socket("api")
@@ -98,7 +102,7 @@ func TestAPIEndToEnd(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 103 || st.FERoutes != 103 {
+		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != peerRoutes+1 || st.FERoutes != peerRoutes+1 {
 			return fmt.Errorf("CE routes %d, FE routes %d, FEs %+v", st.CERoutes, st.FERoutes, st.CE.FEs)
 		}
 		// The FE kept its FIB through the restart, so the CE came back
@@ -106,6 +110,16 @@ func TestAPIEndToEnd(t *testing.T) {
 		// peers.
 		if !st.CE.FEs[0].FIBKept || !st.CE.ForwardingPreserved {
 			return fmt.Errorf("after the CE's restart: FE fib_kept %v, CE forwarding_preserved %v; want both", st.CE.FEs[0].FIBKept, st.CE.ForwardingPreserved)
+		}
+		return nil
+	})
+	// BIRD, the graceful-restart neighbour, saw the Restart State bit
+	// ("Restart recovery" among the CE's capabilities) and the Forwarding
+	// State bit of both families ("AF preserved").
+	eventually(t, 10*time.Second, "BIRD sees the CE restarting with its forwarding state", func() error {
+		out, err := exec.Command("birdc", "-s", o.BIRDSocket("peer"), "show", "protocols", "all", "splitplane").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Restart recovery") || !regexp.MustCompile(`AF preserved:\s+ipv4 ipv6`).Match(out) {
+			return fmt.Errorf("birdc: %v\n%s", err, out)
 		}
 		return nil
 	})
@@ -162,7 +176,7 @@ func TestAPIEndToEnd(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != 102 || st.FERoutes != 102 {
+		if len(st.CE.FEs) != 1 || !st.CE.FEs[0].Synced || st.CERoutes != peerRoutes || st.FERoutes != peerRoutes {
 			return fmt.Errorf("CE routes %d, FE routes %d, FEs %+v", st.CERoutes, st.FERoutes, st.CE.FEs)
 		}
 		return nil
