@@ -78,6 +78,9 @@ type fakeFE struct {
 	// fibKept, if set, is its answer on whether it kept its FIB
 	// (forces.FIBKeptComponent); nil: it does not know the component.
 	fibKept *bool
+	// links are its inter-FE links (forces.InterFELinksComponent); nil:
+	// it does not know the component.
+	links []forces.InterFELink
 }
 
 var routingLFBs = []forces.SupportedLFB{
@@ -141,6 +144,13 @@ func (f *fakeFE) answer(q *forces.Message) {
 		}
 		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.FIBKeptComponent && f.fibKept != nil {
 			return forces.BoolFullData(*f.fibKept), forces.ResultSuccess
+		}
+		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.InterFELinksComponent && f.links != nil {
+			b, err := forces.MarshalInterFELinks(f.links)
+			if err != nil {
+				f.t.Error(err)
+			}
+			return b, forces.ResultSuccess
 		}
 		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.PortTableComponent && len(f.ports) > 0 {
 			b, err := forces.MarshalPortInfos(f.ports)

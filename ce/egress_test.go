@@ -1,0 +1,191 @@
+package ce
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/splitplane/splitplane/ce/bgp"
+	"github.com/splitplane/splitplane/forces"
+)
+
+func port(id uint32, up bool, addrs ...string) forces.PortInfo {
+	p := forces.PortInfo{ID: id, Name: fmt.Sprintf("p%d", id), Up: up}
+	for _, a := range addrs {
+		p.Addrs = append(p.Addrs, netip.MustParsePrefix(a))
+	}
+	return p
+}
+
+// The egress of a gateway is the most specific covering prefix of a port
+// that is up; of equals, the lowest FE ID's, then the lowest port ID's.
+func TestEgressCandidates(t *testing.T) {
+	e := newEgress()
+	e.setPorts(forces.FEID(3), []forces.PortInfo{port(9, true, "10.1.0.1/24"), port(2, true, "10.1.0.9/24")})
+	e.setPorts(forces.FEID(2), []forces.PortInfo{port(4, true, "10.1.0.2/24", "2001:db8:1::2/64"), port(5, false, "10.2.0.1/24")})
+	e.setPorts(forces.FEID(1), []forces.PortInfo{port(1, true, "10.0.0.1/8")})
+	for _, tc := range []struct {
+		gw   string
+		want []forces.NexthopEgressInfo
+	}{
+		{"10.1.0.7", []forces.NexthopEgressInfo{{FE: 2, Port: 4}, {FE: 3, Port: 2}, {FE: 3, Port: 9}}},
+		{"10.2.0.7", []forces.NexthopEgressInfo{{FE: 1, Port: 1}}}, // FE 2's /24 is down: FE 1's /8
+		{"2001:db8:1::7", []forces.NexthopEgressInfo{{FE: 2, Port: 4}}},
+		{"192.0.2.1", nil},
+		{"::ffff:10.1.0.7", nil},
+	} {
+		if got := e.egressCandidates(netip.MustParseAddr(tc.gw)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.gw, got, tc.want)
+		}
+	}
+	// follow: a new nexthop gets a row, a deleted one loses it, an
+	// unchanged one makes no change.
+	gw := netip.MustParseAddr("10.1.0.7")
+	out := e.follow([]Change{{Kind: NexthopSet, ID: 3, NextHop: gw}}, nil)
+	if len(out) != 1 || out[0].Kind != EgressSet || out[0].Egress != (forces.NexthopEgressInfo{FE: 2, Port: 4}) {
+		t.Fatalf("follow a NexthopSet: %+v", out)
+	}
+	if out := e.follow([]Change{{Kind: NexthopSet, ID: 3, NextHop: gw}}, nil); len(out) != 0 {
+		t.Fatalf("the same nexthop again: %+v", out)
+	}
+	e.setPorts(forces.FEID(2), nil) // FE 2 leaves
+	if out := e.set(3, gw, nil); len(out) != 1 || out[0].Egress != (forces.NexthopEgressInfo{FE: 3, Port: 2}) {
+		t.Fatalf("after FE 2 left: %+v", out)
+	}
+	if out := e.follow([]Change{{Kind: NexthopDel, ID: 3, NextHop: gw}}, nil); len(out) != 1 || out[0].Kind != EgressDel {
+		t.Fatalf("follow a NexthopDel: %+v", out)
+	}
+}
+
+var egressLFBs = append(slices.Clone(routingLFBs),
+	forces.SupportedLFB{Name: "SplitplaneIPv4NexthopEgress", ClassID: forces.ClassIPv4NexthopEgress, Version: "1.0"})
+
+// egressOf describes the egress rows among items by gateway, through the
+// nexthop rows the FE got (nh: nexthop row -> gateway, filled in).
+func egressOf(t *testing.T, items []forces.Item, nh map[uint32]string) []string {
+	t.Helper()
+	var out []string
+	for _, it := range items {
+		switch {
+		case it.ClassID == forces.ClassIPv4NextHop && it.Op == forces.OpSet:
+			i, err := forces.ParseIPv4NextHopInfo(it.FullData)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nh[it.Path[1]] = i.NextHop.String()
+		case it.ClassID == forces.ClassIPv4NexthopEgress && it.Op == forces.OpSet:
+			e, err := forces.ParseNexthopEgressInfo(it.FullData)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s FE %d port %d", nh[it.Path[1]], e.FE, e.Port))
+		case it.ClassID == forces.ClassIPv4NexthopEgress && len(it.Path) == 2:
+			out = append(out, fmt.Sprintf("%s %s", it.Op, nh[it.Path[1]]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// keepAlive answers f's heartbeats until its connection closes.
+func keepAlive(f *fakeFE) {
+	for {
+		m, err := f.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		if m.Header.Type == forces.MsgHeartbeat && m.Header.Flags.ACK == forces.AlwaysACK {
+			f.conn.WriteMessage(forces.NewHeartbeat(f.id, m.Header.Src, m.Header.Correlator, forces.NoACK))
+		}
+	}
+}
+
+// Three FEs with different connected prefixes: every FE that lists the
+// egress LFB gets the same rows naming, for each gateway, the FE behind
+// which it is; an FE without the LFB gets none. A port that goes down or
+// an FE that leaves moves the rows to another FE with the subnet, or
+// deletes them.
+func TestEgressRowsAcrossFEs(t *testing.T) {
+	c := startCE(t, time.Second)
+	var us []bgp.Update
+	for i, gw := range []string{"10.1.0.2", "10.2.0.2", "10.3.0.2", "192.0.2.1"} {
+		us = append(us, bgp.Update{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(100 + i), 0}), 24), NextHop: netip.MustParseAddr(gw)})
+	}
+	c.updates <- us
+	waitFor(t, func() bool { return statusOf(t, c).Routes == 4 })
+
+	nh := map[uint32]string{}
+	f1, _ := dialFE(t, c, 1)
+	f1.lfbs, f1.ports = egressLFBs, []forces.PortInfo{port(1, true, "10.1.0.1/24")}
+	f1.links = []forces.InterFELink{{Port: 9, PeerFE: 2}}
+	sync1 := f1.fullSync()
+	if got, want := egressOf(t, sync1, nh), []string{"10.1.0.2 FE 1 port 1"}; !slices.Equal(got, want) {
+		t.Fatalf("FE 1's full sync: %q, want %q", got, want)
+	}
+	if !slices.ContainsFunc(sync1, func(it forces.Item) bool {
+		return it.ClassID == forces.ClassIPv4NexthopEgress && it.Op == forces.OpDel && len(it.Path) == 1
+	}) {
+		t.Fatal("FE 1's full sync does not empty the egress table first")
+	}
+
+	f2, _ := dialFE(t, c, 2)
+	f2.lfbs, f2.ports = egressLFBs, []forces.PortInfo{port(5, true, "10.2.0.1/24"), port(6, true, "10.3.0.1/24")}
+	want := []string{"10.1.0.2 FE 1 port 1", "10.2.0.2 FE 2 port 5", "10.3.0.2 FE 2 port 6"}
+	if got := egressOf(t, f2.fullSync(), nh); !slices.Equal(got, want) {
+		t.Fatalf("FE 2's full sync: %q, want %q", got, want)
+	}
+	if got := egressOf(t, f1.rows(2), nh); !slices.Equal(got, want[1:]) {
+		t.Fatalf("FE 1 got %q when FE 2 came, want %q", got, want[1:])
+	}
+
+	// FE 3 has 10.3.0.0/24 too, but a higher ID: nothing moves; it does
+	// not list the egress LFB, so it gets no rows.
+	f3, _ := dialFE(t, c, 3)
+	f3.ports = []forces.PortInfo{port(7, true, "10.3.0.1/24")}
+	for _, it := range f3.fullSync() {
+		if it.ClassID == forces.ClassIPv4NexthopEgress {
+			t.Fatalf("FE 3, without the egress LFB, got %+v", it)
+		}
+	}
+	go keepAlive(f3)
+
+	// FE 2's port to 10.3.0.0/24 goes down: 10.3.0.2 is behind FE 3 now.
+	s := c.session(context.Background(), f2.id)
+	down := port(6, false, "10.3.0.1/24")
+	data, err := down.AppendFullData(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.event(context.Background(), forces.NewEventNotification(f2.id, forces.CEID(0), 1, forces.PortTableClass, forces.PortTableInstance,
+		[]uint32{forces.PortTableComponent, 6}, data))
+	want = []string{"10.3.0.2 FE 3 port 7"}
+	if got := egressOf(t, f1.rows(1), nh); !slices.Equal(got, want) {
+		t.Fatalf("FE 1 got %q when FE 2's port went down, want %q", got, want)
+	}
+	if got := egressOf(t, f2.rows(1), nh); !slices.Equal(got, want) {
+		t.Fatalf("FE 2 got %q when its port went down, want %q", got, want)
+	}
+
+	st := statusOf(t, c)
+	egressOfFE := map[string]int{}
+	for _, fe := range st.FEs {
+		egressOfFE[fe.ID] = fe.EgressOf
+	}
+	if fmt.Sprint(egressOfFE) != "map[FE(1):1 FE(2):1 FE(3):1]" {
+		t.Fatalf("nexthops each FE is the egress of: %v", egressOfFE)
+	}
+	if l := st.FEs[0].InterFELinks; len(l) != 1 || l[0] != (FELink{Port: 9, PeerFE: 2, PeerAssociated: true}) {
+		t.Fatalf("FE 1's links: %+v", l)
+	}
+
+	// FE 2 leaves: 10.2.0.2 is behind no other FE, its row goes.
+	if err := f2.conn.WriteMessage(forces.NewAssociationTeardown(f2.id, forces.CEID(0), uint32(forces.TeardownNormal))); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := egressOf(t, f1.rows(1), nh), []string{"DEL 10.2.0.2"}; !slices.Equal(got, want) {
+		t.Fatalf("FE 1 got %q when FE 2 left, want %q", got, want)
+	}
+}
