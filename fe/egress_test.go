@@ -146,3 +146,14 @@ func TestInterFELinksAnswered(t *testing.T) {
 		t.Fatalf("SupportedLFBs %+v: want both egress classes", lfbs)
 	}
 }
+
+// inter_fe_links cannot change at run time: a reload lists them among the
+// settings that need a restart.
+func TestInterFELinksNeedRestart(t *testing.T) {
+	old := Config{ID: 1, Ports: []string{"ife2"}, InterFELinks: []InterFELink{{Port: "ife2", PeerFE: 2}}}
+	cur := old
+	cur.InterFELinks = []InterFELink{{Port: "ife2", PeerFE: 3}}
+	if got := changedFields("", reflect.ValueOf(old), reflect.ValueOf(cur)); !reflect.DeepEqual(got, []string{"inter_fe_links"}) {
+		t.Fatalf("changed fields %q, want inter_fe_links", got)
+	}
+}
