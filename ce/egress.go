@@ -37,6 +37,7 @@ type egressRow struct {
 // egress is the loop's nexthop egress state.
 type egress struct {
 	ports map[forces.ID][]forces.PortInfo // the associated FEs' ports
+	order []forces.ID                     // ports' keys, sorted
 	rows  [2]map[uint32]egressRow         // by family (0: IPv4) and nexthop row
 }
 
@@ -53,6 +54,7 @@ func famOf(a netip.Addr) int {
 
 // setPorts records an FE's ports; nil forgets the FE (it left).
 func (e *egress) setPorts(fe forces.ID, ports []forces.PortInfo) {
+	defer func() { e.order = slices.Sorted(maps.Keys(e.ports)) }()
 	if ports == nil {
 		delete(e.ports, fe)
 		return
@@ -68,7 +70,7 @@ func (e *egress) setPorts(fe forces.ID, ports []forces.PortInfo) {
 func (e *egress) egressCandidates(gw netip.Addr) []forces.NexthopEgressInfo {
 	var out []forces.NexthopEgressInfo
 	best := -1
-	for _, fe := range slices.Sorted(maps.Keys(e.ports)) {
+	for _, fe := range e.order {
 		for _, p := range e.ports[fe] {
 			if !p.Up {
 				continue
