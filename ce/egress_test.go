@@ -216,3 +216,29 @@ func BenchmarkEgressRecompute(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(nh), "ns/nexthop")
 }
+
+// An FE's queue orders egress rows after the nexthops they name and their
+// deletions before, and drops a DEL of a row the FE never got.
+func TestPendingEgress(t *testing.T) {
+	gw := netip.MustParseAddr("10.1.0.2")
+	p := newPending()
+	p.add([]Change{
+		{Kind: EgressSet, ID: 1, NextHop: gw, Egress: forces.NexthopEgressInfo{FE: 1, Port: 1}},
+		{Kind: NexthopSet, ID: 1, NextHop: gw},
+		{Kind: EgressSet, ID: 2, NextHop: gw, Egress: forces.NexthopEgressInfo{FE: 1, Port: 1}},
+		{Kind: EgressDel, ID: 2, NextHop: gw},
+	})
+	kinds := func(ch []Change) (out []ChangeKind) {
+		for _, c := range ch {
+			out = append(out, c.Kind)
+		}
+		return out
+	}
+	if got := kinds(p.take()); !slices.Equal(got, []ChangeKind{NexthopSet, EgressSet}) {
+		t.Fatalf("first take: %v, want a NexthopSet then one EgressSet", got)
+	}
+	p.add([]Change{{Kind: NexthopDel, ID: 1, NextHop: gw}, {Kind: EgressDel, ID: 1, NextHop: gw}})
+	if got := kinds(p.take()); !slices.Equal(got, []ChangeKind{EgressDel, NexthopDel}) {
+		t.Fatalf("second take: %v, want the EgressDel before the NexthopDel", got)
+	}
+}
