@@ -2,9 +2,11 @@ package fe
 
 import (
 	"maps"
+	"net/http"
 	"slices"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 // The egress FE of each nexthop (one port space over several FEs): the CE
@@ -130,6 +132,18 @@ func (a *Agent) EgressRows() []EgressRow {
 	var out []EgressRow
 	a.do(func() { out = a.table.egress.rows(forces.FESubID(a.id)) })
 	return out
+}
+
+// statusHandlers are the status socket's paths beside its GET /: GET
+// /egress, the nexthop egress rows (EgressRows) as JSON.
+func (a *Agent) statusHandlers() status.Handlers {
+	return status.Handlers{"GET /egress": func(w http.ResponseWriter, _ *http.Request) {
+		rows := a.EgressRows()
+		if rows == nil {
+			rows = []EgressRow{}
+		}
+		status.WriteJSON(w, http.StatusOK, rows)
+	}}
 }
 
 // interFELinks are the configured inter-FE links with their ports'

@@ -3,11 +3,13 @@ package fe
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/status"
 )
 
 func TestConfigInterFELinks(t *testing.T) {
@@ -155,5 +157,24 @@ func TestInterFELinksNeedRestart(t *testing.T) {
 	cur.InterFELinks = []InterFELink{{Port: "ife2", PeerFE: 3}}
 	if got := changedFields("", reflect.ValueOf(old), reflect.ValueOf(cur)); !reflect.DeepEqual(got, []string{"inter_fe_links"}) {
 		t.Fatalf("changed fields %q, want inter_fe_links", got)
+	}
+}
+
+// The status socket serves the egress rows at /egress.
+func TestEgressDebugView(t *testing.T) {
+	a, _ := testAgent(t, Config{ID: 2})
+	a.applyConfig(configMsg(t, setEgress(false, 4, 1, 7)))
+	socket := filepath.Join(t.TempDir(), "fe.sock")
+	stop, err := status.Serve(socket, func() any { return a.Status() }, a.statusHandlers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var rows []EgressRow
+	if err := status.Get(socket, "/egress", &rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := []EgressRow{{Nexthop: 4, FE: 1, Port: 7, Remote: true}}; !reflect.DeepEqual(rows, want) {
+		t.Fatalf("/egress: %+v, want %+v", rows, want)
 	}
 }
