@@ -81,6 +81,8 @@ type fakeFE struct {
 	// links are its inter-FE links (forces.InterFELinksComponent); nil:
 	// it does not know the component.
 	links []forces.InterFELink
+	// linksRaw, if set, is answered instead of links, as it is.
+	linksRaw []byte
 }
 
 var routingLFBs = []forces.SupportedLFB{
@@ -144,6 +146,9 @@ func (f *fakeFE) answer(q *forces.Message) {
 		}
 		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.FIBKeptComponent && f.fibKept != nil {
 			return forces.BoolFullData(*f.fibKept), forces.ResultSuccess
+		}
+		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.InterFELinksComponent && f.linksRaw != nil {
+			return f.linksRaw, forces.ResultSuccess
 		}
 		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.InterFELinksComponent && f.links != nil {
 			b, err := forces.MarshalInterFELinks(f.links)

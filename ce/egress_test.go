@@ -3,6 +3,7 @@ package ce
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/splitplane/splitplane/ce/bgp"
 	"github.com/splitplane/splitplane/forces"
+	"github.com/splitplane/splitplane/internal/logtest"
 )
 
 func port(id uint32, up bool, addrs ...string) forces.PortInfo {
@@ -240,5 +242,28 @@ func TestPendingEgress(t *testing.T) {
 	p.add([]Change{{Kind: NexthopDel, ID: 1, NextHop: gw}, {Kind: EgressDel, ID: 1, NextHop: gw}})
 	if got := kinds(p.take()); !slices.Equal(got, []ChangeKind{EgressDel, NexthopDel}) {
 		t.Fatalf("second take: %v, want the EgressDel before the NexthopDel", got)
+	}
+}
+
+// An FE whose inter-FE link table does not parse is still associated, with
+// no links and a warning; an FE that does not know the component (an older
+// FE) has none.
+func TestInterFELinksMalformed(t *testing.T) {
+	logs := &logtest.Recorder{}
+	c := startCELog(t, time.Second, slog.New(logs))
+	f1, _ := dialFE(t, c, 1)
+	f1.links = []forces.InterFELink{{Port: 3, PeerFE: 2}}
+	f1.linksRaw = []byte{0, 0, 0, 0, 1, 0x12, 0, 8, 0, 0, 0, 3} // a row of 4 bytes
+	f1.fullSync()
+	go keepAlive(f1)
+	f2, _ := dialFE(t, c, 2) // no link component
+	f2.fullSync()
+	go keepAlive(f2)
+	st := statusOf(t, c)
+	if len(st.FEs) != 2 || st.FEs[0].InterFELinks != nil || st.FEs[1].InterFELinks != nil {
+		t.Fatalf("FEs %+v", st.FEs)
+	}
+	if !logs.Has("WARN forces: FE's inter-FE link table is malformed; taken for none") {
+		t.Fatal("no warning for the malformed link table")
 	}
 }
