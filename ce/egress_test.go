@@ -111,7 +111,7 @@ func keepAlive(f *fakeFE) {
 // an FE that leaves moves the rows to another FE with the subnet, or
 // deletes them.
 func TestEgressRowsAcrossFEs(t *testing.T) {
-	c := startCE(t, time.Second)
+	c := startCEWith(t, time.Second, slog.New(slog.DiscardHandler), func(cfg *Config) { cfg.MetricsListen = "127.0.0.1:0" })
 	var us []bgp.Update
 	for i, gw := range []string{"10.1.0.2", "10.2.0.2", "10.3.0.2", "192.0.2.1"} {
 		us = append(us, bgp.Update{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(100 + i), 0}), 24), NextHop: netip.MustParseAddr(gw)})
@@ -121,7 +121,7 @@ func TestEgressRowsAcrossFEs(t *testing.T) {
 
 	nh := map[uint32]string{}
 	f1, _ := dialFE(t, c, 1)
-	f1.lfbs, f1.ports = egressLFBs, []forces.PortInfo{port(1, true, "10.1.0.1/24")}
+	f1.lfbs, f1.ports = egressLFBs, []forces.PortInfo{port(1, true, "10.1.0.1/24"), port(9, true)}
 	f1.links = []forces.InterFELink{{Port: 9, PeerFE: 2}}
 	sync1 := f1.fullSync()
 	if got, want := egressOf(t, sync1, nh), []string{"10.1.0.2 FE 1 port 1"}; !slices.Equal(got, want) {
@@ -179,8 +179,15 @@ func TestEgressRowsAcrossFEs(t *testing.T) {
 	if fmt.Sprint(egressOfFE) != "map[FE(1):1 FE(2):1 FE(3):1]" {
 		t.Fatalf("nexthops each FE is the egress of: %v", egressOfFE)
 	}
-	if l := st.FEs[0].InterFELinks; len(l) != 1 || l[0] != (FELink{Port: 9, PeerFE: 2, PeerAssociated: true}) {
+	if l := st.FEs[0].InterFELinks; len(l) != 1 || l[0] != (FELink{Port: 9, PortName: "p9", PeerFE: 2, Up: true, PeerAssociated: true}) {
 		t.Fatalf("FE 1's links: %+v", l)
+	}
+	mfs := scrape(t, c.MetricsAddr().String())
+	if v, ok := metricValue(mfs, "splitplane_ce_fe_egress_nexthops", "fe", "FE(2)"); !ok || v != 1 {
+		t.Errorf("splitplane_ce_fe_egress_nexthops{fe=FE(2)} = %v (present: %v), want 1", v, ok)
+	}
+	if v, ok := metricValue(mfs, "splitplane_ce_fe_inter_fe_link_up", "fe", "FE(1)", "port", "p9", "peer_fe", "FE(2)"); !ok || v != 1 {
+		t.Errorf("splitplane_ce_fe_inter_fe_link_up of FE 1's link = %v (present: %v), want 1", v, ok)
 	}
 
 	// FE 2 leaves: 10.2.0.2 is behind no other FE, its row goes.
