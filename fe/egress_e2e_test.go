@@ -79,8 +79,8 @@ func TestEgressRowsEndToEnd(t *testing.T) {
 	}
 	want := func(self uint32) map[string]EgressRow {
 		return map[string]EgressRow{
-			"10.1.0.9": {FE: 1, Port: 11, Remote: self != 1},
-			"10.2.0.9": {FE: 2, Port: 21, Remote: self != 2},
+			"10.1.0.9":      {FE: 1, Port: 11, Remote: self != 1},
+			"10.2.0.9":      {FE: 2, Port: 21, Remote: self != 2},
 			"2001:db8:1::9": {IPv6: true, FE: 1, Port: 11, Remote: self != 1},
 		}
 	}
