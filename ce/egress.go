@@ -188,7 +188,21 @@ type FELink struct {
 	PeerAssociated bool `json:"peer_associated"`
 }
 
-// links returns the FE's inter-FE links with their ports' names and state.
+// linksEvent takes the inter-FE link table a port event carries (beside
+// the port's row) for the FE's links; one that does not parse is logged
+// and leaves them as they were.
+func (s *session) linksEvent(b []byte) {
+	links, err := forces.ParseInterFELinks(b)
+	if err != nil {
+		s.rejected.Warn(s.ce.log, "forces: bad inter-FE link table in a port event", "fe", s.fe, "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.info.links = links
+	s.mu.Unlock()
+}
+
+// interFELinks returns the FE's inter-FE links with their ports' names and state.
 func (f feInfo) interFELinks() []FELink {
 	var out []FELink
 	for _, l := range f.links {

@@ -274,3 +274,38 @@ func TestInterFELinksMalformed(t *testing.T) {
 		t.Fatal("no warning for the malformed link table")
 	}
 }
+
+// A port event that carries the inter-FE link table updates the FE's
+// links; one whose table does not parse leaves them.
+func TestInterFELinksInEvents(t *testing.T) {
+	c := startCE(t, time.Second)
+	f, _ := dialFE(t, c, 2)
+	f.ports = []forces.PortInfo{port(5, true)}
+	f.fullSync()
+	go keepAlive(f)
+	s := c.session(context.Background(), f.id)
+	event := func(links []byte) {
+		data, err := port(5, false).AppendFullData(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := forces.NewEventNotification(f.id, forces.CEID(0), 1, forces.PortTableClass, forces.PortTableInstance,
+			[]uint32{forces.PortTableComponent, 5}, data)
+		op := &m.LFBs[0].Ops[0]
+		op.Paths = append(op.Paths, forces.PathData{IDs: []uint32{forces.InterFELinksComponent}, FullData: links, HasFullData: true})
+		s.event(context.Background(), m)
+	}
+	table, err := forces.MarshalInterFELinks([]forces.InterFELink{{Port: 5, PeerFE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	event(table)
+	want := []FELink{{Port: 5, PortName: "p5", PeerFE: 1}}
+	if got := statusOf(t, c).FEs[0].InterFELinks; !slices.Equal(got, want) {
+		t.Fatalf("links after the event: %+v, want %+v", got, want)
+	}
+	event([]byte{0, 0, 0, 0, 1, 0x12, 0, 6, 0, 0})
+	if got := statusOf(t, c).FEs[0].InterFELinks; !slices.Equal(got, want) {
+		t.Fatalf("links after a malformed table: %+v, want %+v", got, want)
+	}
+}

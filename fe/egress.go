@@ -146,6 +146,23 @@ func (a *Agent) statusHandlers() status.Handlers {
 	}}
 }
 
+// withLinks adds the inter-FE link table to a port event m, if the FE has
+// links: a second REPORT, on [InterFELinksComponent], beside the port's
+// row. The port row says whether the link is up; the table, which port is
+// a link to which FE (a CE that does not know the component skips it).
+func (a *Agent) withLinks(m *forces.Message) {
+	links := a.interFELinks()
+	if len(links) == 0 || len(m.LFBs) != 1 || len(m.LFBs[0].Ops) != 1 {
+		return
+	}
+	b, err := forces.MarshalInterFELinks(links)
+	if err != nil {
+		return
+	}
+	op := &m.LFBs[0].Ops[0]
+	op.Paths = append(op.Paths, forces.PathData{IDs: []uint32{forces.InterFELinksComponent}, FullData: b, HasFullData: true})
+}
+
 // interFELinks are the configured inter-FE links with their ports'
 // PHYPortIDs (ifindexes), for the CE: a link whose port is not attached is
 // left out.

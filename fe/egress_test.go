@@ -178,3 +178,40 @@ func TestEgressDebugView(t *testing.T) {
 		t.Fatalf("/egress: %+v, want %+v", rows, want)
 	}
 }
+
+// A port event carries the inter-FE link table beside the port's row, as
+// a second REPORT; an FE without links sends the port's row alone.
+func TestPortEventCarriesLinks(t *testing.T) {
+	for _, links := range [][]InterFELink{nil, {{Port: "p7", PeerFE: 2}}} {
+		a, _ := testAgent(t, Config{ID: 1, Ports: []string{"p7"}, InterFELinks: links})
+		data, err := forces.PortInfo{ID: 7, Name: "p7"}.AppendFullData(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := forces.NewEventNotification(a.id, forces.CEID(0), 1, forces.PortTableClass, forces.PortTableInstance,
+			[]uint32{forces.PortTableComponent, 7}, data)
+		a.withLinks(m)
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := forces.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports, err := forces.Reports(back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reports) != 1+len(links) || !reflect.DeepEqual(reports[0].Path, []uint32{forces.PortTableComponent, 7}) {
+			t.Fatalf("links %v: reports %+v", links, reports)
+		}
+		if len(links) > 0 {
+			got, err := forces.ParseInterFELinks(reports[1].FullData)
+			if err != nil || !reflect.DeepEqual(reports[1].Path, []uint32{forces.InterFELinksComponent}) ||
+				!reflect.DeepEqual(got, []forces.InterFELink{{Port: 7, PeerFE: 2}}) {
+				t.Fatalf("second report %+v: %+v, %v", reports[1], got, err)
+			}
+		}
+	}
+}
