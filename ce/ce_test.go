@@ -65,6 +65,11 @@ type fakeFE struct {
 	// fibKept, if set, is its answer on whether it kept its FIB
 	// (forces.FIBKeptComponent); nil: it does not know the component.
 	fibKept *bool
+	// links are its inter-FE links (forces.InterFELinksComponent); nil:
+	// it does not know the component.
+	links []forces.InterFELink
+	// linksRaw, if set, is answered instead of links, as it is.
+	linksRaw []byte
 }
 
 var routingLFBs = []forces.SupportedLFB{
@@ -128,6 +133,16 @@ func (f *fakeFE) answer(q *forces.Message) {
 		}
 		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.FIBKeptComponent && f.fibKept != nil {
 			return forces.BoolFullData(*f.fibKept), forces.ResultSuccess
+		}
+		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.InterFELinksComponent && f.linksRaw != nil {
+			return f.linksRaw, forces.ResultSuccess
+		}
+		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.InterFELinksComponent && f.links != nil {
+			b, err := forces.MarshalInterFELinks(f.links)
+			if err != nil {
+				f.t.Error(err)
+			}
+			return b, forces.ResultSuccess
 		}
 		if it.ClassID == forces.PortTableClass && it.Path[0] == forces.PortTableComponent && len(f.ports) > 0 {
 			b, err := forces.MarshalPortInfos(f.ports)

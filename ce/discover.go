@@ -15,6 +15,10 @@ type feInfo struct {
 	state forces.FEState
 	lfbs  []forces.SupportedLFB
 	ports []forces.PortInfo
+	// links are the FE's inter-FE links (forces.InterFELinksComponent;
+	// none from an FE that does not say).
+	links    []forces.InterFELink
+	linksErr error // the FE's link table did not parse (no links)
 	// fibKept: the FE's datapath still held an earlier association's FIB
 	// (forces.FIBKeptComponent; false from an FE that does not say).
 	fibKept    bool
@@ -29,7 +33,7 @@ const queryTimeout = 10 * time.Second
 // FE's heartbeat policy in its FE Protocol LFB.
 func (s *session) discover(ctx context.Context) error {
 	q := forces.NewDiscoveryQuery(s.ce.id, s.fe, s.corr.Add(1))
-	q.LFBs = append(q.LFBs, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.PortTableComponent}, []uint32{forces.FIBKeptComponent}))
+	q.LFBs = append(q.LFBs, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.PortTableComponent}, []uint32{forces.FIBKeptComponent}, []uint32{forces.InterFELinksComponent}))
 	s.qmu.Lock() // one query at a time (FEDetails may ask already)
 	defer s.qmu.Unlock()
 	s.queryFor.Store(q.Header.Correlator)
@@ -69,9 +73,12 @@ func (s *session) discover(ctx context.Context) error {
 	s.mu.Lock()
 	s.info = info
 	s.mu.Unlock()
-	s.ce.log.Info("forces: FE discovered", "fe", s.fe, "name", info.name, "state", info.state, "lfbs", len(info.lfbs), "ports", len(info.ports), "fib_kept", info.fibKept)
+	s.ce.log.Info("forces: FE discovered", "fe", s.fe, "name", info.name, "state", info.state, "lfbs", len(info.lfbs), "ports", len(info.ports), "fib_kept", info.fibKept, "inter_fe_links", len(info.links))
 	if info.fibKeptErr != nil {
 		s.ce.log.Warn("forces: FE's answer on whether it kept its FIB is malformed; taken for no", "fe", s.fe, "err", info.fibKeptErr)
+	}
+	if info.linksErr != nil {
+		s.ce.log.Warn("forces: FE's inter-FE link table is malformed; taken for none", "fe", s.fe, "err", info.linksErr)
 	}
 	s.ce.feReports.add(s.fe, info.fibKept)
 
@@ -125,6 +132,10 @@ func parseDiscovery(m *forces.Message) (feInfo, error) {
 			// Not worth refusing the FE for: a value that does not parse
 			// claims nothing.
 			info.fibKept, info.fibKeptErr = forces.ParseBoolFullData(it.FullData)
+		case it.ClassID == forces.PortTableClass && it.Path[0] == forces.InterFELinksComponent:
+			// Not worth refusing the FE for either: it is then no
+			// part of the mesh.
+			info.links, info.linksErr = forces.ParseInterFELinks(it.FullData)
 		}
 		if err != nil {
 			return info, err

@@ -25,6 +25,8 @@ const (
 	NexthopDel                       // NextHop row ID deleted
 	GroupSet                         // ECMP group row ID = Members (nexthop IDs)
 	GroupDel                         // ECMP group row ID deleted
+	EgressSet                        // nexthop egress row ID (a nexthop row) = Egress; NextHop is its gateway
+	EgressDel                        // nexthop egress row ID deleted; NextHop is its gateway
 )
 
 // Change is one row operation on an FE's tables. Rows are the CE's own
@@ -41,6 +43,8 @@ type Change struct {
 	// member, for an FE that has no ECMP groups.
 	Members []uint32
 	First   uint32
+	// Egress is an EgressSet's FE and port (egress.go).
+	Egress forces.NexthopEgressInfo
 }
 
 type nexthop struct {
@@ -362,6 +366,8 @@ func (f *FIB) Snapshot() []Change {
 // on the goroutine that owns the FIBs; it is then read on another.
 type Snapshot struct {
 	parts []snapPart // one per family
+	// egress is the nexthop egress rows (egress.go), after the parts.
+	egress []Change
 }
 
 type snapPart struct {
@@ -383,7 +389,7 @@ func (s *Snapshot) Len() int {
 	for _, p := range s.parts {
 		n += len(p.head) + p.routes
 	}
-	return n
+	return n + len(s.egress)
 }
 
 // setRow records route r of p in byRow; first is an ECMP route's group's
@@ -467,6 +473,11 @@ func (s *Snapshot) Chunks(n int) iter.Seq[[]Change] {
 				}
 			}
 			if len(buf) > 0 && !yield(buf) {
+				return
+			}
+		}
+		for ch := range slices.Chunk(s.egress, n) {
+			if !yield(ch) {
 				return
 			}
 		}
@@ -580,7 +591,7 @@ func (f fibs) Snapshot() *Snapshot {
 // ipv6 reports whether a change belongs to the IPv6 tables.
 func (c Change) ipv6() bool {
 	switch c.Kind {
-	case NexthopSet, NexthopDel, GroupSet, GroupDel:
+	case NexthopSet, NexthopDel, GroupSet, GroupDel, EgressSet, EgressDel:
 		return c.NextHop.Is6()
 	}
 	return c.Prefix.Addr().Is6()

@@ -38,6 +38,7 @@ func (c *CE) Converged() <-chan struct{} { return c.converged }
 type feConnected struct {
 	fe       forces.ID
 	prefixes []netip.Prefix
+	ports    []forces.PortInfo // all of them, for the nexthop egress rows
 }
 
 // setConnected tells the loop an FE's connected prefixes.
@@ -49,7 +50,7 @@ func (c *CE) setConnected(ctx context.Context, fe forces.ID, ports []forces.Port
 		}
 	}
 	select {
-	case c.connected <- feConnected{fe: fe, prefixes: prefixes}:
+	case c.connected <- feConnected{fe: fe, prefixes: prefixes, ports: slices.Clone(ports)}:
 	case <-ctx.Done():
 	}
 }
@@ -78,8 +79,10 @@ func (c *CE) loop(ctx context.Context) error {
 	var changes []Change
 	watches := watchers{}
 	defer watches.closeAll()
+	eg := newEgress() // which FE each nexthop is behind (egress.go)
 	send := func() {
 		c.lastUpdate.Store(time.Now().UnixNano())
+		changes = eg.follow(changes, changes)
 		if len(changes) > 0 {
 			for _, s := range fes {
 				s.enqueue(changes)
@@ -153,6 +156,14 @@ func (c *CE) loop(ctx context.Context) error {
 					changes = c.startTxn(rib, m, fes, changes[:0])
 					c.lastUpdate.Store(time.Now().UnixNano())
 					watches.publish(changes, fib)
+					// The egress rows of new nexthops follow, outside
+					// the transaction (an FE keeps a row whatever its
+					// nexthop table holds).
+					if rows := eg.follow(changes, nil); len(rows) > 0 {
+						for _, s := range fes {
+							s.enqueue(rows)
+						}
+					}
 					continue
 				}
 				var err error
@@ -176,6 +187,13 @@ func (c *CE) loop(ctx context.Context) error {
 			if len(changes) > 0 {
 				c.log.Info("rib: connected prefixes changed", "fe", m.fe, "prefixes", m.prefixes, "fib_changes", len(changes))
 			}
+			if fes[m.fe] != nil { // not a late report of an FE that left
+				eg.setPorts(m.fe, m.ports)
+				n := len(changes)
+				if changes = eg.recompute(fib, changes); len(changes) > n {
+					c.log.Info("forces: nexthop egress rows changed", "fe", m.fe, "rows", len(changes)-n)
+				}
+			}
 			send()
 		case s := <-c.joins:
 			if old, dup := fes[s.fe]; dup {
@@ -189,7 +207,9 @@ func (c *CE) loop(ctx context.Context) error {
 			}
 			s.decided <- nil
 		case s := <-c.syncs:
-			s.accept(fib.Snapshot())
+			snap := fib.Snapshot()
+			snap.egress = eg.snapshot()
+			s.accept(snap)
 			c.log.Info("forces: FE associated, full sync queued", "fe", s.fe, "remote", s.remote, "routes", fib.Len())
 		case s := <-c.leaves:
 			if fes[s.fe] == s {
@@ -207,6 +227,13 @@ func (c *CE) loop(ctx context.Context) error {
 					}
 				})
 				holds[s.fe] = h
+				// No longer an egress: the rows through its ports move
+				// to another FE that has the subnet, or go.
+				eg.setPorts(s.fe, nil)
+				if changes = eg.recompute(fib, changes[:0]); len(changes) > 0 {
+					c.log.Info("forces: nexthop egress rows changed", "fe", s.fe, "rows", len(changes))
+					send()
+				}
 			}
 		case h := <-c.unheld:
 			if holds[h.fe] != h {
@@ -222,8 +249,14 @@ func (c *CE) loop(ctx context.Context) error {
 		case q := <-c.queries:
 			st := Status{ID: c.id.String(), Routes: fib.Len(), Connected: rib.Connected(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
 			st.UnresolvedRoutes, st.UnresolvedStatic = rib.unresolvedRoutes()
+			egressOf := eg.counts()
 			for _, s := range fes {
-				st.FEs = append(st.FEs, s.status())
+				fs := s.status()
+				fs.EgressOf = egressOf[forces.FESubID(s.fe)]
+				for i := range fs.InterFELinks {
+					fs.InterFELinks[i].PeerAssociated = fes[forces.FEID(fs.InterFELinks[i].PeerFE)] != nil
+				}
+				st.FEs = append(st.FEs, fs)
 			}
 			sort.Slice(st.FEs, func(i, j int) bool { return st.FEs[i].ID < st.FEs[j].ID })
 			q <- st

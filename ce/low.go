@@ -122,6 +122,10 @@ func (s *session) attachLow(conn *forces.Conn) bool {
 // learns the FE's connected prefixes again.
 func (s *session) event(ctx context.Context, m *forces.Message) {
 	for _, it := range forces.Items(m) {
+		if it.ClassID == forces.PortTableClass && len(it.Path) == 1 && it.Path[0] == forces.InterFELinksComponent && it.HasFullData {
+			s.linksEvent(it.FullData)
+			continue
+		}
 		if it.ClassID != forces.PortTableClass || len(it.Path) != 2 || it.Path[0] != forces.PortTableComponent || !it.HasFullData {
 			continue
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/splitplane/splitplane/forces"
 )
 
 // The CE's Prometheus metrics. Everything is read when scraped, from one
@@ -77,6 +79,10 @@ var (
 		"FIB changes queued for the FE and not yet sent.", []string{"fe"}, nil)
 	ceFEAcked = prometheus.NewDesc("splitplane_ce_fe_acked_changes_total",
 		"FIB changes (ForCES rows) the FE acknowledged in this association.", []string{"fe"}, nil)
+	ceFEEgress = prometheus.NewDesc("splitplane_ce_fe_egress_nexthops",
+		"Nexthops whose gateway is behind one of the FE's ports: the FE is their egress (the nexthop egress rows every FE gets).", []string{"fe"}, nil)
+	ceFELinkUp = prometheus.NewDesc("splitplane_ce_fe_inter_fe_link_up",
+		"1 when the FE's inter-FE link (its port to peer_fe) is up, 0 when down.", []string{"fe", "port", "peer_fe"}, nil)
 	ceFEFailed = prometheus.NewDesc("splitplane_ce_fe_failed_changes_total",
 		"FIB changes (ForCES rows) the FE refused in this association.", []string{"fe"}, nil)
 	ceFELastHB = prometheus.NewDesc("splitplane_ce_fe_last_heartbeat_timestamp_seconds",
@@ -101,7 +107,7 @@ var (
 func (cc *ceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ceStatusDesc, ceFIBRoutes, ceConnected, ceUnresolved, ceFwdPreserved, ceProtocolErrors, ceRefused, ceBGPState, ceBGPSince, ceBGPPrefixes, ceBGPBFDUp,
 		ceFEs, ceFEInfo, ceFEAssociated, ceFESince, ceFESynced, ceFEPending, ceFEAcked, ceFEFailed, ceFELastHB, ceFERTT, ceFERTTSamples,
-		ceFEPortUp, ceFELow, ceFERedirected, ceFEInjected, ceFEEvents} {
+		ceFEPortUp, ceFELow, ceFERedirected, ceFEInjected, ceFEEvents, ceFEEgress, ceFELinkUp} {
 		ch <- d
 	}
 }
@@ -177,6 +183,10 @@ func (cc *ceCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(ceFEPortUp, b2f(p.Up), id, p.Name)
 		}
 		gauge(ceFELow, b2f(fe.LowChannel), id)
+		gauge(ceFEEgress, float64(fe.EgressOf), id)
+		for _, l := range fe.InterFELinks {
+			gauge(ceFELinkUp, b2f(l.Up), id, l.PortName, forces.FEID(l.PeerFE).String())
+		}
 		if fe.LowChannel {
 			counter(ceFERedirected, fe.Redirected, id)
 			counter(ceFEInjected, fe.Injected, id)

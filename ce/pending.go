@@ -14,12 +14,14 @@ type pending struct {
 	routes   changeSet // by family and prefix-table row
 	nexthops changeSet // by family and nexthop row
 	groups   changeSet // by family and ECMP group row
+	egress   changeSet // by family and nexthop row
 	// What the FE holds, so a row set and deleted again before it was ever
 	// sent is dropped instead of becoming a DEL of a row the FE never had.
 	// Rows are dense from 1, so a bitmap costs 128 KiB per million.
 	feRows, feRows6         bitmap
 	feNexthops, feNexthops6 bitmap
 	feGroups, feGroups6     bitmap
+	feEgress, feEgress6     bitmap
 
 	out []Change // take's result, reused
 }
@@ -54,10 +56,17 @@ func (p *pending) groupsOf(c Change) *bitmap {
 	return &p.feGroups
 }
 
+func (p *pending) egressOf(c Change) *bitmap {
+	if c.ipv6() {
+		return &p.feEgress6
+	}
+	return &p.feEgress
+}
+
 func newPending() *pending {
 	row := func(c Change) uint32 { return c.Row }
 	id := func(c Change) uint32 { return c.ID }
-	return &pending{routes: newChangeSet(row), nexthops: newChangeSet(id), groups: newChangeSet(id)}
+	return &pending{routes: newChangeSet(row), nexthops: newChangeSet(id), groups: newChangeSet(id), egress: newChangeSet(id)}
 }
 
 // changeSet is the latest change per row (or nexthop or group ID), in the
@@ -139,7 +148,9 @@ func (b bitmap) unset(i uint32) {
 	}
 }
 
-func (p *pending) len() int { return len(p.routes.list) + len(p.nexthops.list) + len(p.groups.list) }
+func (p *pending) len() int {
+	return len(p.routes.list) + len(p.nexthops.list) + len(p.groups.list) + len(p.egress.list)
+}
 
 // synced records that the FE holds exactly these changes (the full sync).
 func (p *pending) synced(ch []Change) {
@@ -151,6 +162,7 @@ func (p *pending) synced(ch []Change) {
 // syncedSnapshot records that the FE holds exactly the snapshot (the full
 // sync).
 func (p *pending) syncedSnapshot(s *Snapshot) {
+	p.synced(s.egress)
 	for _, part := range s.parts {
 		p.synced(part.head)
 		for r := range part.all() {
@@ -172,6 +184,8 @@ func (p *pending) add(ch []Change) {
 			p.nexthops.put(c)
 		case GroupSet, GroupDel:
 			p.groups.put(c)
+		case EgressSet, EgressDel:
+			p.egress.put(c)
 		}
 	}
 }
@@ -194,7 +208,7 @@ func (p *pending) take() []Change {
 			if c.Kind != k {
 				continue
 			}
-			if (k == RouteDel || k == NexthopDel || k == GroupDel) && !have(c).has(key(c)) {
+			if (k == RouteDel || k == NexthopDel || k == GroupDel || k == EgressDel) && !have(c).has(key(c)) {
 				continue // never reached the FE
 			}
 			pk := pkey(c, key(c))
@@ -210,9 +224,11 @@ func (p *pending) take() []Change {
 	}
 	kind(NexthopSet, &p.nexthops, p.nexthopsOf)
 	kind(GroupSet, &p.groups, p.groupsOf)
+	kind(EgressSet, &p.egress, p.egressOf)
 	kind(RouteDel, &p.routes, p.rowsOf)
 	kind(RouteSet, &p.routes, p.rowsOf)
 	kind(GroupDel, &p.groups, p.groupsOf)
+	kind(EgressDel, &p.egress, p.egressOf)
 	kind(NexthopDel, &p.nexthops, p.nexthopsOf)
 	for _, c := range out {
 		p.sent(c)
@@ -220,6 +236,7 @@ func (p *pending) take() []Change {
 	p.routes.reset()
 	p.nexthops.reset()
 	p.groups.reset()
+	p.egress.reset()
 	if keep(cap(out), len(out)) {
 		p.out = out
 	} else {
@@ -242,5 +259,9 @@ func (p *pending) sent(c Change) {
 		p.groupsOf(c).set(c.ID)
 	case GroupDel:
 		p.groupsOf(c).unset(c.ID)
+	case EgressSet:
+		p.egressOf(c).set(c.ID)
+	case EgressDel:
+		p.egressOf(c).unset(c.ID)
 	}
 }

@@ -211,7 +211,7 @@ func (s *session) status() FEStatus {
 	st := FEStatus{
 		ID: s.fe.String(), Num: s.fe, Name: info.name, LFBs: lfbs, Ports: ports, Remote: s.remote, AssociatedAt: s.since, Synced: s.synced.Load(), Pending: pending,
 		Acked: s.acked.Load(), Failed: s.failed.Load(), LastHeartbeat: s.assoc.LastSeen(),
-		HeartbeatRTT: s.assoc.RTT(), FIBKept: info.fibKept,
+		HeartbeatRTT: s.assoc.RTT(), FIBKept: info.fibKept, InterFELinks: info.interFELinks(),
 	}
 	if low := s.low.Load(); low != nil {
 		st.LowChannel = true

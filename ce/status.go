@@ -55,6 +55,10 @@ type FEStatus struct {
 	Redirected    uint64     `json:"redirected_packets"`
 	Injected      uint64     `json:"injected_packets"`
 	Events        uint64     `json:"events"`
+	// InterFELinks are the FE's ports to other FEs (the mesh); EgressOf
+	// counts the nexthops whose gateway is behind this FE (egress.go).
+	InterFELinks []FELink `json:"inter_fe_links,omitempty"`
+	EgressOf     int      `json:"egress_of_nexthops"`
 }
 
 // FEPort is a port an FE reported.

@@ -101,13 +101,20 @@ func (s *session) fullSync(ctx context.Context) error {
 	})
 	tables := []forces.Table{forces.TableIPv4Prefix, forces.TableIPv4NextHop}
 	v6, ecmp := s.features()
+	egress := s.hasEgress()
 	if ecmp {
 		tables = append(tables, forces.TableIPv4Group)
+	}
+	if egress {
+		tables = append(tables, forces.TableIPv4Egress)
 	}
 	if v6 {
 		tables = append(tables, forces.TableIPv6Prefix, forces.TableIPv6NextHop)
 		if ecmp {
 			tables = append(tables, forces.TableIPv6Group)
+		}
+		if egress {
+			tables = append(tables, forces.TableIPv6Egress)
 		}
 	}
 	for _, t := range tables {
@@ -292,6 +299,10 @@ func (c *Change) row() forces.Row {
 		return forces.Row{Op: forces.OpSet, Table: forces.TableIPv4Group.In(v6), Index: c.ID, Members: c.Members}
 	case GroupDel:
 		return forces.Row{Op: forces.OpDel, Table: forces.TableIPv4Group.In(v6), Index: c.ID}
+	case EgressSet:
+		return forces.Row{Op: forces.OpSet, Table: forces.TableIPv4Egress.In(v6), Index: c.ID, Egress: c.Egress}
+	case EgressDel:
+		return forces.Row{Op: forces.OpDel, Table: forces.TableIPv4Egress.In(v6), Index: c.ID}
 	}
 	return forces.Row{} // AppendTo refuses it
 }
@@ -306,18 +317,31 @@ func (s *session) features() (v6, ecmp bool) {
 	return v6, ecmp
 }
 
+// hasEgress reports whether the FE has the nexthop egress tables (both, if
+// it has IPv6 tables), as its SupportedLFBs said.
+func (s *session) hasEgress() bool {
+	v6, _ := s.features()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info.supports(forces.ClassIPv4NexthopEgress) && (!v6 || s.info.supports(forces.ClassIPv6NexthopEgress))
+}
+
 // forFE fits changes to what the FE has: no IPv6 changes for an FE without
-// IPv6 tables, and for one without ECMP groups, no groups and ECMP routes
-// through their group's first member alone.
+// IPv6 tables, no egress rows for one without the egress tables, and for
+// one without ECMP groups, no groups and ECMP routes through their group's
+// first member alone.
 func (s *session) forFE(ch []Change) []Change {
 	v6, ecmp := s.features()
-	if v6 && ecmp {
+	egress := s.hasEgress()
+	if v6 && ecmp && egress {
 		return ch
 	}
 	out := ch[:0]
 	for _, c := range ch {
 		switch {
 		case !v6 && c.ipv6():
+			continue
+		case !egress && (c.Kind == EgressSet || c.Kind == EgressDel):
 			continue
 		case !ecmp && (c.Kind == GroupSet || c.Kind == GroupDel):
 			continue

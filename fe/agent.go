@@ -274,7 +274,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	if a.cfg.StatusSocket != "" {
-		stop, err := status.Serve(a.cfg.StatusSocket, func() any { return a.Status() }, nil)
+		stop, err := status.Serve(a.cfg.StatusSocket, func() any { return a.Status() }, a.statusHandlers())
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,12 @@ type Config struct {
 	RedirectEtherTypes []uint16 `yaml:"redirect_ethertypes"`
 	// Ports are the interfaces this FE forwards between; the XDP program is attached to each.
 	Ports []string `yaml:"ports"`
+	// InterFELinks are the ports that link this FE to the other FEs of the
+	// same CE (one port space over several FEs): each names one of ports
+	// and the FE at its other end, e.g. [{port: ife2, peer_fe: 2}]. The FE
+	// reports them to the CE, which tells every FE which FE each next hop
+	// is behind. None by default.
+	InterFELinks []InterFELink `yaml:"inter_fe_links"`
 	// KernelRoutes is which CE routes the FE copies into the kernel's FIB,
 	// the slow path: "connected" (none), "default" (the CE's default route;
 	// the default) or "all" (every route: then the kernel can answer ICMP
@@ -76,6 +82,15 @@ type Config struct {
 	// ForCES associations) to the control CPU and polices the rest of the
 	// traffic addressed to the router; nil: off.
 	Classifier *ClassifierConfig `yaml:"classifier"`
+}
+
+// InterFELink is a port of the FE that links it to another FE.
+type InterFELink struct {
+	// Port is the interface, one of ports.
+	Port string `yaml:"port"`
+	// PeerFE is the id of the FE at the other end: 1 to 1073741823, not
+	// this FE's, one link per peer.
+	PeerFE uint32 `yaml:"peer_fe"`
 }
 
 // ClassifierConfig configures the classifier (package classifier).
@@ -160,6 +175,9 @@ func (c *Config) Validate() error {
 		}
 		seen[p] = true
 	}
+	if err := c.validateLinks(seen); err != nil {
+		return err
+	}
 	if _, err := c.mode(); err != nil {
 		return err
 	}
@@ -186,6 +204,29 @@ func (c *Config) Validate() error {
 	}
 	if c.Classifier != nil {
 		return c.Classifier.validate()
+	}
+	return nil
+}
+
+// validateLinks checks inter_fe_links against the ports (ports: the
+// configured port names).
+func (c *Config) validateLinks(ports map[string]bool) error {
+	peers := map[uint32]bool{}
+	onPort := map[string]bool{}
+	for i, l := range c.InterFELinks {
+		switch {
+		case !ports[l.Port]:
+			return fmt.Errorf("%w: inter_fe_links[%d].port %q: not one of ports", ErrConfig, i, l.Port)
+		case onPort[l.Port]:
+			return fmt.Errorf("%w: inter_fe_links[%d].port %q: already the link to another FE", ErrConfig, i, l.Port)
+		case l.PeerFE == 0 || l.PeerFE > forces.MaxFESubID:
+			return fmt.Errorf("%w: inter_fe_links[%d].peer_fe %d: must be 1 to %d", ErrConfig, i, l.PeerFE, forces.MaxFESubID)
+		case l.PeerFE == c.ID:
+			return fmt.Errorf("%w: inter_fe_links[%d].peer_fe %d: is this FE's own id", ErrConfig, i, l.PeerFE)
+		case peers[l.PeerFE]:
+			return fmt.Errorf("%w: inter_fe_links[%d].peer_fe %d: a second link to the same FE", ErrConfig, i, l.PeerFE)
+		}
+		peers[l.PeerFE], onPort[l.Port] = true, true
 	}
 	return nil
 }

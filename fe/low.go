@@ -198,6 +198,7 @@ func (a *Agent) linkUpdate(u netlink.LinkUpdate) {
 	}
 	m := forces.NewEventNotification(a.id, ce, a.corr.Add(1), forces.PortTableClass, forces.PortTableInstance,
 		[]uint32{forces.PortTableComponent, pi.ID}, data)
+	a.withLinks(m)
 	if a.sendLow(m) {
 		a.low.events.Add(1)
 	}

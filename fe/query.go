@@ -21,6 +21,8 @@ var supportedLFBs = [...]forces.SupportedLFB{
 	{Name: "IPv6NextHop", ClassID: forces.ClassIPv6NextHop, Version: "1.0"},
 	{Name: "SplitplaneIPv4ECMP", ClassID: forces.ClassIPv4ECMP, Version: "1.0"},
 	{Name: "SplitplaneIPv6ECMP", ClassID: forces.ClassIPv6ECMP, Version: "1.0"},
+	{Name: "SplitplaneIPv4NexthopEgress", ClassID: forces.ClassIPv4NexthopEgress, Version: "1.0"},
+	{Name: "SplitplaneIPv6NexthopEgress", ClassID: forces.ClassIPv6NexthopEgress, Version: "1.0"},
 }
 
 // answerQuery answers a Query from the FE Object LFB, the FE Protocol LFB and
@@ -112,6 +114,12 @@ func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {
 			return b, forces.ResultSuccess
 		case forces.FIBKeptComponent:
 			return forces.BoolFullData(a.fibKept.Load()), forces.ResultSuccess
+		case forces.InterFELinksComponent:
+			b, err := forces.MarshalInterFELinks(a.interFELinks())
+			if err != nil {
+				return nil, forces.ResultInternalError
+			}
+			return b, forces.ResultSuccess
 		case forces.FEStatusComponent:
 			b, err := json.Marshal(a.Status())
 			switch {

@@ -20,6 +20,7 @@ func (a *Agent) Status() Status {
 	a.do(func() {
 		st.Routes = a.table.v4.len() + a.table.v6.len()
 		st.Nexthops = len(a.table.v4.nexthops) + len(a.table.v6.nexthops)
+		st.EgressRows, st.RemoteNexthops = a.table.egress.counts(forces.FESubID(a.id))
 		st.Gateways, st.Programmed, st.DatapathErrors = len(a.prog.slots), a.prog.routes.len()+a.prog.routes6.len(), a.prog.errors
 		for _, s := range a.prog.slots {
 			if s.ifindex != 0 {
@@ -35,6 +36,13 @@ func (a *Agent) Status() Status {
 				if p.Name == name {
 					st.Ports = append(st.Ports, p.status())
 					queues = append(queues, portQueues{p.Name, p.rxQueues})
+				}
+			}
+		}
+		for _, l := range a.cfg.InterFELinks {
+			for _, p := range a.ports {
+				if p.Name == l.Port {
+					st.InterFELinks = append(st.InterFELinks, forces.FEInterFELinkStatus{Port: p.Name, Ifindex: p.Ifindex, PeerFE: l.PeerFE, Up: p.Up})
 				}
 			}
 		}

@@ -19,6 +19,9 @@ import (
 type table struct {
 	v4 *famTable[prefix.V4]
 	v6 *famTable[netip.Prefix]
+	// egress is the nexthop egress tables (egress.go): which FE each
+	// nexthop's gateway is behind. Not programmed yet.
+	egress egressTables
 }
 
 // famTable is one address family's tables. K is the key the family's
@@ -111,12 +114,12 @@ func (t *famTable[K]) indexed(m prefixMap[K, uint32], stale []uint32) {
 }
 
 func newTable() *table {
-	return &table{v4: newFamTable(ipv4), v6: newFamTable(ipv6)}
+	return &table{v4: newFamTable(ipv4), v6: newFamTable(ipv6), egress: newEgressTables()}
 }
 
 // stage returns a copy of t to stage a transaction on.
 func (t *table) stage() *table {
-	return &table{v4: t.v4.stage(), v6: t.v6.stage()}
+	return &table{v4: t.v4.stage(), v6: t.v6.stage(), egress: t.egress.stage()}
 }
 
 func (t *famTable[K]) stage() *famTable[K] {
@@ -335,6 +338,9 @@ func (t *table) apply(r *cfgRow, d *dirty, undo *[]func()) error {
 	if err := checkRow(&r.Row); err != nil {
 		return err
 	}
+	if r.Table.IsEgress() {
+		return t.egress.apply(&r.Row, undo)
+	}
 	var d4 *famDirty[prefix.V4]
 	var d6 *famDirty[netip.Prefix]
 	if d != nil {
@@ -363,7 +369,7 @@ func checkRow(r *forces.Row) error {
 	switch {
 	case r.Op != forces.OpSet && r.Op != forces.OpDel:
 		return reject(forces.ResultNotSupported, "%v of a route table: only SET and DEL are supported", r.Op)
-	case r.Table < forces.TableIPv4Prefix || r.Table > forces.TableIPv6Group:
+	case r.Table < forces.TableIPv4Prefix || r.Table > forces.TableIPv6Egress:
 		return reject(forces.ResultLFBNotFound, "route table %d does not exist", r.Table)
 	case r.Whole && r.Op != forces.OpDel:
 		return reject(forces.ResultInvalidPath, "%v of a whole route table: only DEL is supported", r.Op)

@@ -8,6 +8,12 @@
 // policy, a TCP transport mapping layer (TML) with message timeouts, mutual
 // TLS and a tap, and a pcap writer for looking at the exchange in Wireshark.
 //
+// Beside RFC 6956's LFBs, splitplane defines its own, with class IDs above
+// 65535: ECMP groups (ecmp.go, 65537/65538) and, for several FEs sharing one
+// port space, the nexthop egress rows (egress.go, 65539/65540: per nexthop
+// row, the FE and port its gateway is behind) and the FE's inter-FE link
+// table (a component beside its port table).
+//
 // The codec is strict: Parse rejects anything that is not a well-formed
 // message (wrong version, length mismatch, truncated or overlong TLVs,
 // missing padding, illegal nesting) with an error wrapping one of the

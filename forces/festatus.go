@@ -49,23 +49,38 @@ type FEStatus struct {
 	// datapath (a route whose nexthop row is missing, or that a connected
 	// route shadows, is not); Gateways the distinct next hops and Resolved
 	// those whose egress port is known.
-	Routes         int         `json:"routes"`
-	Nexthops       int         `json:"nexthops"`
-	Programmed     int         `json:"programmed_routes"`
-	Gateways       int         `json:"gateways"`
-	Resolved       int         `json:"gateways_resolved"`
-	Neighbors      int         `json:"neighbors"`
-	DatapathErrors uint64      `json:"datapath_errors"`
-	Lanes          []FELane    `json:"lanes"`
-	Low            FELowStatus `json:"low_channel"`
-	KernelRoutes   int         `json:"kernel_routes"`
-	KernelErrors   uint64      `json:"kernel_route_errors"`
-	ProtocolErrors uint64      `json:"protocol_errors"`
-	Counters       FECounters  `json:"counters"`
+	Routes     int `json:"routes"`
+	Nexthops   int `json:"nexthops"`
+	Programmed int `json:"programmed_routes"`
+	Gateways   int `json:"gateways"`
+	Resolved   int `json:"gateways_resolved"`
+	Neighbors  int `json:"neighbors"`
+	// InterFELinks are the FE's ports that link it to other FEs, with
+	// their state; EgressRows counts the CE's nexthop egress rows the FE
+	// holds, RemoteNexthops those whose egress FE is another FE.
+	InterFELinks   []FEInterFELinkStatus `json:"inter_fe_links,omitempty"`
+	EgressRows     int                   `json:"egress_rows"`
+	RemoteNexthops int                   `json:"remote_nexthops"`
+	DatapathErrors uint64                `json:"datapath_errors"`
+	Lanes          []FELane              `json:"lanes"`
+	Low            FELowStatus           `json:"low_channel"`
+	KernelRoutes   int                   `json:"kernel_routes"`
+	KernelErrors   uint64                `json:"kernel_route_errors"`
+	ProtocolErrors uint64                `json:"protocol_errors"`
+	Counters       FECounters            `json:"counters"`
 	// Classifier: the control flows steered, policing and GTSM (nil: off).
 	Classifier *FEClassifierStatus `json:"classifier,omitempty"`
 	// PerCPU are the same counters for each CPU: which core did the work.
 	PerCPU []FECounters `json:"counters_per_cpu"`
+}
+
+// FEInterFELinkStatus is one inter-FE link of the FE in its status: its
+// port and the FE at the other end.
+type FEInterFELinkStatus struct {
+	Port    string `json:"port"`
+	Ifindex int    `json:"ifindex"`
+	PeerFE  uint32 `json:"peer_fe"`
+	Up      bool   `json:"up"`
 }
 
 // FECounters are the datapath's packet counters by name: "rx", "forwarded",

@@ -69,6 +69,10 @@ func ClassName(id uint32) string {
 		return "SplitplaneIPv4ECMP"
 	case ClassIPv6ECMP:
 		return "SplitplaneIPv6ECMP"
+	case ClassIPv4NexthopEgress:
+		return "SplitplaneIPv4NexthopEgress"
+	case ClassIPv6NexthopEgress:
+		return "SplitplaneIPv6NexthopEgress"
 	}
 	return fmt.Sprintf("LFBClass(%d)", id)
 }

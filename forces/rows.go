@@ -19,6 +19,12 @@ const (
 	TableIPv6Prefix
 	TableIPv6NextHop
 	TableIPv6Group
+	// The nexthop egress tables (egress.go): per nexthop row, the FE and
+	// port its gateway is behind.
+	TableIPv4Egress
+	TableIPv6Egress
+
+	lastTable = TableIPv6Egress
 )
 
 // routeInstance is the one instance of each route LFB an FE has.
@@ -31,6 +37,8 @@ var tableClass = [...]uint32{
 	TableIPv6Prefix:  ClassIPv6UcastLPM,
 	TableIPv6NextHop: ClassIPv6NextHop,
 	TableIPv6Group:   ClassIPv6ECMP,
+	TableIPv4Egress:  ClassIPv4NexthopEgress,
+	TableIPv6Egress:  ClassIPv6NexthopEgress,
 }
 
 var tableComponent = [...]uint32{
@@ -40,11 +48,13 @@ var tableComponent = [...]uint32{
 	TableIPv6Prefix:  CompIPv6PrefixTable,
 	TableIPv6NextHop: CompIPv6NextHopTable,
 	TableIPv6Group:   CompECMPGroupTable,
+	TableIPv4Egress:  CompNexthopEgressTable,
+	TableIPv6Egress:  CompNexthopEgressTable,
 }
 
 // TableOfClass returns the route table held by LFB class, if it holds one.
 func TableOfClass(class uint32) (Table, bool) {
-	for t := TableIPv4Prefix; t <= TableIPv6Group; t++ {
+	for t := TableIPv4Prefix; t <= lastTable; t++ {
 		if tableClass[t] == class {
 			return t, true
 		}
@@ -59,11 +69,17 @@ func (t Table) Class() uint32 { return tableClass[t] }
 func (t Table) Component() uint32 { return tableComponent[t] }
 
 // IPv6 reports whether t is an IPv6 table.
-func (t Table) IPv6() bool { return t >= TableIPv6Prefix }
+func (t Table) IPv6() bool {
+	return t == TableIPv6Egress || t >= TableIPv6Prefix && t <= TableIPv6Group
+}
 
 // In returns t's counterpart in IPv6 when v6, in IPv4 otherwise.
 func (t Table) In(v6 bool) Table {
 	switch {
+	case t.IsEgress() && v6:
+		return TableIPv6Egress
+	case t.IsEgress():
+		return TableIPv4Egress
 	case v6 && t < TableIPv6Prefix:
 		return t + TableIPv6Prefix - TableIPv4Prefix
 	case !v6 && t >= TableIPv6Prefix:
@@ -80,6 +96,9 @@ func (t Table) IsNextHop() bool { return t == TableIPv4NextHop || t == TableIPv6
 
 // IsGroup reports whether t is an ECMP group table.
 func (t Table) IsGroup() bool { return t == TableIPv4Group || t == TableIPv6Group }
+
+// IsEgress reports whether t is a nexthop egress table.
+func (t Table) IsEgress() bool { return t == TableIPv4Egress || t == TableIPv6Egress }
 
 // Row is one operation on a route table: a SET or DEL of the row at Index,
 // or, with Whole, a DEL of the whole table. A SET carries the row's value in
@@ -101,6 +120,10 @@ type Row struct {
 
 	// Group rows: the members' next-hop rows.
 	Members []uint32
+
+	// Egress rows (Index is the nexthop row): the FE and port its gateway
+	// is behind.
+	Egress NexthopEgressInfo
 }
 
 // AppendTo adds r to w. scratch is memory for the row's FULLDATA, returned
@@ -128,6 +151,8 @@ func (r *Row) AppendTo(w *ConfigWriter, scratch []byte) ([]byte, error) {
 			data, err = IPv4NextHopInfo{NextHop: r.NextHop}.AppendFullData(scratch[:0])
 		case TableIPv6NextHop:
 			data, err = IPv6NextHopInfo{NextHop: r.NextHop}.AppendFullData(scratch[:0])
+		case TableIPv4Egress, TableIPv6Egress:
+			data, err = r.Egress.AppendFullData(scratch[:0])
 		default:
 			data, err = ECMPGroupInfo{Members: r.Members}.AppendFullData(scratch[:0])
 		}
@@ -217,6 +242,8 @@ func (r *Row) Decode(it *Item) error {
 		if i, err = ParseIPv6NextHopInfo(it.FullData); err == nil {
 			r.NextHop = i.NextHop
 		}
+	case TableIPv4Egress, TableIPv6Egress:
+		r.Egress, err = ParseNexthopEgressInfo(it.FullData)
 	default:
 		var g ECMPGroupInfo
 		if g, err = ParseECMPGroupInfo(it.FullData); err == nil {

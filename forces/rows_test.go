@@ -18,8 +18,10 @@ func sampleRows() []Row {
 		{Op: OpSet, Table: TableIPv4Prefix, Index: 1, Prefix: netip.MustParsePrefix("198.51.100.0/24"), HopSelector: 7},
 		{Op: OpSet, Table: TableIPv4Prefix, Index: 2, Prefix: netip.MustParsePrefix("0.0.0.0/0"), HopSelector: 3, ECMP: true},
 		{Op: OpSet, Table: TableIPv6Prefix, Index: 1, Prefix: netip.MustParsePrefix("2001:db8:1::/48"), HopSelector: 4, ECMP: true},
+		{Op: OpSet, Table: TableIPv4Egress, Index: 7, Egress: NexthopEgressInfo{FE: 2, Port: 5}},
+		{Op: OpSet, Table: TableIPv6Egress, Index: 8, Egress: NexthopEgressInfo{FE: 1, Port: 9}},
 	}
-	for t := TableIPv4Prefix; t <= TableIPv6Group; t++ {
+	for t := TableIPv4Prefix; t <= TableIPv6Egress; t++ {
 		rows = append(rows, Row{Op: OpDel, Table: t, Index: 11}, Row{Op: OpDel, Table: t, Whole: true})
 	}
 	return rows
@@ -121,7 +123,7 @@ func FuzzDecodeRow(f *testing.F) {
 }
 
 func TestTableIn(t *testing.T) {
-	pairs := [][2]Table{{TableIPv4Prefix, TableIPv6Prefix}, {TableIPv4NextHop, TableIPv6NextHop}, {TableIPv4Group, TableIPv6Group}}
+	pairs := [][2]Table{{TableIPv4Prefix, TableIPv6Prefix}, {TableIPv4NextHop, TableIPv6NextHop}, {TableIPv4Group, TableIPv6Group}, {TableIPv4Egress, TableIPv6Egress}}
 	for _, p := range pairs {
 		for _, from := range p {
 			if got := from.In(false); got != p[0] || got.IPv6() {

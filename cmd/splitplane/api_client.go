@@ -267,7 +267,7 @@ func addAPICommands(root *cobra.Command) {
 	root.AddCommand(routeCmd(), bgpCmd(), classifierCmd(), topCmd())
 	for _, c := range root.Commands() {
 		if c.Name() == "fe" {
-			c.AddCommand(feListCmd())
+			c.AddCommand(feListCmd(), feMeshCmd())
 		}
 	}
 }
