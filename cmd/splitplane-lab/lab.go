@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/splitplane/splitplane/integration/lab"
+	"github.com/splitplane/splitplane/internal/cli"
 	"github.com/splitplane/splitplane/internal/status"
 )
 
@@ -47,6 +48,12 @@ func labCmd(binary *string) *cobra.Command {
 		Short: "Build the lab and wait until the peer's routes are in the FE",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("cluster") && cmd.Flags().Changed("fes") {
+				return fmt.Errorf("%w: --cluster %d and --fes %d: one or the other (a cluster lab has --cluster FEs, linked by a mesh)", cli.ErrUsage, o.Cluster, o.FEs)
+			}
+			if cmd.Flags().Changed("cluster") && (o.Cluster < 2 || o.Cluster > lab.MaxFEs) {
+				return fmt.Errorf("%w: --cluster %d: 2 to %d FEs", cli.ErrUsage, o.Cluster, lab.MaxFEs)
+			}
 			if noBinary != nil {
 				return noBinary
 			}
@@ -74,6 +81,7 @@ func labCmd(binary *string) *cobra.Command {
 	up.Flags().BoolVar(&o.BFD, "bfd", false, "BFD on the sessions with BIRD peers (300ms x 3)")
 	up.Flags().BoolVar(&o.HostChecksumOffload, "host-checksum-offload", false, "leave TCP/UDP checksum offload on at the hosts' and peers' veth ends (partial checksums, as a default veth sends)")
 	up.Flags().IntVar(&o.FEs, "fes", 1, fmt.Sprintf("forwarding elements, 1 to %d: FE n >= 2 in its own namespace with its own hosts, associated with the CE over a management LAN", lab.MaxFEs))
+	up.Flags().IntVar(&o.Cluster, "cluster", 0, fmt.Sprintf("one router across N FEs, 2 to %d: FE n in its own namespace with its own host, the FEs linked by a full mesh of inter-FE links (not with --fes)", lab.MaxFEs))
 	up.Flags().DurationVar(&o.PeerRestartTime, "peer-restart-time", 120*time.Second, "the restart time the peers announce: how long the CE keeps a vanished peer's routes")
 
 	var asJSON, watch bool
@@ -135,9 +143,10 @@ func labCmd(binary *string) *cobra.Command {
 	var kill bool
 	restart := &cobra.Command{
 		Use:       "restart ce|fe|fe2...|peer|peer2",
+		Example:   "  splitplane lab restart fe3 --kill   # FE 3 of a --fes or --cluster lab, crashed and started again",
 		Short:     "Stop one of the lab's daemons (SIGTERM, or SIGKILL with --kill) and start it again",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"ce", "fe", "fe2", "peer", "peer2"},
+		ValidArgs: []string{"ce", "fe", "fe2", "fe3", "fe4", "peer", "peer2"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if noBinary != nil {
 				return noBinary
@@ -148,10 +157,29 @@ func labCmd(binary *string) *cobra.Command {
 	}
 	restart.Flags().BoolVar(&kill, "kill", false, "kill it (SIGKILL), as a crash would")
 
+	link := &cobra.Command{
+		Use:   "link ife-I-J down|up",
+		Short: "Take the mesh link between FE I and FE J of a cluster lab down (FE I's end) or up again",
+		Example: "  splitplane lab link ife-1-3 down\n" +
+			"  splitplane lab link ife-1-3 up",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			i, j, err := lab.ParseMeshLink(args[0])
+			if err != nil {
+				return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+			}
+			if args[1] != "down" && args[1] != "up" {
+				return fmt.Errorf("%w: link state %q: down or up", cli.ErrUsage, args[1])
+			}
+			o.Out = os.Stdout
+			return lab.SetMeshLink(o, i, j, args[1] == "up")
+		},
+	}
+
 	pc := &cobra.Command{Use: "peer", Short: "Control the lab's BGP peer"}
 	pc.AddCommand(peerCtl("withdraw"), peerCtl("announce"))
 
-	cmd.AddCommand(up, st, down, restart, pc)
+	cmd.AddCommand(up, st, down, restart, link, pc)
 	cmd.AddCommand(labDosCmd(&o, &noBinary))    // splitplane lab dos: lab_dos.go
 	cmd.AddCommand(labAttackCmd(&o, &noBinary)) // splitplane lab attack: lab_attack.go
 	return cmd

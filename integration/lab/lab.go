@@ -128,6 +128,16 @@ type Options struct {
 	// bridge mgmt in NAME-rtr, which FE n reaches from 10.10.0.n over TCP
 	// with mutual TLS (the CE's certificate names it "ce").
 	FEs int
+	// Cluster, 2 to MaxFEs, makes the lab one router across Cluster FE
+	// "servers" (issue 23): FE n in namespace NAME-rtrN as with FEs (which
+	// it sets; the two are otherwise exclusive), a full mesh of veths
+	// between the FEs' namespaces (FE i's port ifeJ to FE j's ifeI, MTU
+	// MeshMTU, no addresses) declared as each FE's inter_fe_links, and on
+	// each FE n a host of its own, NAME-hN on port to-hN, with subnets of
+	// its own (ClusterHost: 10.20.n.0/24, fd00:20:n::/64) and site
+	// prefixes the CE routes to it statically. FE 1 keeps hosts A and B
+	// and the peer, so every route of the peer has FE 1 for its egress.
+	Cluster int
 	// Attackable readies the lab for the hostile-input suite (Attack): the
 	// lab's CA also certifies SpareFE, which the CE admits though no FE
 	// runs it, and NotAllowedFE, which it does not; and the API asks for a
@@ -219,6 +229,15 @@ func (o *Options) defaults() error {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	if o.Cluster != 0 {
+		if o.Cluster < 2 || o.Cluster > MaxFEs {
+			return fmt.Errorf("cluster %d: 2 to %d FEs", o.Cluster, MaxFEs)
+		}
+		if o.FEs > 1 && o.FEs != o.Cluster {
+			return fmt.Errorf("fes %d and cluster %d: one or the other (a cluster lab has cluster FEs)", o.FEs, o.Cluster)
+		}
+		o.FEs = o.Cluster
+	}
 	if o.FEs == 0 {
 		o.FEs = 1
 	}
@@ -264,7 +283,8 @@ const MaxFEs = 4
 
 // Namespace returns the name of one of the lab's namespaces: "rtr", "peer",
 // "peer2", "a" or "b"; with several FEs also "rtrN", "aN" and "bN" (FE N's
-// router and hosts, FEName).
+// router and hosts, FEName); in a cluster lab "rtrN" and "hN" (FE N's
+// host, ClusterHost).
 func (o *Options) Namespace(role string) string { return o.Name + "-" + role }
 
 // FEName is the name of FE n (1 to FEs) in the lab: the daemon's name for
@@ -289,6 +309,9 @@ func (o *Options) namespaces() []string {
 	if o.Peer2 != "" {
 		ns = append(ns, o.Namespace("peer2"))
 	}
+	if o.Cluster > 0 {
+		ns = append(ns, o.ClusterHost(1).Namespace)
+	}
 	for n := 2; n <= o.FEs; n++ {
 		ns = append(ns, o.feNamespaces(n)...)
 	}
@@ -298,6 +321,9 @@ func (o *Options) namespaces() []string {
 // feNamespaces are FE n's namespaces (n >= 2): its router's and its hosts'.
 func (o *Options) feNamespaces(n int) []string {
 	_, sfx := FEName(n)
+	if o.Cluster > 0 {
+		return []string{o.Namespace("rtr" + sfx), o.ClusterHost(n).Namespace}
+	}
 	return []string{o.Namespace("rtr" + sfx), o.Namespace("a" + sfx), o.Namespace("b" + sfx)}
 }
 
@@ -334,18 +360,20 @@ func (o *Options) peers() []bgpPeer {
 // routes the CE and the FE hold once the lab is up): the generated table,
 // host B's prefixes (IPv4 and IPv6; BIRD, whose next hop is itself,
 // announces only the IPv4 one) and, with a BIRD or FRR peer, the two
-// anycast prefixes.
+// anycast prefixes; in a cluster lab also the static routes to the hosts'
+// sites (two per FE).
 func (o Options) RouteCount() int {
 	if err := o.defaults(); err != nil {
 		return 0
 	}
+	n := o.Routes + 2 + 2*o.Cluster
 	switch o.Peer {
 	case "bird":
-		return o.Routes + 3
+		n++
 	case "frr":
-		return o.Routes + 4
+		n += 2
 	}
-	return o.Routes + 2
+	return n
 }
 
 // Socket returns the status socket of a daemon: "ce", "fe", "fe2"... or "peer".
@@ -540,8 +568,11 @@ func Down(o Options) error {
 	// whether there was a second peer or more FEs.
 	all := append(s.Namespaces, o.namespaces()...)
 	all = append(all, o.Namespace("peer2"))
-	for n := 2; n <= MaxFEs; n++ {
-		all = append(all, o.feNamespaces(n)...)
+	for n := 1; n <= MaxFEs; n++ {
+		all = append(all, o.ClusterHost(n).Namespace)
+		if n > 1 {
+			all = append(all, o.feNamespaces(n)...)
+		}
 	}
 	slices.Sort(all)
 	for _, ns := range slices.Compact(all) {

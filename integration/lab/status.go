@@ -186,6 +186,7 @@ func (s Status) Print(w io.Writer) {
 		fmt.Fprintf(w, "ForCES: %s %q synced=%v, low-priority channel %s, heartbeat rtt p50 %.2f ms p99 %.2f ms, redirected %d, injected %d, events %d\n",
 			f.ID, f.Name, f.Synced, low, f.HeartbeatRTT.P50, f.HeartbeatRTT.P99, f.Redirected, f.Injected, f.Events)
 	}
+	printMesh(w, s.CE)
 	printFE(w, "FE", s.FE)
 	for i, f := range s.OtherFEs {
 		if f.ID == "" {
@@ -194,6 +195,34 @@ func (s Status) Print(w io.Writer) {
 			continue
 		}
 		printFE(w, fmt.Sprintf("FE %d", i+2), f)
+	}
+}
+
+// printMesh writes the mesh of a cluster lab as the CE sees it (what
+// 'splitplane fe mesh' reads): per FE the nexthops it is the egress of and
+// its inter-FE links, up or down, to which FE; nothing when no FE has
+// links.
+func printMesh(w io.Writer, st ce.Status) {
+	if !slices.ContainsFunc(st.FEs, func(f ce.FEStatus) bool { return len(f.InterFELinks) > 0 }) {
+		return
+	}
+	for _, f := range st.FEs {
+		var b strings.Builder
+		for _, l := range f.InterFELinks {
+			state := "down"
+			if l.Up {
+				state = "up"
+			}
+			if !l.PeerAssociated {
+				state += " (peer not associated)"
+			}
+			fmt.Fprintf(&b, ", %s to FE(%d) %s", l.PortName, l.PeerFE, state)
+		}
+		links := "no inter-FE links"
+		if b.Len() > 0 {
+			links = "inter-FE links " + b.String()[2:]
+		}
+		fmt.Fprintf(w, "mesh: %s egress of %d nexthops; %s\n", f.ID, f.EgressOf, links)
 	}
 }
 

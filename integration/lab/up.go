@@ -46,8 +46,13 @@ func (o *Options) links() []link {
 
 // feLinks are the links of FE n's ports: to its hosts A and B (FE n >= 2:
 // to its copies of them, with the same addresses) and, for FE 1, to the
-// BGP peers.
+// BGP peers. In a cluster lab FE n >= 2 has no copies of A and B, and
+// each FE a link to its own host (clusterLinks); the mesh is apart
+// (upMesh).
 func (o *Options) feLinks(n int) []link {
+	if o.Cluster > 0 && n > 1 {
+		return o.clusterLinks(n)
+	}
 	_, sfx := FEName(n)
 	r := o.Namespace("rtr" + sfx)
 	ls := []link{
@@ -61,16 +66,19 @@ func (o *Options) feLinks(n int) []link {
 		ls = append(ls, link{r, p.port, p.router.String() + "/24", p.router6.String() + "/64",
 			o.Namespace(p.role), "eth0", p.addr.String() + "/24", p.addr6.String() + "/64"})
 	}
+	if o.Cluster > 0 {
+		ls = append(ls, o.clusterLinks(n)...)
+	}
 	return ls
 }
 
-// ports are FE n's ports.
+// ports are FE n's ports, its inter-FE links (in a cluster lab) last.
 func (o *Options) ports(n int) []string {
 	var ps []string
 	for _, l := range o.feLinks(n) {
 		ps = append(ps, l.if1)
 	}
-	return ps
+	return append(ps, o.meshPorts(n)...)
 }
 
 // mgmtAddr is FE n's address on the management LAN of a lab with several
@@ -182,6 +190,9 @@ func Up(ctx context.Context, o Options) (err error) {
 		}
 	}
 	for n := 1; n <= o.FEs; n++ {
+		if o.Cluster > 0 && n > 1 {
+			break // FE 1's hosts A and B only; the cluster hosts below
+		}
 		_, sfx := FEName(n)
 		for _, h := range []struct{ ns, gw, gw6 string }{{o.Namespace("a" + sfx), "10.10.1.1", "fd00:10:1::1"}, {o.Namespace("b" + sfx), "10.10.2.1", "fd00:10:2::1"}} {
 			if err := inNS(h.ns, "ip", "route", "add", "default", "via", h.gw); err != nil {
@@ -200,6 +211,14 @@ func Up(ctx context.Context, o Options) (err error) {
 	}
 	if o.FEs > 1 {
 		if err := o.upMgmt(ctx); err != nil {
+			return err
+		}
+	}
+	if o.Cluster > 0 {
+		if err := o.upMesh(ctx); err != nil {
+			return err
+		}
+		if err := o.upClusterHosts(); err != nil {
 			return err
 		}
 	}
@@ -280,6 +299,9 @@ func Up(ctx context.Context, o Options) (err error) {
 			if f.Routes < want {
 				return fmt.Errorf("%d of %d routes in %s", f.Routes, want, name)
 			}
+		}
+		if o.Cluster > 0 {
+			return meshReady(st.CE, o.Cluster)
 		}
 		return nil
 	}); err != nil {
@@ -524,6 +546,9 @@ neighbors:
 		}
 		ce += fmt.Sprintf("api_token_file: %s   # the attack suite's API clients need it\n", o.apiToken())
 	}
+	if o.Cluster > 0 {
+		ce += o.clusterStatic()
+	}
 	if o.PersistAPIRoutes {
 		ce += fmt.Sprintf("api_routes_file: %s   # the API's routes survive a CE restart\n", filepath.Join(o.Dir, "api-routes"))
 	}
@@ -570,6 +595,9 @@ heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
 `, n, name, ce, strings.Join(o.ports(n), ", "), o.kernelRoutes(), o.XDPMode, tls.Cert, tls.Key, tls.CA, o.Socket(name))
+	if o.Cluster > 0 {
+		fe += o.interFELinks(n)
+	}
 	if !o.NoProtection {
 		fe += fmt.Sprintf(`classifier:                     # the BGP session's return packets go to CPU 0, the CE's core
   control_cpu: 0
