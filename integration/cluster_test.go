@@ -185,6 +185,20 @@ func TestClusterLab(t *testing.T) {
 		}
 	}
 
+	// Host 1 sends from its site addresses, whose static routes bring
+	// host B's answers back: it reaches host B through FE 1 alone, IPv4
+	// and IPv6 (across FEs is the next step).
+	for _, dst := range []string{lab.HostBAddr().String(), lab.HostBAddr6().String()} {
+		h1 := o.ClusterHost(1)
+		eventually(t, 10*time.Second, "host 1 pings "+dst, func() error {
+			out, err := exec.Command("nsenter", "--net=/run/netns/"+h1.Namespace, "ping", "-c", "1", "-W", "1", dst).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+	}
+
 	// The mesh link between FE 1 and FE 3 down: both ends down in the
 	// CE's view, the others up, and no row moves (no gateway is behind an
 	// inter-FE link).

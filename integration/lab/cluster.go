@@ -2,21 +2,11 @@ package lab
 
 // The cluster lab (Options.Cluster): N FE "servers" joined by a full mesh
 // of inter-FE links, each with a host of its own on subnets of its own.
-//
-//	              host h1 (10.20.1.2)          host h2 (10.20.2.2)
-//	                   │ to-h1                      │ to-h2
-//	host A ── to-a [ NAME-rtr: CE + FE 1 ] ife2 ══ ife1 [ NAME-rtr2: FE 2 ]
-//	host B ── to-b        ife3 ║        ╲             ║ ife3
-//	peer ─ to-peer             ║         ╲ (N = 4: ife4 on each)
-//	                      ife1 ║                      ║ ife2
-//	                     [ NAME-rtr3: FE 3 ] ═════════╝
-//	                           │ to-h3
-//	                      host h3 (10.20.3.2)
-//
 // FE 1 keeps today's ports (hosts A and B, the peer); FE n (1 to N) has a
 // port to-hN to its host NAME-hN (ClusterHost). The mesh veths carry
 // inter-FE frames only: no IPv4 address, an MTU with room for the IFE
-// header (MeshMTU), declared as inter_fe_links in each FE's config.
+// header (MeshMTU), declared as inter_fe_links in each FE's config. The
+// topology is drawn in docs/cluster.md, "The cluster lab".
 
 import (
 	"context"
@@ -35,7 +25,7 @@ import (
 // its site prefixes, on its loopback, are routed to it by static routes of
 // the CE (next hop Addr, Addr6), so that every FE has a route whose egress
 // is FE n (a subnet connected to FE n is no route of the FIB: the other FEs
-// would not know it).
+// would not know it). Its default routes send from the site addresses.
 type ClusterHost struct {
 	FE                  int
 	Namespace           string
@@ -168,16 +158,18 @@ func (o *Options) upMesh(ctx context.Context) error {
 	return nil
 }
 
-// upClusterHosts gives each cluster host its default routes and its site
-// addresses.
+// upClusterHosts gives each cluster host its site addresses and its
+// default routes, which send from them: a reply to a host's link address
+// could only come back from its own FE (the other FEs have no route to
+// FE n's connected subnet), one to its site address from any FE.
 func (o *Options) upClusterHosts() error {
 	for n := 1; n <= o.Cluster; n++ {
 		h := o.ClusterHost(n)
 		for _, c := range [][]string{
-			{"ip", "route", "add", "default", "via", h.Gateway.String()},
-			{"ip", "-6", "route", "add", "default", "via", h.Gateway6.String()},
 			{"ip", "addr", "add", pfx(h.SiteAddr, 32), "dev", "lo"},
 			{"ip", "-6", "addr", "add", pfx(h.SiteAddr6, 128), "dev", "lo"},
+			{"ip", "route", "add", "default", "via", h.Gateway.String(), "src", h.SiteAddr.String()},
+			{"ip", "-6", "route", "add", "default", "via", h.Gateway6.String(), "src", h.SiteAddr6.String()},
 		} {
 			if err := inNS(h.Namespace, c[0], c[1:]...); err != nil {
 				return err

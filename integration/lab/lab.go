@@ -23,6 +23,14 @@
 //
 //	[ NAME-rtr: CE + FE 1 ] ── mgmt (10.10.0.1) ──┬── 10.10.0.2 [ NAME-rtr2: FE 2 ] to-a ── host A2, to-b ── host B2
 //	                                              └── 10.10.0.3 [ NAME-rtr3: FE 3 ] ...
+//
+// With Options.Cluster (2 to MaxFEs) the FEs are one router across several
+// servers instead (cluster.go): the same FE namespaces and management LAN,
+// a full mesh of inter-FE links between the FEs (FE i's port ifeJ, no
+// addresses, MTU MeshMTU), and on each FE n a host of its own, NAME-hN
+// (ClusterHost: 10.20.n.0/24, fd00:20:n::/64, a site 10.30.n.0/24 and
+// fd00:30:n::/64 the CE routes to it). SetMeshLink takes a mesh link down
+// and up; Restart, Stop and Start work on the FEs as with Options.FEs.
 package lab
 
 import (
