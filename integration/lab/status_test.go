@@ -35,3 +35,38 @@ func TestStatusPrintsUnresolved(t *testing.T) {
 		t.Errorf("status with every route resolved mentions unresolved ones:\n%s", b.String())
 	}
 }
+
+// lab status prints the mesh as the CE sees it, one line per FE, only
+// when some FE has inter-FE links.
+func TestStatusPrintsMesh(t *testing.T) {
+	var s Status
+	s.CE.FEs = []ce.FEStatus{
+		{ID: "FE(1)", EgressOf: 4, InterFELinks: []ce.FELink{
+			{Port: 9, PortName: "ife2", PeerFE: 2, Up: true, PeerAssociated: true},
+			{Port: 10, PortName: "ife3", PeerFE: 3, Up: false, PeerAssociated: true},
+		}},
+		{ID: "FE(2)", EgressOf: 2, InterFELinks: []ce.FELink{
+			{Port: 4, PortName: "ife1", PeerFE: 1, Up: true, PeerAssociated: true},
+			{Port: 5, PortName: "ife3", PeerFE: 3, Up: true, PeerAssociated: false},
+		}},
+		{ID: "FE(5)"},
+	}
+	var b strings.Builder
+	s.Print(&b)
+	for _, want := range []string{
+		"mesh: FE(1) egress of 4 nexthops; inter-FE links ife2 to FE(2) up, ife3 to FE(3) down\n",
+		"mesh: FE(2) egress of 2 nexthops; inter-FE links ife1 to FE(1) up, ife3 to FE(3) up (peer not associated)\n",
+		"mesh: FE(5) egress of 0 nexthops; no inter-FE links\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status:\n%s\nwant it to hold:\n%s", b.String(), want)
+		}
+	}
+
+	s.CE.FEs = []ce.FEStatus{{ID: "FE(1)"}, {ID: "FE(2)"}}
+	b.Reset()
+	s.Print(&b)
+	if strings.Contains(b.String(), "mesh:") {
+		t.Errorf("status of FEs without links shows a mesh:\n%s", b.String())
+	}
+}
