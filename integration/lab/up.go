@@ -285,6 +285,9 @@ func Up(ctx context.Context, o Options) (err error) {
 	if o.FEs > 1 {
 		fes = fmt.Sprintf("each of the %d FEs", o.FEs)
 	}
+	if o.Cluster > 0 {
+		fes += ", every mesh link up"
+	}
 	fmt.Fprintf(o.Out, "waiting for BGP and for %d routes in %s\n", want, fes)
 	started := time.Now()
 	if err := o.waitFor(ctx, 120*time.Second, func(st Status) error {
