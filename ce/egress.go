@@ -188,6 +188,19 @@ type FELink struct {
 	PeerAssociated bool `json:"peer_associated"`
 }
 
+// State is the link's state in words: "up" or "down", with " (peer not
+// associated)" when the FE at its other end is not.
+func (l FELink) State() string {
+	s := "down"
+	if l.Up {
+		s = "up"
+	}
+	if !l.PeerAssociated {
+		s += " (peer not associated)"
+	}
+	return s
+}
+
 // linksEvent takes the inter-FE link table a port event carries (beside
 // the port's row) for the FE's links; one that does not parse is logged
 // and leaves them as they were.

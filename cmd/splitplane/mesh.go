@@ -76,14 +76,7 @@ func printMesh(w io.Writer, fes []meshFE) error {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\n", f.ID, dash(f.Name), f.EgressOf)
 		}
 		for _, l := range f.Links {
-			state := "down"
-			if l.Up {
-				state = "up"
-			}
-			if !l.PeerAssociated {
-				state += ", peer not associated"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s(%d)\tFE(%d)\t%s\n", f.ID, dash(f.Name), f.EgressOf, dash(l.PortName), l.Port, l.PeerFE, state)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s(%d)\tFE(%d)\t%s\n", f.ID, dash(f.Name), f.EgressOf, dash(l.PortName), l.Port, l.PeerFE, l.State())
 		}
 	}
 	return tw.Flush()

@@ -31,7 +31,7 @@ func TestFEMesh(t *testing.T) {
 	want := []string{
 		"FE     NAME  EGRESS OF  LINK PORT  PEER FE  STATE",
 		"FE(1)  fe1   3          ife2(12)   FE(2)    up",
-		"FE(2)  fe2   1          ife1(22)   FE(1)    down, peer not associated",
+		"FE(2)  fe2   1          ife1(22)   FE(1)    down (peer not associated)",
 		"FE(3)  -     0          -          -        -",
 	}
 	if got := strings.Split(strings.TrimSpace(stdout), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -209,14 +209,7 @@ func printMesh(w io.Writer, st ce.Status) {
 	for _, f := range st.FEs {
 		var b strings.Builder
 		for _, l := range f.InterFELinks {
-			state := "down"
-			if l.Up {
-				state = "up"
-			}
-			if !l.PeerAssociated {
-				state += " (peer not associated)"
-			}
-			fmt.Fprintf(&b, ", %s to FE(%d) %s", l.PortName, l.PeerFE, state)
+			fmt.Fprintf(&b, ", %s to FE(%d) %s", l.PortName, l.PeerFE, l.State())
 		}
 		links := "no inter-FE links"
 		if b.Len() > 0 {
