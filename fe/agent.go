@@ -85,6 +85,7 @@ type Agent struct {
 	prog       *programmer            // the datapath's forwarding state
 	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 	classifier classifierState        // control flows steered (classifier.go)
+	links      map[int]*ifeLink       // inter-FE links by port (ife.go); nil: not in a cluster
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
@@ -238,6 +239,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.do(func() {
 		a.prog.dp, a.prog.kernel = dp, kernel
 		ports.install(a)
+		a.startInterFE(dp)
 	})
 	if kernel != nil {
 		defer kernel.removeAll() // once the loop, which copies routes to it, has stopped
