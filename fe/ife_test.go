@@ -137,3 +137,36 @@ func TestInterFELinkState(t *testing.T) {
 		t.Fatalf("ports to solicit: %v, want ife3", unknown)
 	}
 }
+
+// A transaction that renumbers the nexthop rows (a restarted CE's full
+// sync) changes the remote nexthop's key at COMMIT, not before, though no
+// route's gateway changes; an abort after COMMIT puts the old key back.
+func TestRemoteTransaction(t *testing.T) {
+	a, dp := clusterAgent(t)
+	a.applyConfig(configMsg(t, setNH(2, "192.0.2.2"), setRoute(1, "203.0.113.0/24", 2), setEgress(false, 2, 2, 5)))
+	want := func(when string, key uint32) {
+		t.Helper()
+		if r, ok := dp.Remote("203.0.113.0/24"); !ok || r != (datapath.RemoteNexthop{FE: 2, Key: key, Port: 5}) {
+			t.Fatalf("%s: remote %+v %t, want FE 2 key %d port 5", when, r, ok, key)
+		}
+	}
+	want("before", 4)
+	at := func(tp forces.TransactionPhase) forces.Flags { return forces.Flags{Atomic: true, TP: tp} }
+	wholeDel := func(class uint32) forces.TableOp {
+		return forces.TableOp{Op: forces.OpDel, ClassID: class, InstanceID: 1, Path: []uint32{1}}
+	}
+	if _, failed := a.applyConfig(configWith(t, at(forces.PhaseSOT), wholeDel(forces.ClassIPv4UcastLPM),
+		wholeDel(forces.ClassIPv4NextHop), wholeDel(forces.ClassIPv4NexthopEgress), setNH(7, "192.0.2.2"))); failed {
+		t.Fatal("SOT failed")
+	}
+	if _, failed := a.applyConfig(configWith(t, at(forces.PhaseEOT), setRoute(3, "203.0.113.0/24", 7), setEgress(false, 7, 2, 5))); failed {
+		t.Fatal("EOT failed")
+	}
+	want("staged", 4)
+	if _, failed := a.applyConfig(forces.NewCommit(ceID, forces.FEID(1), 9)); failed {
+		t.Fatal("COMMIT failed")
+	}
+	want("after COMMIT", 14)
+	a.applyConfig(&forces.Message{Header: forces.Header{Type: forces.MsgConfig, Src: ceID, Dst: forces.FEID(1), Flags: at(forces.PhaseABT)}})
+	want("after ABORT", 4)
+}

@@ -81,6 +81,11 @@ type programmer struct {
 	ife  InterFEDatapath
 	self uint32
 	keys map[uint32]uint32
+	// What the remote state was last mapped from (programRemote): the
+	// table, its egress rows' version; slotsMade, a slot made since.
+	mappedTable   *table
+	mappedVersion uint64
+	slotsMade     bool
 }
 
 func newProgrammer(log *slog.Logger, ports map[int]*port, kick chan struct{}) *programmer {
@@ -127,7 +132,11 @@ func (pr *programmer) program(t *table, d *dirty) {
 	var b batch
 	programFam(pr, t.v4, pr.prog4(), d.v4, &b)
 	programFam(pr, t.v6, pr.prog6(), d.v6, &b)
-	pr.programRemote(t)
+	if pr.ife != nil && (pr.slotsMade || t != pr.mappedTable || t.egress.version != pr.mappedVersion ||
+		d.v4.all || d.v6.all || len(d.v4.nexthops) > 0 || len(d.v6.nexthops) > 0) {
+		pr.programRemote(t)
+		pr.mappedTable, pr.mappedVersion, pr.slotsMade = t, t.egress.version, false
+	}
 	pr.flush(&b)
 }
 
@@ -630,6 +639,7 @@ func (pr *programmer) ref(gw netip.Addr) *slot {
 		return nil
 	}
 	s := &slot{id: id, gw: gw, refs: 1}
+	pr.slotsMade = true
 	pr.slots[gw] = s
 	pr.slotByID[id] = s
 	if pr.egressPort != nil {
