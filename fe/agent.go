@@ -1,7 +1,9 @@
 // Package fe is the forwarding element agent: it attaches the XDP fast path to
 // its ports, associates with the CE over ForCES, and turns the CE's
 // IPv4UcastLPM and IPv4NextHop rows into datapath entries, with next-hop MACs
-// from the kernel's neighbour table.
+// from the kernel's neighbour table. An FE with inter_fe_links is one FE of a
+// router made of several (ife.go): the CE's nexthop egress rows make the
+// gateways behind other FEs remote nexthops, reached over the inter-FE links.
 package fe
 
 import (
