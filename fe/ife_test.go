@@ -3,6 +3,7 @@ package fe
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -169,4 +170,15 @@ func TestRemoteTransaction(t *testing.T) {
 	want("after COMMIT", 14)
 	a.applyConfig(&forces.Message{Header: forces.Header{Type: forces.MsgConfig, Src: ceID, Dst: forces.FEID(1), Flags: at(forces.PhaseABT)}})
 	want("after ABORT", 4)
+}
+
+// A remote slot counts as resolved in the status: its egress is known.
+func TestRemoteResolved(t *testing.T) {
+	a, _ := clusterAgent(t)
+	a.prog.egressPort = func(netip.Addr) int { return 0 } // no local port reaches anything
+	a.applyConfig(configMsg(t, setNH(1, "192.0.2.1"), setNH(2, "192.0.2.2"), setRoute(1, "198.51.100.0/24", 1),
+		setRoute(2, "203.0.113.0/24", 2), setEgress(false, 1, 2, 5)))
+	if st := a.Status(); st.Gateways != 2 || st.Resolved != 1 {
+		t.Fatalf("%d gateways, %d resolved; want 2 and 1 (the remote one)", st.Gateways, st.Resolved)
+	}
 }

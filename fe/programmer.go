@@ -667,9 +667,14 @@ func (pr *programmer) datapathError(err error) {
 	pr.lastErr = err
 }
 
+// resolved reports whether the slot's egress is known: a port of this FE,
+// or another FE's for a remote slot.
+func (s *slot) resolved() bool { return s.ifindex != 0 || s.remote }
+
 // resolve programs slot s as reached through port ifindex (0: not known,
-// which changes nothing; so is a remote slot's). An unresolved slot stays empty in the datapath, so
-// its packets go to the kernel.
+// which changes nothing, as it changes nothing for a remote slot). An
+// unresolved slot stays empty in the datapath, so its packets go to the
+// kernel.
 func (pr *programmer) resolve(s *slot, ifindex int) {
 	if ifindex == 0 || ifindex == s.ifindex || s.remote {
 		return
