@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 )
@@ -180,5 +183,31 @@ func TestRemoteResolved(t *testing.T) {
 		setRoute(2, "203.0.113.0/24", 2), setEgress(false, 1, 2, 5)))
 	if st := a.Status(); st.Gateways != 2 || st.Resolved != 1 {
 		t.Fatalf("%d gateways, %d resolved; want 2 and 1 (the remote one)", st.Gateways, st.Resolved)
+	}
+}
+
+// The peer of a link is a usable IPv6 link-local neighbour on a link port;
+// nothing else is.
+func TestPeerNeighbor(t *testing.T) {
+	links := map[int]bool{8: true}
+	mac := peerMAC(2)
+	upd := func(typ uint16, ifindex, family, state int, ip string) netlink.NeighUpdate {
+		return netlink.NeighUpdate{Type: typ, Neigh: netlink.Neigh{LinkIndex: ifindex, Family: family, State: state,
+			IP: net.ParseIP(ip), HardwareAddr: mac}}
+	}
+	if i, m, ok := peerNeighbor(upd(unix.RTM_NEWNEIGH, 8, unix.AF_INET6, netlink.NUD_STALE, "fe80::2"), links); !ok || i != 8 || m.String() != mac.String() {
+		t.Fatalf("the peer's link-local neighbour: %d %s %t", i, m, ok)
+	}
+	for what, u := range map[string]netlink.NeighUpdate{
+		"deleted":         upd(unix.RTM_DELNEIGH, 8, unix.AF_INET6, netlink.NUD_STALE, "fe80::2"),
+		"on another port": upd(unix.RTM_NEWNEIGH, 7, unix.AF_INET6, netlink.NUD_STALE, "fe80::2"),
+		"IPv4":            upd(unix.RTM_NEWNEIGH, 8, unix.AF_INET, netlink.NUD_REACHABLE, "169.254.0.2"),
+		"not link-local":  upd(unix.RTM_NEWNEIGH, 8, unix.AF_INET6, netlink.NUD_REACHABLE, "2001:db8::2"),
+		"failed":          upd(unix.RTM_NEWNEIGH, 8, unix.AF_INET6, netlink.NUD_FAILED, "fe80::2"),
+		"being solicited": upd(unix.RTM_NEWNEIGH, 8, unix.AF_INET6, netlink.NUD_INCOMPLETE, "fe80::2"),
+	} {
+		if _, _, ok := peerNeighbor(u, links); ok {
+			t.Errorf("%s: taken for the peer", what)
+		}
 	}
 }
