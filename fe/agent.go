@@ -1,7 +1,9 @@
 // Package fe is the forwarding element agent: it attaches the XDP fast path to
 // its ports, associates with the CE over ForCES, and turns the CE's
 // IPv4UcastLPM and IPv4NextHop rows into datapath entries, with next-hop MACs
-// from the kernel's neighbour table.
+// from the kernel's neighbour table. An FE with inter_fe_links is one FE of a
+// router made of several (ife.go): the CE's nexthop egress rows make the
+// gateways behind other FEs remote nexthops, reached over the inter-FE links.
 package fe
 
 import (
@@ -85,6 +87,7 @@ type Agent struct {
 	prog       *programmer            // the datapath's forwarding state
 	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 	classifier classifierState        // control flows steered (classifier.go)
+	links      map[int]*ifeLink       // inter-FE links by port (ife.go); nil: not in a cluster
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
@@ -238,6 +241,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.do(func() {
 		a.prog.dp, a.prog.kernel = dp, kernel
 		ports.install(a)
+		a.startInterFE(dp)
 	})
 	if kernel != nil {
 		defer kernel.removeAll() // once the loop, which copies routes to it, has stopped

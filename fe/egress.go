@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/splitplane/splitplane/forces"
 	"github.com/splitplane/splitplane/internal/status"
@@ -12,9 +13,10 @@ import (
 // The egress FE of each nexthop (one port space over several FEs): the CE
 // sends every FE the same rows, keyed by its nexthop rows, saying which FE
 // (and which port of it) each gateway is behind. The FE keeps them here,
-// beside its route tables and staged with them in a transaction; nothing
-// programs them into the datapath yet (a row whose FE is another one will
-// become a remote nexthop of the datapath).
+// beside its route tables and staged with them in a transaction. An FE with
+// inter-FE links programs them (ife.go): a gateway whose row names another
+// FE becomes a remote nexthop of the datapath, one whose row names this FE
+// gets the row's nexthop key.
 
 // egressTables are the two families' nexthop egress tables: nexthop row ->
 // egress. A row may name a nexthop row the FE does not hold (yet): it is
@@ -24,14 +26,21 @@ type egressTables struct {
 	// shared: a staged copy shares the live table's maps until it first
 	// changes them.
 	shared bool
+	// version changes (to a value no other table version has) with every
+	// row applied: the programmer maps the rows again when it differs from
+	// the version it mapped last.
+	version uint64
 }
+
+// egressVersions numbers the versions of every egressTables.
+var egressVersions atomic.Uint64
 
 func newEgressTables() egressTables {
 	return egressTables{v4: map[uint32]forces.NexthopEgressInfo{}, v6: map[uint32]forces.NexthopEgressInfo{}}
 }
 
 func (e egressTables) stage() egressTables {
-	return egressTables{v4: e.v4, v6: e.v6, shared: true}
+	return egressTables{v4: e.v4, v6: e.v6, shared: true, version: e.version}
 }
 
 func (e *egressTables) own() {
@@ -51,6 +60,7 @@ func (e *egressTables) of(t forces.Table) *map[uint32]forces.NexthopEgressInfo {
 // vetted the operation), recording how to reverse it in undo (nil: no undo).
 func (e *egressTables) apply(r *forces.Row, undo *[]func()) error {
 	e.own()
+	e.version = egressVersions.Add(1)
 	m := e.of(r.Table)
 	if r.Whole {
 		old := *m

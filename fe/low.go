@@ -169,6 +169,7 @@ func (a *Agent) linkUpdate(u netlink.LinkUpdate) {
 			p.Up = up
 			pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up, Addrs: slices.Clone(p.Addrs)}
 			copy(pi.MAC[:], p.mac)
+			a.linkState(p.Ifindex)
 		}
 	})
 	// The fast path checks frames against the port's MAC and packets

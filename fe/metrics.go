@@ -61,7 +61,7 @@ var (
 	feGateways = prometheus.NewDesc("splitplane_fe_datapath_gateways",
 		"Distinct gateways (next-hop slots) in the datapath.", nil, nil)
 	feResolved = prometheus.NewDesc("splitplane_fe_datapath_gateways_resolved",
-		"Gateways whose egress port is known.", nil, nil)
+		"Gateways whose egress port is known (a port of this FE, or of another FE for a remote nexthop).", nil, nil)
 	feDPGroups = prometheus.NewDesc("splitplane_fe_datapath_ecmp_groups",
 		"ECMP groups in the datapath.", nil, nil)
 	feNeighbors = prometheus.NewDesc("splitplane_fe_neighbors",
@@ -138,7 +138,7 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 		prog4, prog6 = a.prog.routes.len(), a.prog.routes6.len()
 		gateways, dpGroups, dpErrors = len(a.prog.slots), len(a.prog.groups), a.prog.errors
 		for _, s := range a.prog.slots {
-			if s.ifindex != 0 {
+			if s.resolved() {
 				resolved++
 			}
 		}

@@ -44,13 +44,18 @@ func (a *Agent) resolveLoop(ctx context.Context) {
 	defer t.Stop()
 	var gws []netip.Addr
 	var egress, via []int
+	var unlearned []string // inter-FE link ports whose peer's MAC is unknown
 	for {
 		gws = gws[:0]
 		a.do(func() {
 			for gw := range a.prog.slots {
 				gws = append(gws, gw)
 			}
+			_, unlearned = a.linkPorts()
 		})
+		if !a.noPorts {
+			solicitPeers(unlearned)
+		}
 		egress = egress[:0]
 		for _, gw := range gws {
 			egress = append(egress, a.lookupEgress(gw))
@@ -89,6 +94,8 @@ func (a *Agent) resolveLoop(ctx context.Context) {
 
 // watchNeighbors mirrors the kernel's IPv4 neighbour table for the FE's ports
 // into the datapath, first with a dump, then from netlink notifications.
+// An IPv6 link-local neighbour on an inter-FE link port is the peer FE: its
+// MAC declares the link (setPeerMAC).
 func (a *Agent) watchNeighbors(ctx context.Context) {
 	ch := make(chan netlink.NeighUpdate, 1024)
 	done := make(chan struct{})
@@ -101,7 +108,7 @@ func (a *Agent) watchNeighbors(ctx context.Context) {
 	// The ports and the datapath are fixed once Run has set them up: take
 	// them once, so that learning a MAC never waits for the loop, busy with a
 	// table apply's datapath writes.
-	var ours map[int]bool
+	var ours, links map[int]bool
 	var dp Datapath
 	a.do(func() {
 		ours = make(map[int]bool, len(a.ports))
@@ -109,8 +116,16 @@ func (a *Agent) watchNeighbors(ctx context.Context) {
 			ours[ifindex] = true
 		}
 		dp = a.prog.dp
+		links, _ = a.linkPorts()
 	})
-	forEach(ctx, ch, func(u netlink.NeighUpdate) { a.neighbors.update(u, ours, dp, a.log) })
+	peers := map[int]net.HardwareAddr{} // the peer MACs passed on, by link port
+	forEach(ctx, ch, func(u netlink.NeighUpdate) {
+		a.neighbors.update(u, ours, dp, a.log)
+		if ifindex, mac, ok := peerNeighbor(u, links); ok && !bytes.Equal(peers[ifindex], mac) {
+			peers[ifindex] = slices.Clone(mac)
+			a.do(func() { a.setPeerMAC(ifindex, mac) })
+		}
+	})
 }
 
 // forEach calls fn with every value from ch until ctx ends or ch closes.

@@ -19,6 +19,10 @@ type slot struct {
 	gw      netip.Addr
 	refs    int
 	ifindex int // egress port once resolved, 0 before
+	// remote: the gateway is behind another FE (an egress row says so),
+	// and the slot is the remote nexthop rn, never resolved locally.
+	remote bool
+	rn     datapath.RemoteNexthop
 }
 
 // dgroup is a datapath ECMP group, one per set of gateways, numbered by the
@@ -70,6 +74,18 @@ type programmer struct {
 	lastSlot  *slot  // the slot slotOf found last: most routes of a batch share one
 	errors    uint64 // datapath updates that failed (map full, ...)
 	lastErr   error
+
+	// Inter-FE forwarding (ife.go), when the FE is one of a cluster: the
+	// datapath's inter-FE side (nil: the egress rows are not programmed),
+	// this FE's ID, and the nexthop keys programmed (key -> slot ID).
+	ife  InterFEDatapath
+	self uint32
+	keys map[uint32]uint32
+	// What the remote state was last mapped from (programRemote): the
+	// table, its egress rows' version; slotsMade, a slot made since.
+	mappedTable   *table
+	mappedVersion uint64
+	slotsMade     bool
 }
 
 func newProgrammer(log *slog.Logger, ports map[int]*port, kick chan struct{}) *programmer {
@@ -79,6 +95,7 @@ func newProgrammer(log *slog.Logger, ports map[int]*port, kick chan struct{}) *p
 		routes: newPrefixMap[prefix.V4, uint32](0), routes6: newPrefixMap[netip.Prefix, uint32](0),
 		slots: map[netip.Addr]*slot{}, slotByID: map[uint32]*slot{}, next: 1,
 		groups: map[string]*dgroup{}, groupByID: map[uint32]*dgroup{}, nextGroup: datapath.GroupIDBase,
+		keys: map[uint32]uint32{},
 	}
 }
 
@@ -115,6 +132,11 @@ func (pr *programmer) program(t *table, d *dirty) {
 	var b batch
 	programFam(pr, t.v4, pr.prog4(), d.v4, &b)
 	programFam(pr, t.v6, pr.prog6(), d.v6, &b)
+	if pr.ife != nil && (pr.slotsMade || t != pr.mappedTable || t.egress.version != pr.mappedVersion ||
+		d.v4.all || d.v6.all || len(d.v4.nexthops) > 0 || len(d.v6.nexthops) > 0) {
+		pr.programRemote(t)
+		pr.mappedTable, pr.mappedVersion, pr.slotsMade = t, t.egress.version, false
+	}
 	pr.flush(&b)
 }
 
@@ -561,10 +583,13 @@ func (pr *programmer) flush(b *batch) {
 			pr.lastSlot = nil
 		}
 		delete(pr.slotByID, s.id)
-		if s.ifindex != 0 {
+		if s.ifindex != 0 || s.remote {
 			if err := pr.dp.DeleteNexthop(s.id); err != nil {
 				pr.datapathError(err)
 			}
+		}
+		if pr.ife != nil {
+			pr.dropKeysOf(s.id)
 		}
 		pr.free = append(pr.free, s.id)
 	}
@@ -614,6 +639,7 @@ func (pr *programmer) ref(gw netip.Addr) *slot {
 		return nil
 	}
 	s := &slot{id: id, gw: gw, refs: 1}
+	pr.slotsMade = true
 	pr.slots[gw] = s
 	pr.slotByID[id] = s
 	if pr.egressPort != nil {
@@ -641,11 +667,16 @@ func (pr *programmer) datapathError(err error) {
 	pr.lastErr = err
 }
 
+// resolved reports whether the slot's egress is known: a port of this FE,
+// or another FE's for a remote slot.
+func (s *slot) resolved() bool { return s.ifindex != 0 || s.remote }
+
 // resolve programs slot s as reached through port ifindex (0: not known,
-// which changes nothing). An unresolved slot stays empty in the datapath, so
-// its packets go to the kernel.
+// which changes nothing, as it changes nothing for a remote slot). An
+// unresolved slot stays empty in the datapath, so its packets go to the
+// kernel.
 func (pr *programmer) resolve(s *slot, ifindex int) {
-	if ifindex == 0 || ifindex == s.ifindex {
+	if ifindex == 0 || ifindex == s.ifindex || s.remote {
 		return
 	}
 	p := pr.ports[ifindex]

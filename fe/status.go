@@ -23,7 +23,7 @@ func (a *Agent) Status() Status {
 		st.EgressRows, st.RemoteNexthops = a.table.egress.counts(forces.FESubID(a.id))
 		st.Gateways, st.Programmed, st.DatapathErrors = len(a.prog.slots), a.prog.routes.len()+a.prog.routes6.len(), a.prog.errors
 		for _, s := range a.prog.slots {
-			if s.ifindex != 0 {
+			if s.resolved() {
 				st.Resolved++
 			}
 		}

@@ -20,7 +20,8 @@ type table struct {
 	v4 *famTable[prefix.V4]
 	v6 *famTable[netip.Prefix]
 	// egress is the nexthop egress tables (egress.go): which FE each
-	// nexthop's gateway is behind. Not programmed yet.
+	// nexthop's gateway is behind, programmed by an FE of a cluster
+	// (ife.go).
 	egress egressTables
 }
 

@@ -30,9 +30,10 @@ type meshRow struct {
 // of inter-FE links, each FE with a host of its own. Every FE associates
 // and syncs; the CE sees each FE's two links up to the right peers; every
 // FE holds the same nexthop egress rows, naming FE 1 for the peer's
-// routes' next hop (host B, behind FE 1) and FE n for host n's site; a
-// mesh link taken down shows down in the CE's view and moves no row (no
-// gateway is behind it); FE 3 killed and restarted comes back with its
+// routes' next hop (host B, behind FE 1) and FE n for host n's site; host
+// 1 pings host 3's site and the packets cross the FEs in XDP (checkCrossFE);
+// a mesh link taken down shows down in the CE's view and moves no row (no
+// gateway is behind it) while the pings go through FE 2; FE 3 killed and restarted comes back with its
 // links; lab down, not told it was a cluster, leaves nothing.
 func TestClusterLab(t *testing.T) {
 	requireLab(t)
@@ -187,7 +188,7 @@ func TestClusterLab(t *testing.T) {
 
 	// Host 1 sends from its site addresses, whose static routes bring
 	// host B's answers back: it reaches host B through FE 1 alone, IPv4
-	// and IPv6 (across FEs is the next step).
+	// and IPv6.
 	for _, dst := range []string{lab.HostBAddr().String(), lab.HostBAddr6().String()} {
 		h1 := o.ClusterHost(1)
 		eventually(t, 10*time.Second, "host 1 pings "+dst, func() error {
@@ -199,9 +200,12 @@ func TestClusterLab(t *testing.T) {
 		})
 	}
 
+	// Host 1 reaches host 3's site across the FEs, in XDP: over ife-1-3.
+	checkCrossFE(t, o, n, false)
+
 	// The mesh link between FE 1 and FE 3 down: both ends down in the
 	// CE's view, the others up, and no row moves (no gateway is behind an
-	// inter-FE link).
+	// inter-FE link); host 1 still reaches host 3, through FE 2.
 	if out, err := splitplane(t, bin, args("lab", "link", "ife-1-3", "down")...); err != nil {
 		t.Fatalf("lab link ife-1-3 down: %v\n%s", err, out)
 	}
@@ -220,10 +224,12 @@ func TestClusterLab(t *testing.T) {
 			t.Errorf("%s is the egress of %d nexthops with ife-1-3 down, was %d", f.ID, f.EgressOf, m[i].EgressOf)
 		}
 	}
+	checkCrossFE(t, o, n, true)
 	if out, err := splitplane(t, bin, args("lab", "link", "ife-1-3", "up")...); err != nil {
 		t.Fatalf("lab link ife-1-3 up: %v\n%s", err, out)
 	}
 	eventually(t, 10*time.Second, "ife-1-3 up again", func() error { return linksUp(mesh()) })
+	checkCrossFE(t, o, n, false)
 
 	// FE 3 crashed and started again: associated, synced, its links up.
 	if out, err := splitplane(t, bin, args("lab", "restart", "fe3", "--kill")...); err != nil {

@@ -46,6 +46,16 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_DROP_POLICED_TTL_OPTIONS: "drop_policed_ttl_options",
 	xdpStatReasonSTAT_DROP_POLICED_ARP_ND:      "drop_policed_arp_nd",
 	xdpStatReasonSTAT_DROP_POLICED_OTHER:       "drop_policed_other",
+	// Added with inter-FE forwarding (ife.go).
+	xdpStatReasonSTAT_IFE_ENCAP:           "ife_encap",
+	xdpStatReasonSTAT_IFE_VIA:             "ife_via",
+	xdpStatReasonSTAT_IFE_DECAP:           "ife_decap",
+	xdpStatReasonSTAT_IFE_TRANSIT:         "ife_transit",
+	xdpStatReasonSTAT_PASS_IFE_NO_LINK:    "pass_ife_no_link",
+	xdpStatReasonSTAT_DROP_IFE_MALFORMED:  "drop_ife_malformed",
+	xdpStatReasonSTAT_DROP_IFE_NO_LINK:    "drop_ife_no_link",
+	xdpStatReasonSTAT_PASS_IFE_NO_NEXTHOP: "pass_ife_no_nexthop",
+	xdpStatReasonSTAT_PASS_IFE_HEADROOM:   "pass_ife_headroom",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,

@@ -122,6 +122,11 @@ type Datapath struct {
 	ctlMu   sync.Mutex
 	cfg     xdpFeConfig
 	fwdCPUs []int
+
+	// ifeMu serialises inter-FE forwarding's writes (ife.go); it is taken
+	// before mu.
+	ifeMu sync.Mutex
+	ife   ifeState
 }
 
 // routerObjects are the objects of xdp_router, which the FE runs.
@@ -158,13 +163,18 @@ type routerObjects struct {
 	Policer       *ebpf.Map `ebpf:"policer"`
 	FwdCPUs       *ebpf.Map `ebpf:"fwd_cpus"`
 	FwdSteer      *ebpf.Map `ebpf:"fwd_steer"`
+	// Inter-FE forwarding (ife.go).
+	MeshMap  *ebpf.Map `ebpf:"mesh_map"`
+	FeLinks  *ebpf.Map `ebpf:"fe_links"`
+	IfePorts *ebpf.Map `ebpf:"ife_ports"`
+	NhKeys   *ebpf.Map `ebpf:"nh_keys"`
 }
 
 func (o *routerObjects) Close() error {
 	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash, o.PortInfo, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
-		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer)
+		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer, o.MeshMap, o.FeLinks, o.IfePorts, o.NhKeys)
 }
 
 func closeAll(cs ...interface{ Close() error }) error {
@@ -280,7 +290,8 @@ func loadSpec(spec *ebpf.CollectionSpec, opts loadOptions, extra any) (*Datapath
 	}
 	spec.Maps[xdpMapCpuMap].MaxEntries = uint32(ncpu)
 	spec.Maps[xdpMapFwdCpus].MaxEntries = uint32(ncpu)
-	d := &Datapath{links: make(map[int]link.Link), slots: make(map[int]uint32)}
+	d := &Datapath{links: make(map[int]link.Link), slots: make(map[int]uint32),
+		ife: ifeState{links: make(map[uint32]*InterFELink)}}
 	var err2 error
 	if extra == nil {
 		err2 = spec.LoadAndAssign(&d.objs, nil)
@@ -547,6 +558,10 @@ func (d *Datapath) addPortSlot(ifindex int) error {
 	}
 	// The slot's previous port may have left its MAC and MTU.
 	if err := d.objs.PortInfo.Put(slot, xdpPortInfo{}); err != nil {
+		return err
+	}
+	// And been an inter-FE link.
+	if err := d.objs.IfePorts.Put(slot, uint32(0)); err != nil {
 		return err
 	}
 	if ifindex < portSlotsDirect {

@@ -51,6 +51,16 @@ type xdpFeConfig struct {
 	Police        [4]xdpPoliceRate
 }
 
+type xdpFeLink struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	PeerMac [6]uint8
+	Up      uint8
+	Pos     uint8
+	Spill   uint16
+	Pad     uint16
+}
+
 type xdpFibRow struct {
 	_ structs.HostLayout
 	E [256]uint32
@@ -62,6 +72,13 @@ type xdpIn6Addr struct {
 		_       structs.HostLayout
 		U6Addr8 [16]uint8
 	}
+}
+
+type xdpMesh struct {
+	_      structs.HostLayout
+	SelfFe uint32
+	Count  uint32
+	Up     [64]uint8
 }
 
 type xdpNeigh struct {
@@ -170,7 +187,16 @@ const (
 	xdpStatReasonSTAT_DROP_POLICED_TTL_OPTIONS xdpStatReason = 29
 	xdpStatReasonSTAT_DROP_POLICED_ARP_ND      xdpStatReason = 30
 	xdpStatReasonSTAT_DROP_POLICED_OTHER       xdpStatReason = 31
-	xdpStatReasonSTAT_MAX                      xdpStatReason = 32
+	xdpStatReasonSTAT_IFE_ENCAP                xdpStatReason = 32
+	xdpStatReasonSTAT_IFE_VIA                  xdpStatReason = 33
+	xdpStatReasonSTAT_IFE_DECAP                xdpStatReason = 34
+	xdpStatReasonSTAT_IFE_TRANSIT              xdpStatReason = 35
+	xdpStatReasonSTAT_PASS_IFE_NO_LINK         xdpStatReason = 36
+	xdpStatReasonSTAT_DROP_IFE_MALFORMED       xdpStatReason = 37
+	xdpStatReasonSTAT_DROP_IFE_NO_LINK         xdpStatReason = 38
+	xdpStatReasonSTAT_PASS_IFE_NO_NEXTHOP      xdpStatReason = 39
+	xdpStatReasonSTAT_PASS_IFE_HEADROOM        xdpStatReason = 40
+	xdpStatReasonSTAT_MAX                      xdpStatReason = 41
 )
 
 // Names of all BPF objects in the ELF.
@@ -181,6 +207,7 @@ const (
 	xdpMapControlFlows6     = "control_flows6"
 	xdpMapCpuMap            = "cpu_map"
 	xdpMapFeConfigMap       = "fe_config_map"
+	xdpMapFeLinks           = "fe_links"
 	xdpMapFib6Tbl16         = "fib6_tbl16"
 	xdpMapFib6Tbl8          = "fib6_tbl8"
 	xdpMapFibTbl24          = "fib_tbl24"
@@ -189,12 +216,15 @@ const (
 	xdpMapFwdSteer          = "fwd_steer"
 	xdpMapGtsmPeers         = "gtsm_peers"
 	xdpMapGtsmPeers6        = "gtsm_peers6"
+	xdpMapIfePorts          = "ife_ports"
 	xdpMapLocalAddrs        = "local_addrs"
 	xdpMapLocalAddrs6       = "local_addrs6"
+	xdpMapMeshMap           = "mesh_map"
 	xdpMapNeighbors         = "neighbors"
 	xdpMapNeighbors6        = "neighbors6"
 	xdpMapNexthops          = "nexthops"
 	xdpMapNhGroups          = "nh_groups"
+	xdpMapNhKeys            = "nh_keys"
 	xdpMapPolicer           = "policer"
 	xdpMapPortInfoMap       = "port_info_map"
 	xdpMapPortSlots         = "port_slots"
@@ -264,6 +294,7 @@ type xdpMapSpecs struct {
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.MapSpec `ebpf:"fe_config_map"`
+	FeLinks       *ebpf.MapSpec `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.MapSpec `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.MapSpec `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.MapSpec `ebpf:"fib_tbl24"`
@@ -272,12 +303,15 @@ type xdpMapSpecs struct {
 	FwdSteer      *ebpf.MapSpec `ebpf:"fwd_steer"`
 	GtsmPeers     *ebpf.MapSpec `ebpf:"gtsm_peers"`
 	GtsmPeers6    *ebpf.MapSpec `ebpf:"gtsm_peers6"`
+	IfePorts      *ebpf.MapSpec `ebpf:"ife_ports"`
 	LocalAddrs    *ebpf.MapSpec `ebpf:"local_addrs"`
 	LocalAddrs6   *ebpf.MapSpec `ebpf:"local_addrs6"`
+	MeshMap       *ebpf.MapSpec `ebpf:"mesh_map"`
 	Neighbors     *ebpf.MapSpec `ebpf:"neighbors"`
 	Neighbors6    *ebpf.MapSpec `ebpf:"neighbors6"`
 	Nexthops      *ebpf.MapSpec `ebpf:"nexthops"`
 	NhGroups      *ebpf.MapSpec `ebpf:"nh_groups"`
+	NhKeys        *ebpf.MapSpec `ebpf:"nh_keys"`
 	Policer       *ebpf.MapSpec `ebpf:"policer"`
 	PortInfoMap   *ebpf.MapSpec `ebpf:"port_info_map"`
 	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
@@ -319,6 +353,7 @@ type xdpMaps struct {
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.Map `ebpf:"fe_config_map"`
+	FeLinks       *ebpf.Map `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.Map `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.Map `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.Map `ebpf:"fib_tbl24"`
@@ -327,12 +362,15 @@ type xdpMaps struct {
 	FwdSteer      *ebpf.Map `ebpf:"fwd_steer"`
 	GtsmPeers     *ebpf.Map `ebpf:"gtsm_peers"`
 	GtsmPeers6    *ebpf.Map `ebpf:"gtsm_peers6"`
+	IfePorts      *ebpf.Map `ebpf:"ife_ports"`
 	LocalAddrs    *ebpf.Map `ebpf:"local_addrs"`
 	LocalAddrs6   *ebpf.Map `ebpf:"local_addrs6"`
+	MeshMap       *ebpf.Map `ebpf:"mesh_map"`
 	Neighbors     *ebpf.Map `ebpf:"neighbors"`
 	Neighbors6    *ebpf.Map `ebpf:"neighbors6"`
 	Nexthops      *ebpf.Map `ebpf:"nexthops"`
 	NhGroups      *ebpf.Map `ebpf:"nh_groups"`
+	NhKeys        *ebpf.Map `ebpf:"nh_keys"`
 	Policer       *ebpf.Map `ebpf:"policer"`
 	PortInfoMap   *ebpf.Map `ebpf:"port_info_map"`
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
@@ -348,6 +386,7 @@ func (m *xdpMaps) Close() error {
 		m.ControlFlows6,
 		m.CpuMap,
 		m.FeConfigMap,
+		m.FeLinks,
 		m.Fib6Tbl16,
 		m.Fib6Tbl8,
 		m.FibTbl24,
@@ -356,12 +395,15 @@ func (m *xdpMaps) Close() error {
 		m.FwdSteer,
 		m.GtsmPeers,
 		m.GtsmPeers6,
+		m.IfePorts,
 		m.LocalAddrs,
 		m.LocalAddrs6,
+		m.MeshMap,
 		m.Neighbors,
 		m.Neighbors6,
 		m.Nexthops,
 		m.NhGroups,
+		m.NhKeys,
 		m.Policer,
 		m.PortInfoMap,
 		m.PortSlots,

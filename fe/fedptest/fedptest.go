@@ -30,6 +30,14 @@ type Datapath struct {
 	writes    int // route, nexthop and group updates and deletes
 	perCPU    []datapath.Counters
 	ports     map[int]datapath.PortCounters
+
+	// Inter-FE forwarding: this FE's ID, the links by peer FE, the remote
+	// nexthops by ID (a nexthop ID is either in nexthops or here) and the
+	// nexthop keys (NE-wide key -> local nexthop ID).
+	localFE uint32
+	links   map[uint32]datapath.InterFELink
+	remotes map[uint32]datapath.RemoteNexthop
+	keys    map[uint32]uint32
 }
 
 type neighbor struct {
@@ -42,6 +50,7 @@ func New() *Datapath {
 	return &Datapath{
 		attached: map[int]datapath.Mode{}, routes: map[netip.Prefix]uint32{}, nexthops: map[uint32]datapath.Nexthop{},
 		groups: map[uint32][]uint32{}, neighbors: map[neighbor]net.HardwareAddr{}, locals: map[netip.Addr]bool{},
+		links: map[uint32]datapath.InterFELink{}, remotes: map[uint32]datapath.RemoteNexthop{}, keys: map[uint32]uint32{},
 	}
 }
 
@@ -108,6 +117,7 @@ func (d *Datapath) SetNexthop(id uint32, nh datapath.Nexthop) error {
 	defer d.mu.Unlock()
 	nh.SrcMAC = slices.Clone(nh.SrcMAC)
 	d.nexthops[id] = nh
+	delete(d.remotes, id)
 	d.writes++
 	return nil
 }
@@ -117,6 +127,7 @@ func (d *Datapath) DeleteNexthop(id uint32) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.nexthops, id)
+	delete(d.remotes, id)
 	d.writes++
 	return nil
 }
@@ -218,6 +229,128 @@ func (d *Datapath) PortCounters() (map[int]datapath.PortCounters, error) {
 	return out, nil
 }
 
+// SetLocalFE records this FE's ID (datapath.ErrInvalid out of range or the
+// ID of a linked peer).
+func (d *Datapath) SetLocalFE(id uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, linked := d.links[id]; id == 0 || id >= datapath.MaxFEs || linked {
+		return fmt.Errorf("set local FE %d: %w", id, datapath.ErrInvalid)
+	}
+	d.localFE = id
+	return nil
+}
+
+// SetInterFELink records the link to peerFE, up, keeping its spill; as
+// the real datapath, it needs the local FE set first, a peer other than
+// it and a 6-byte MAC.
+func (d *Datapath) SetInterFELink(ifindex int, peerFE uint32, peerMAC net.HardwareAddr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.localFE == 0 || peerFE == 0 || peerFE >= datapath.MaxFEs || peerFE == d.localFE || len(peerMAC) != 6 || ifindex <= 0 {
+		return fmt.Errorf("set inter-FE link %d to FE %d: %w", ifindex, peerFE, datapath.ErrInvalid)
+	}
+	l := datapath.InterFELink{Ifindex: ifindex, PeerMAC: slices.Clone(peerMAC), Up: true}
+	l.SpillPermille = d.links[peerFE].SpillPermille
+	d.links[peerFE] = l
+	return nil
+}
+
+// DeleteInterFELink forgets the link to peerFE (datapath.ErrNotFound if
+// there is none).
+func (d *Datapath) DeleteInterFELink(peerFE uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.links[peerFE]; !ok {
+		return datapath.ErrNotFound
+	}
+	delete(d.links, peerFE)
+	return nil
+}
+
+// SetInterFELinkUp marks the link to peerFE up or down
+// (datapath.ErrNotFound if there is none).
+func (d *Datapath) SetInterFELinkUp(peerFE uint32, up bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.links[peerFE]
+	if !ok {
+		return fmt.Errorf("set inter-FE link to FE %d up=%t: %w", peerFE, up, datapath.ErrNotFound)
+	}
+	l.Up = up
+	d.links[peerFE] = l
+	return nil
+}
+
+// InterFELinks returns a copy of the links by peer FE.
+func (d *Datapath) InterFELinks() map[uint32]datapath.InterFELink {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[uint32]datapath.InterFELink, len(d.links))
+	for fe, l := range d.links {
+		l.PeerMAC = slices.Clone(l.PeerMAC)
+		out[fe] = l
+	}
+	return out
+}
+
+// SetRemoteNexthop makes nexthop id one behind FE r.FE (datapath.ErrInvalid
+// for this FE or a key out of range), replacing a local one of that ID.
+func (d *Datapath) SetRemoteNexthop(id uint32, r datapath.RemoteNexthop) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r.FE == 0 || r.FE >= datapath.MaxFEs || r.FE == d.localFE || r.Key >= datapath.MaxNexthopKeys {
+		return fmt.Errorf("set remote nexthop %d: %w", id, datapath.ErrInvalid)
+	}
+	delete(d.nexthops, id)
+	d.remotes[id] = r
+	d.writes++
+	return nil
+}
+
+// Remote returns the remote nexthop prefix p routes to, if it routes to one.
+func (d *Datapath) Remote(p string) (datapath.RemoteNexthop, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.remotes[d.routes[netip.MustParsePrefix(p)]]
+	return r, ok
+}
+
+// SetNexthopKey maps key to local nexthop localID.
+func (d *Datapath) SetNexthopKey(key, localID uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if key >= datapath.MaxNexthopKeys {
+		return fmt.Errorf("set nexthop key %d: %w", key, datapath.ErrInvalid)
+	}
+	d.keys[key] = localID
+	d.writes++
+	return nil
+}
+
+// DeleteNexthopKey forgets key (datapath.ErrNotFound if it is not mapped).
+func (d *Datapath) DeleteNexthopKey(key uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.keys[key]; !ok {
+		return fmt.Errorf("delete nexthop key %d: %w", key, datapath.ErrNotFound)
+	}
+	delete(d.keys, key)
+	d.writes++
+	return nil
+}
+
+// NexthopKeys returns a copy of the nexthop keys (key -> local nexthop ID).
+func (d *Datapath) NexthopKeys() map[uint32]uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[uint32]uint32, len(d.keys))
+	for k, v := range d.keys {
+		out[k] = v
+	}
+	return out
+}
+
 // Close does nothing.
 func (d *Datapath) Close() error { return nil }
 
@@ -251,11 +384,18 @@ func (d *Datapath) gateway(id uint32) string {
 		}
 		return strings.Join(gws, ",")
 	}
+	if r, ok := d.remotes[id]; ok {
+		return remoteString(r)
+	}
 	nh, ok := d.nexthops[id]
 	if !ok {
 		return "slot-without-nexthop"
 	}
 	return nh.Gateway.String()
+}
+
+func remoteString(r datapath.RemoteNexthop) string {
+	return fmt.Sprintf("fe %d key %d port %d", r.FE, r.Key, r.Port)
 }
 
 // Gateways returns what every routed prefix is forwarded to, as Gateway.
@@ -288,7 +428,9 @@ func (d *Datapath) Writes() int {
 }
 
 // String renders the datapath's state for golden files: attached ports,
-// local addresses, neighbours, nexthops, groups and routes, one line each,
+// local addresses, neighbours, the local FE and inter-FE links, nexthops
+// (local, remote, and the nexthop keys with their local nexthop's
+// gateway), groups and routes, one line each,
 // sorted. Nexthops and groups are shown by what they hold and routes by
 // where they lead, not by ID: the IDs are the FE's to allocate, in an order
 // that need not be stable.
@@ -311,9 +453,26 @@ func (d *Datapath) String() string {
 	}) {
 		add("neighbor %s dev %d lladdr %s", n.ip, n.ifindex, d.neighbors[n])
 	}
+	if d.localFE != 0 {
+		add("local fe %d", d.localFE)
+	}
+	for _, fe := range sortedKeys(d.links, cmp.Compare[uint32]) {
+		l := d.links[fe]
+		add("ife link to fe %d dev %d peer %s up %t spill %d", fe, l.Ifindex, l.PeerMAC, l.Up, l.SpillPermille)
+	}
 	var nhs, groups []string
 	for _, nh := range d.nexthops {
 		nhs = append(nhs, fmt.Sprintf("nexthop via %s dev %d src %s", nh.Gateway, nh.Ifindex, nh.SrcMAC))
+	}
+	for _, r := range d.remotes {
+		nhs = append(nhs, "nexthop remote "+remoteString(r))
+	}
+	for key, id := range d.keys {
+		to := "missing"
+		if nh, ok := d.nexthops[id]; ok {
+			to = nh.Gateway.String()
+		}
+		nhs = append(nhs, fmt.Sprintf("nexthop key %d to %s", key, to))
 	}
 	for _, members := range d.groups {
 		groups = append(groups, "group via "+d.members(members))
@@ -327,6 +486,8 @@ func (d *Datapath) String() string {
 			add("route %s via %s", p, d.members(members))
 		} else if nh, ok := d.nexthops[id]; ok {
 			add("route %s via %s dev %d", p, nh.Gateway, nh.Ifindex)
+		} else if r, ok := d.remotes[id]; ok {
+			add("route %s via %s", p, remoteString(r))
 		} else {
 			add("route %s to missing nexthop", p)
 		}
@@ -344,6 +505,8 @@ func (d *Datapath) members(ids []uint32) string {
 	for _, m := range ids {
 		if nh, ok := d.nexthops[m]; ok {
 			gws = append(gws, nh.Gateway.String())
+		} else if r, ok := d.remotes[m]; ok {
+			gws = append(gws, remoteString(r))
 		} else {
 			gws = append(gws, "missing")
 		}

@@ -70,7 +70,8 @@
 //     the flow, for spreading) and the same u32 encoding, so reusing it is
 //     the right call: a Linux sender's hash is a hash to us, and a Linux
 //     receiver reads ours as what it is.
-//   - TypeEgressPort = 0x5350 and TypeIngressFE = 0x5351 ("SP"), a block
+//   - TypeEgressPort = 0x5350, TypeIngressFE = 0x5351, TypeEgressFE = 0x5352
+//     and TypeNexthopKey = 0x5353 ("SP" and on), a block
 //     neither Linux nor RFC 6956 uses, because their meaning is neither's:
 //     RFC 6956's PHYPortID (1) would be Linux's skb mark, so a Linux sender
 //     marking packets would steer them to a port of ours by accident.

@@ -41,6 +41,8 @@ const (
 
 	TypeEgressPort uint16 = 0x5350 // u32: the receiving FE's port to transmit on (its own numbering)
 	TypeIngressFE  uint16 = 0x5351 // u32: ForCES FE ID of the FE the packet entered the router on
+	TypeEgressFE   uint16 = 0x5352 // u32: ForCES FE ID of the FE the packet leaves the router by
+	TypeNexthopKey uint16 = 0x5353 // u32: NE-wide nexthop key, which the egress FE maps to its own nexthop
 )
 
 // Errors returned by Decode, Encode and the metadata accessors, always
@@ -86,6 +88,12 @@ func EgressPort(port uint32) Meta { return Uint32(TypeEgressPort, port) }
 // IngressFE returns the ingress FE metadatum for FE ID id.
 func IngressFE(id uint32) Meta { return Uint32(TypeIngressFE, id) }
 
+// EgressFE returns the egress FE metadatum for FE ID id.
+func EgressFE(id uint32) Meta { return Uint32(TypeEgressFE, id) }
+
+// NexthopKey returns the NE nexthop key metadatum for key.
+func NexthopKey(key uint32) Meta { return Uint32(TypeNexthopKey, key) }
+
 // FlowHash returns the flow hash metadatum for hash h.
 func FlowHash(h uint32) Meta { return Uint32(TypeFlowHash, h) }
 
@@ -93,7 +101,7 @@ func FlowHash(h uint32) Meta { return Uint32(TypeFlowHash, h) }
 // (types splitplane neither sends nor reads).
 func valueLen(t uint16) int {
 	switch t {
-	case TypeEgressPort, TypeIngressFE, TypeFlowHash, TypeSKBMark, TypePrio:
+	case TypeEgressPort, TypeIngressFE, TypeEgressFE, TypeNexthopKey, TypeFlowHash, TypeSKBMark, TypePrio:
 		return 4
 	case TypeTCIndex:
 		return 2

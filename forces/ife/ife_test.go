@@ -298,3 +298,65 @@ func equalMeta(a, b []Meta) bool {
 	}
 	return true
 }
+
+// goldenFE is the frame the FE's XDP program sends (fe/datapath, bpf/ife.h):
+// egress port, egress FE, NE nexthop key and flow hash, written out byte by
+// byte.
+var goldenFE = []byte{
+	0x02, 0x00, 0x00, 0x00, 0x00, 0x02, // outer destination MAC
+	0x02, 0x00, 0x00, 0x00, 0x00, 0x01, // outer source MAC
+	0xed, 0x3e, // EtherType
+	0x00, 0x22, // metadata length 2 + 4 * 8 = 34
+	0x53, 0x50, 0x00, 0x08, 0x00, 0x00, 0x00, 0x07, // egress port 7
+	0x53, 0x52, 0x00, 0x08, 0x00, 0x00, 0x00, 0x03, // egress FE 3
+	0x53, 0x53, 0x00, 0x08, 0x00, 0x00, 0x12, 0x34, // nexthop key 0x1234
+	0x00, 0x02, 0x00, 0x08, 0xca, 0xfe, 0xf0, 0x0d, // flow hash
+	0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee,
+	0x02, 0x11, 0x22, 0x33, 0x44, 0x55,
+	0x08, 0x00,
+	0xde, 0xad, 0xbe, 0xef,
+}
+
+func TestEgressFEAndNexthopKey(t *testing.T) {
+	meta := []Meta{EgressPort(7), EgressFE(3), NexthopKey(0x1234), FlowHash(0xcafef00d)}
+	got, err := Encode(nil, testHeader, meta, testInner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, goldenFE) {
+		t.Fatalf("Encode:\n got % x\nwant % x", got, goldenFE)
+	}
+	if n := Overhead(meta); n != 48 || len(got) != n+len(testInner) {
+		t.Errorf("Overhead %d, frame %d bytes: want 48 and %d", n, len(got), 48+len(testInner))
+	}
+	_, dec, inner, err := Decode(goldenFE, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(inner, testInner) {
+		t.Errorf("inner % x, want % x", inner, testInner)
+	}
+	for _, want := range []struct {
+		typ uint16
+		v   uint32
+	}{{TypeEgressPort, 7}, {TypeEgressFE, 3}, {TypeNexthopKey, 0x1234}, {TypeFlowHash, 0xcafef00d}} {
+		if v, err := One(dec, want.typ); err != nil || v != want.v {
+			t.Errorf("One(%#x) = %d, %v; want %d", want.typ, v, err, want.v)
+		}
+		if !Known(want.typ) {
+			t.Errorf("Known(%#x) = false", want.typ)
+		}
+	}
+	// Both are 32-bit: another size is a malformed TLV either way.
+	for _, typ := range []uint16{TypeEgressFE, TypeNexthopKey} {
+		if _, err := Encode(nil, testHeader, []Meta{{Type: typ, Value: []byte{1, 2}}}, testInner); !errors.Is(err, ErrTLV) {
+			t.Errorf("Encode type %#x with a 2-byte value: %v, want ErrTLV", typ, err)
+		}
+		bad := bytes.Clone(goldenFE)
+		off := map[uint16]int{TypeEgressFE: 24, TypeNexthopKey: 32}[typ]
+		bad[off+3] = 6 // length 6: a 2-byte value
+		if _, _, _, err := Decode(bad, nil); !errors.Is(err, ErrTLV) {
+			t.Errorf("Decode type %#x of length 6: %v, want ErrTLV", typ, err)
+		}
+	}
+}

@@ -227,6 +227,8 @@ static __always_inline struct neigh *neigh_lookup(const struct nexthop *nh, __be
 		return neigh4(nh->ifindex, nh->gateway);
 	case GW_IPV6:
 		return neigh6(nh->ifindex, nh->gateway6);
+	case GW_REMOTE:
+		return 0; // behind another FE: see ife_encap
 	}
 	if (daddr6)
 		return neigh6(nh->ifindex, daddr6);
@@ -331,6 +333,9 @@ static __always_inline int egress(__u32 nh_id, __be32 daddr, const struct in6_ad
 	nh = bpf_map_lookup_elem(&nexthops, &nh_id);
 	if (!nh || !nh->ifindex)
 		return STAT_PASS_NO_NEXTHOP;
+	// Stored first: a remote nexthop (GW_REMOTE) returns
+	// STAT_PASS_NO_NEIGH, and the caller then sends it to its FE.
+	*nhp = nh;
 	neigh = neigh_lookup(nh, daddr, daddr6);
 	if (!neigh)
 		return STAT_PASS_NO_NEIGH;
@@ -340,7 +345,6 @@ static __always_inline int egress(__u32 nh_id, __be32 daddr, const struct in6_ad
 	// program returns, so rewriting the frame afterwards is safe.
 	if (bpf_redirect_map(&tx_ports, nh->ifindex, XDP_PASS) != XDP_REDIRECT)
 		return STAT_PASS_NO_TX_PORT;
-	*nhp = nh;
 	*neighp = neigh;
 	return 0;
 }

@@ -59,6 +59,7 @@
 #define GW_NONE 0 // connected: the packet's destination is the neighbour
 #define GW_IPV4 4 // gateway
 #define GW_IPV6 6 // gateway6
+#define GW_REMOTE 1 // behind another FE: remote (see struct nexthop), no neighbour here
 
 // stat_reason indexes the stats map. The Go side names each entry, so add new
 // reasons before STAT_MAX and give them a name in datapath.go.
@@ -95,6 +96,15 @@ enum stat_reason {
 	STAT_DROP_POLICED_TTL_OPTIONS, // to the kernel for TTL expiry or IP options, over the policer's rate
 	STAT_DROP_POLICED_ARP_ND,      // ARP or NDP, over the policer's rate
 	STAT_DROP_POLICED_OTHER,       // any other packet for the kernel, over the policer's rate
+	STAT_IFE_ENCAP,         // the forwarded packets sent encapsulated to another FE (ingress FE)
+	STAT_IFE_VIA,           // the encapsulated ones sent through an intermediate FE (VLB)
+	STAT_IFE_DECAP,         // the forwarded packets that arrived encapsulated for this FE (egress FE)
+	STAT_IFE_TRANSIT,       // the forwarded IFE frames for another FE, sent on unchanged (intermediate FE)
+	STAT_PASS_IFE_NO_LINK,  // remote nexthop, but no inter-FE link up to its FE or an intermediate
+	STAT_DROP_IFE_MALFORMED, // IFE frame on an inter-FE link that does not parse, or lacks a metadatum
+	STAT_DROP_IFE_NO_LINK,  // IFE frame in transit, no link up to its egress FE
+	STAT_PASS_IFE_NO_NEXTHOP, // IFE frame for this FE whose nexthop key maps to no local nexthop: inner frame passed
+	STAT_PASS_IFE_HEADROOM, // no headroom for the IFE header (bpf_xdp_adjust_head failed)
 	STAT_MAX,
 };
 
@@ -104,13 +114,28 @@ const enum stat_reason *unused_stat_reason __attribute__((unused));
 // One nexthop array serves both families: a route of either family may use
 // a gateway of either family (RFC 8950 IPv4 routes via IPv6 gateways), and
 // gw_family says which neighbour table resolves it.
+//
+// A GW_REMOTE nexthop lies behind another FE of the same router (NE): the
+// packet goes there over an inter-FE link, encapsulated (RFC 8013), and the
+// gateway fields hold instead what the egress FE needs (struct remote_nh);
+// ifindex is then only non-zero, to mark the slot used.
+struct remote_nh {
+	__u32 fe;   // egress FE ID, 1 .. MAX_FES-1
+	__u32 key;  // NE-wide nexthop key, which the egress FE maps to its nexthop
+	__u32 port; // egress port on the egress FE, carried as metadata
+	__u32 pad;
+};
+
 struct nexthop {
 	__u32 ifindex;  // 0 = empty slot
 	__be32 gateway; // IPv4 gateway when gw_family is GW_IPV4
 	__u8 smac[ETH_ALEN];
-	__u8 gw_family; // GW_NONE (connected), GW_IPV4 or GW_IPV6
+	__u8 gw_family; // GW_NONE (connected), GW_IPV4, GW_IPV6 or GW_REMOTE
 	__u8 pad;
-	__u8 gateway6[16]; // IPv6 gateway when gw_family is GW_IPV6
+	union {
+		__u8 gateway6[16];      // IPv6 gateway when gw_family is GW_IPV6
+		struct remote_nh remote; // when gw_family is GW_REMOTE
+	};
 };
 
 struct neigh_key {
@@ -442,5 +467,77 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } port_slots_hash SEC(".maps");
+
+// --- Inter-FE forwarding (several FEs, one router) --------------------------
+//
+// FE IDs index arrays, so they are below MAX_FES (a power of two: masks
+// rely on it). ife.go repeats these.
+#define MAX_FES 64
+#define MAX_NH_KEYS 65536 // NE-wide nexthop keys are 0 .. MAX_NH_KEYS-1
+#define SPILL_SCALE 1024 // spill is in 1/1024ths of the flows
+
+// The metadata TLV types (forces/ife) the program sends and reads.
+#define IFE_TYPE_FLOW_HASH 2
+#define IFE_TYPE_EGRESS_PORT 0x5350
+#define IFE_TYPE_EGRESS_FE 0x5352
+#define IFE_TYPE_NH_KEY 0x5353
+#define IFE_MAX_TLVS 8       // a receiver reads at most this many TLVs
+#define IFE_MAX_METALEN 256  // and metadata at most this long
+
+// fe_link is how this FE reaches FE k directly: out of port ifindex (an
+// inter-FE link) to peer_mac; up is 0 while the link (or FE k) is down,
+// spill is the share of flows to FE k sent through an intermediate FE
+// (in 1/SPILL_SCALE), and pos is k's index in mesh.up while up.
+struct fe_link {
+	__u32 ifindex; // 0: FE k is not reachable directly
+	__u8 peer_mac[ETH_ALEN];
+	__u8 up;
+	__u8 pos;
+	__u16 spill;
+	__u16 pad;
+};
+
+// mesh is the one entry of mesh_map: this FE's ID and the FEs whose
+// direct links are up (not this FE), the candidates for an intermediate.
+// Written whole by Go; a reader racing with an update may pick a stale
+// intermediate, which the intermediate then forwards on or drops, counted.
+struct mesh {
+	__u32 self_fe; // 0: no inter-FE forwarding configured
+	__u32 count; // FEs in up
+	__u8 up[MAX_FES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mesh);
+} mesh_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_FES);
+	__type(key, __u32);
+	__type(value, struct fe_link);
+} fe_links SEC(".maps");
+
+// ife_ports marks, by port slot, the ports that are inter-FE links: only
+// there is an IFE frame decapsulated or sent on.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TX_PORTS + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} ife_ports SEC(".maps");
+
+// nh_keys maps an NE-wide nexthop key to this FE's nexthop id, as
+// NH_KEY_VALID | id (0: unknown key).
+#define NH_KEY_VALID (1u << 31)
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_NH_KEYS);
+	__type(key, __u32);
+	__type(value, __u32);
+} nh_keys SEC(".maps");
 
 #endif // SPLITPLANE_MAPS_H

@@ -22,6 +22,7 @@
 #define SPLITPLANE_ROUTER_H
 
 #include "control.h"
+#include "ife.h"
 
 static __always_inline int hook_lookup4(__be32 daddr, __u32 *nh_id, const int variant);
 static __always_inline int hook_lookup6(const struct in6_addr *daddr, __u32 *nh_id, const int variant);
@@ -33,8 +34,8 @@ static __always_inline int hook_ignore_ttl(void);
 // constant at each call site, handed to the lookup hook, so each program
 // keeps only its own lookup; so is on_fe_cpu, set in the forward CPUs' CPUMAP program, which forwards
 // what it gets and never steers again.
-static __always_inline int router4(struct ethhdr *eth, void *data_end, const int variant,
-				   const int on_fe_cpu)
+static __always_inline int router4(struct xdp_md *ctx, struct ethhdr *eth, void *data_end,
+				   const int variant, const int on_fe_cpu)
 {
 	struct iphdr *ip = (void *)(eth + 1);
 	struct nexthop *nh;
@@ -99,8 +100,12 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 			return pass(reason);
 	}
 	reason = egress(nh_id, daddr, 0, &nh, &neigh);
-	if (reason)
+	if (reason) {
+		// A nexthop behind another FE has no neighbour here.
+		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE)
+			return ife_encap(ctx, nh, flow_hash4(ip, data_end), tot_len, 0);
 		return pass(reason);
+	}
 	if (!on_fe_cpu && (n = fwd_steer_count())) {
 		reason = to_fe_cpu(flow_hash4(ip, data_end), n, nh->ifindex);
 		if (reason == ACT_TO_FE_CPU)
@@ -121,8 +126,8 @@ static __always_inline int router4(struct ethhdr *eth, void *data_end, const int
 // router6 forwards the IPv6 packet after eth, or passes it. Extension
 // headers other than Hop-by-Hop are not parsed: RFC 8200 section 4 has
 // routers forward them untouched. variant and on_fe_cpu are as for router4.
-static __always_inline int router6(struct ethhdr *eth, void *data_end, const int variant,
-				   const int on_fe_cpu)
+static __always_inline int router6(struct xdp_md *ctx, struct ethhdr *eth, void *data_end,
+				   const int variant, const int on_fe_cpu)
 {
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
 	struct nexthop *nh;
@@ -176,8 +181,12 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 			return pass(reason);
 	}
 	reason = egress(nh_id, 0, &ip6->daddr, &nh, &neigh);
-	if (reason)
+	if (reason) {
+		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE)
+			return ife_encap(ctx, nh, flow_hash6(ip6, data_end),
+					 sizeof(*ip6) + bpf_ntohs(ip6->payload_len), 1);
 		return pass(reason);
+	}
 	if (!on_fe_cpu && (n = fwd_steer_count())) {
 		reason = to_fe_cpu(flow_hash6(ip6, data_end), n, nh->ifindex);
 		if (reason == ACT_TO_FE_CPU)
@@ -202,7 +211,7 @@ static __always_inline int router6(struct ethhdr *eth, void *data_end, const int
 // both families (hook_lookup4, hook_lookup6). on_fe_cpu is set for the packets another CPU redirected to
 // this forward CPU: they were counted as rx there, and rx counts every
 // packet once, on the CPU that received it.
-static __always_inline int route(void *data, void *data_end, const int variant,
+static __always_inline int route(struct xdp_md *ctx, void *data, void *data_end, const int variant,
 				 const int on_fe_cpu, __u32 slot)
 {
 	struct ethhdr *eth = data;
@@ -219,6 +228,8 @@ static __always_inline int route(void *data, void *data_end, const int variant,
 	case bpf_htons(ETH_P_8021Q):
 	case bpf_htons(ETH_P_8021AD):
 		return pass(STAT_PASS_VLAN);
+	case bpf_htons(ETH_P_IFE):
+		return ife_rx(ctx, slot);
 	default:
 		return pass(STAT_PASS_NOT_IPV4);
 	}
@@ -234,8 +245,8 @@ static __always_inline int route(void *data, void *data_end, const int variant,
 		return pass(STAT_PASS_OTHER_HOST);
 
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		return router6(eth, data_end, variant, on_fe_cpu);
-	return router4(eth, data_end, variant, on_fe_cpu);
+		return router6(ctx, eth, data_end, variant, on_fe_cpu);
+	return router4(ctx, eth, data_end, variant, on_fe_cpu);
 }
 
 // router is the whole program: route plus the ingress port's counters.
@@ -252,10 +263,11 @@ static __always_inline int router(struct xdp_md *ctx, const int variant, const i
 	struct port_counters *ps;
 	int action;
 
-	action = route(data, data_end, variant, on_fe_cpu, slot);
-	// CoPP: what goes to the kernel is policed by class (control.h).
+	action = route(ctx, data, data_end, variant, on_fe_cpu, slot);
+	// CoPP: what goes to the kernel is policed by class (control.h). The
+	// frame is read again: inter-FE forwarding may have moved its head.
 	if (action == XDP_PASS)
-		action = police_slow_path(data, data_end);
+		action = police_slow_path((void *)(long)ctx->data, (void *)(long)ctx->data_end);
 	else if (action == ACT_PASS_DONE)
 		action = XDP_PASS;
 	ps = port_counters(slot);

@@ -55,6 +55,16 @@ type fibbenchFeConfig struct {
 	}
 }
 
+type fibbenchFeLink struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	PeerMac [6]uint8
+	Up      uint8
+	Pos     uint8
+	Spill   uint16
+	Pad     uint16
+}
+
 type fibbenchFibRow struct {
 	_ structs.HostLayout
 	E [256]uint32
@@ -78,6 +88,13 @@ type fibbenchLpmKey6 struct {
 	_         structs.HostLayout
 	Prefixlen uint32
 	Addr      [16]uint8
+}
+
+type fibbenchMesh struct {
+	_      structs.HostLayout
+	SelfFe uint32
+	Count  uint32
+	Up     [64]uint8
 }
 
 type fibbenchNeigh struct {
@@ -143,6 +160,7 @@ const (
 	fibbenchMapControlFlows6      = "control_flows6"
 	fibbenchMapCpuMap             = "cpu_map"
 	fibbenchMapFeConfigMap        = "fe_config_map"
+	fibbenchMapFeLinks            = "fe_links"
 	fibbenchMapFib6Tbl16          = "fib6_tbl16"
 	fibbenchMapFib6Tbl8           = "fib6_tbl8"
 	fibbenchMapFibTbl24           = "fib_tbl24"
@@ -151,12 +169,15 @@ const (
 	fibbenchMapFwdSteer           = "fwd_steer"
 	fibbenchMapGtsmPeers          = "gtsm_peers"
 	fibbenchMapGtsmPeers6         = "gtsm_peers6"
+	fibbenchMapIfePorts           = "ife_ports"
 	fibbenchMapLocalAddrs         = "local_addrs"
 	fibbenchMapLocalAddrs6        = "local_addrs6"
+	fibbenchMapMeshMap            = "mesh_map"
 	fibbenchMapNeighbors          = "neighbors"
 	fibbenchMapNeighbors6         = "neighbors6"
 	fibbenchMapNexthops           = "nexthops"
 	fibbenchMapNhGroups           = "nh_groups"
+	fibbenchMapNhKeys             = "nh_keys"
 	fibbenchMapPolicer            = "policer"
 	fibbenchMapPortInfoMap        = "port_info_map"
 	fibbenchMapPortSlots          = "port_slots"
@@ -237,6 +258,7 @@ type fibbenchMapSpecs struct {
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.MapSpec `ebpf:"fe_config_map"`
+	FeLinks       *ebpf.MapSpec `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.MapSpec `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.MapSpec `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.MapSpec `ebpf:"fib_tbl24"`
@@ -245,12 +267,15 @@ type fibbenchMapSpecs struct {
 	FwdSteer      *ebpf.MapSpec `ebpf:"fwd_steer"`
 	GtsmPeers     *ebpf.MapSpec `ebpf:"gtsm_peers"`
 	GtsmPeers6    *ebpf.MapSpec `ebpf:"gtsm_peers6"`
+	IfePorts      *ebpf.MapSpec `ebpf:"ife_ports"`
 	LocalAddrs    *ebpf.MapSpec `ebpf:"local_addrs"`
 	LocalAddrs6   *ebpf.MapSpec `ebpf:"local_addrs6"`
+	MeshMap       *ebpf.MapSpec `ebpf:"mesh_map"`
 	Neighbors     *ebpf.MapSpec `ebpf:"neighbors"`
 	Neighbors6    *ebpf.MapSpec `ebpf:"neighbors6"`
 	Nexthops      *ebpf.MapSpec `ebpf:"nexthops"`
 	NhGroups      *ebpf.MapSpec `ebpf:"nh_groups"`
+	NhKeys        *ebpf.MapSpec `ebpf:"nh_keys"`
 	Policer       *ebpf.MapSpec `ebpf:"policer"`
 	PortInfoMap   *ebpf.MapSpec `ebpf:"port_info_map"`
 	PortSlots     *ebpf.MapSpec `ebpf:"port_slots"`
@@ -299,6 +324,7 @@ type fibbenchMaps struct {
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.Map `ebpf:"fe_config_map"`
+	FeLinks       *ebpf.Map `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.Map `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.Map `ebpf:"fib6_tbl8"`
 	FibTbl24      *ebpf.Map `ebpf:"fib_tbl24"`
@@ -307,12 +333,15 @@ type fibbenchMaps struct {
 	FwdSteer      *ebpf.Map `ebpf:"fwd_steer"`
 	GtsmPeers     *ebpf.Map `ebpf:"gtsm_peers"`
 	GtsmPeers6    *ebpf.Map `ebpf:"gtsm_peers6"`
+	IfePorts      *ebpf.Map `ebpf:"ife_ports"`
 	LocalAddrs    *ebpf.Map `ebpf:"local_addrs"`
 	LocalAddrs6   *ebpf.Map `ebpf:"local_addrs6"`
+	MeshMap       *ebpf.Map `ebpf:"mesh_map"`
 	Neighbors     *ebpf.Map `ebpf:"neighbors"`
 	Neighbors6    *ebpf.Map `ebpf:"neighbors6"`
 	Nexthops      *ebpf.Map `ebpf:"nexthops"`
 	NhGroups      *ebpf.Map `ebpf:"nh_groups"`
+	NhKeys        *ebpf.Map `ebpf:"nh_keys"`
 	Policer       *ebpf.Map `ebpf:"policer"`
 	PortInfoMap   *ebpf.Map `ebpf:"port_info_map"`
 	PortSlots     *ebpf.Map `ebpf:"port_slots"`
@@ -330,6 +359,7 @@ func (m *fibbenchMaps) Close() error {
 		m.ControlFlows6,
 		m.CpuMap,
 		m.FeConfigMap,
+		m.FeLinks,
 		m.Fib6Tbl16,
 		m.Fib6Tbl8,
 		m.FibTbl24,
@@ -338,12 +368,15 @@ func (m *fibbenchMaps) Close() error {
 		m.FwdSteer,
 		m.GtsmPeers,
 		m.GtsmPeers6,
+		m.IfePorts,
 		m.LocalAddrs,
 		m.LocalAddrs6,
+		m.MeshMap,
 		m.Neighbors,
 		m.Neighbors6,
 		m.Nexthops,
 		m.NhGroups,
+		m.NhKeys,
 		m.Policer,
 		m.PortInfoMap,
 		m.PortSlots,

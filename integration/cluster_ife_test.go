@@ -1,0 +1,106 @@
+package integration_test
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitplane/splitplane/integration/lab"
+)
+
+// ifeCounters are the inter-FE counters of the FEs of a cluster lab, and
+// each FE namespace's kernel forwarding counters (IPv4 and IPv6), at one
+// moment.
+type ifeCounters struct {
+	ife  []map[string]uint64 // by FE - 1
+	forw []int               // by FE - 1: Ip ForwDatagrams + Ip6OutForwDatagrams
+}
+
+func readIFECounters(t *testing.T, o lab.Options, n int) ifeCounters {
+	t.Helper()
+	st, err := lab.GetStatus(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c ifeCounters
+	for i := 1; i <= n; i++ {
+		m := map[string]uint64{}
+		for _, name := range []string{"ife_encap", "ife_via", "ife_decap", "ife_transit", "pass_ife_no_link", "pass_ife_no_nexthop"} {
+			m[name] = feOf(st, i).Counters[name]
+		}
+		c.ife = append(c.ife, m)
+		_, si := lab.FEName(i)
+		ns := o.Namespace("rtr" + si)
+		c.forw = append(c.forw, snmp(t, ns, "Ip", "ForwDatagrams")+snmp6(t, ns, "Ip6OutForwDatagrams"))
+	}
+	return c
+}
+
+// pingFromHost pings dst count times from host ns, and fails unless every
+// echo is answered.
+func pingFromHost(ns, dst string, count int) error {
+	out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "ping", "-c", strconv.Itoa(count), "-i", "0.2", "-W", "1", dst).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf(" %d received", count)) {
+		return fmt.Errorf("ping %s: %v: %s", dst, err, out)
+	}
+	return nil
+}
+
+// checkCrossFE proves that host 1 reaches host 3's site, IPv4 and IPv6,
+// with the packets crossing the FEs in XDP: FE 1 encapsulates the echoes
+// and FE 3 delivers them (and the other way for the answers); with via, FE
+// 1's direct link to FE 3 is down, so both send through FE 2, which
+// passes them on. No FE's kernel forwards any of them.
+func checkCrossFE(t *testing.T, o lab.Options, n int, via bool) {
+	t.Helper()
+	h1, h3 := o.ClusterHost(1), o.ClusterHost(3)
+	dsts := []string{h3.SiteAddr.String(), h3.SiteAddr6.String()}
+	// Until the FEs have learned their peers' and hosts' MACs, a first
+	// packet may go to a kernel: warm up, then count.
+	for _, dst := range dsts {
+		eventually(t, 15*time.Second, "host 1 reaches host 3's site "+dst, func() error { return pingFromHost(h1.Namespace, dst, 1) })
+	}
+	const count = 5
+	before := readIFECounters(t, o, n)
+	for _, dst := range dsts {
+		if err := pingFromHost(h1.Namespace, dst, count); err != nil {
+			t.Fatalf("host 1 to host 3's site (via FE 2: %v): %v", via, err)
+		}
+	}
+	after := readIFECounters(t, o, n)
+	moved := func(feN int, name string) uint64 { return after.ife[feN-1][name] - before.ife[feN-1][name] }
+	sent := uint64(len(dsts) * count)
+	report := func() string {
+		var b strings.Builder
+		for i := range after.ife {
+			fmt.Fprintf(&b, "FE %d: before %v after %v, kernel forwarded %d -> %d\n", i+1, before.ife[i], after.ife[i], before.forw[i], after.forw[i])
+		}
+		return b.String()
+	}
+	t.Logf("host 1 to host 3's site, %d echoes (via FE 2: %v):\n%s", sent, via, report())
+	for _, c := range []struct {
+		fe   int
+		name string
+	}{{1, "ife_encap"}, {3, "ife_decap"}, {3, "ife_encap"}, {1, "ife_decap"}} {
+		if moved(c.fe, c.name) < sent {
+			t.Errorf("FE %d's %s moved by %d for %d echoes and as many answers:\n%s", c.fe, c.name, moved(c.fe, c.name), sent, report())
+		}
+	}
+	if via {
+		if moved(1, "ife_via") < sent || moved(3, "ife_via") < sent || moved(2, "ife_transit") < 2*sent {
+			t.Errorf("with ife-1-3 down, FE 1's and FE 3's ife_via moved by %d and %d, FE 2's ife_transit by %d; want %d, %d, %d:\n%s",
+				moved(1, "ife_via"), moved(3, "ife_via"), moved(2, "ife_transit"), sent, sent, 2*sent, report())
+		}
+	} else if moved(1, "ife_via") != 0 || moved(2, "ife_transit") != 0 {
+		t.Errorf("with the direct link up, FE 1's ife_via moved by %d, FE 2's ife_transit by %d; want 0:\n%s",
+			moved(1, "ife_via"), moved(2, "ife_transit"), report())
+	}
+	for i := range after.forw {
+		if after.forw[i] != before.forw[i] {
+			t.Errorf("FE %d's kernel forwarded %d datagrams; the XDP datapath should have forwarded them all:\n%s", i+1, after.forw[i]-before.forw[i], report())
+		}
+	}
+}
