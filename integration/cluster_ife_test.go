@@ -40,9 +40,14 @@ func readIFECounters(t *testing.T, o lab.Options, n int) ifeCounters {
 }
 
 // pingFromHost pings dst count times from host ns, and fails unless every
-// echo is answered.
-func pingFromHost(ns, dst string, count int) error {
-	out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "ping", "-c", strconv.Itoa(count), "-i", "0.2", "-W", "1", dst).CombinedOutput()
+// echo is answered. A size above 0 sends echoes of that many data bytes,
+// not to be fragmented.
+func pingFromHost(ns, dst string, count, size int) error {
+	args := []string{"--net=/run/netns/" + ns, "ping", "-c", strconv.Itoa(count), "-i", "0.2", "-W", "1"}
+	if size > 0 {
+		args = append(args, "-s", strconv.Itoa(size), "-M", "do")
+	}
+	out, err := exec.Command("nsenter", append(args, dst)...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), fmt.Sprintf(" %d received", count)) {
 		return fmt.Errorf("ping %s: %v: %s", dst, err, out)
 	}
@@ -61,18 +66,23 @@ func checkCrossFE(t *testing.T, o lab.Options, n int, via bool) {
 	// Until the FEs have learned their peers' and hosts' MACs, a first
 	// packet may go to a kernel: warm up, then count.
 	for _, dst := range dsts {
-		eventually(t, 15*time.Second, "host 1 reaches host 3's site "+dst, func() error { return pingFromHost(h1.Namespace, dst, 1) })
+		eventually(t, 15*time.Second, "host 1 reaches host 3's site "+dst, func() error { return pingFromHost(h1.Namespace, dst, 1, 0) })
 	}
+	// Small echoes, and echoes that fill the hosts' MTU of 1500 (which
+	// cross only if the mesh's MTU holds them and the IFE overhead).
 	const count = 5
+	full := map[string]int{dsts[0]: 1500 - 20 - 8, dsts[1]: 1500 - 40 - 8}
 	before := readIFECounters(t, o, n)
 	for _, dst := range dsts {
-		if err := pingFromHost(h1.Namespace, dst, count); err != nil {
-			t.Fatalf("host 1 to host 3's site (via FE 2: %v): %v", via, err)
+		for _, size := range []int{0, full[dst]} {
+			if err := pingFromHost(h1.Namespace, dst, count, size); err != nil {
+				t.Fatalf("host 1 to host 3's site (via FE 2: %v): %v", via, err)
+			}
 		}
 	}
 	after := readIFECounters(t, o, n)
 	moved := func(feN int, name string) uint64 { return after.ife[feN-1][name] - before.ife[feN-1][name] }
-	sent := uint64(len(dsts) * count)
+	sent := uint64(len(dsts) * 2 * count)
 	report := func() string {
 		var b strings.Builder
 		for i := range after.ife {

@@ -82,11 +82,12 @@ func ParseMeshLink(name string) (i, j int, err error) {
 // MeshMTU is the MTU of the mesh veths: an inter-FE frame carries the whole
 // inner frame, its Ethernet header included, behind the metadata, so a link
 // between FEs whose ports have the default MTU of 1500 needs 1500 plus the
-// IFE overhead with every metadatum splitplane may send (egress port,
-// ingress FE, flow hash: 40 bytes, ife.LinkMTU), or the largest packets the
-// hosts send could not cross it.
+// IFE overhead of what the datapath sends (egress port, egress FE, nexthop
+// key, flow hash: 48 bytes, ife.LinkMTU, datapath.IFEOverhead), or the
+// largest packets the hosts send would go to the ingress FE's kernel
+// (pass_mtu) instead of across.
 func MeshMTU() int {
-	return ife.LinkMTU(1500, []ife.Meta{ife.EgressPort(0), ife.IngressFE(0), ife.FlowHash(0)})
+	return ife.LinkMTU(1500, []ife.Meta{ife.EgressPort(0), ife.EgressFE(0), ife.NexthopKey(0), ife.FlowHash(0)})
 }
 
 // clusterLinks are FE n's links of its own in a cluster lab: to its host.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/splitplane/splitplane/fe/datapath"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/splitplane/splitplane/ce"
@@ -185,10 +187,10 @@ func TestClusterOptions(t *testing.T) {
 			t.Errorf("MeshLinkName(%d, %d) = %q", j, i, MeshLinkName(j, i))
 		}
 	}
-	// Room for an inner 1500-byte packet with its Ethernet header and the
-	// three metadata splitplane sends (docs/cluster.md).
-	if MeshMTU() != 1540 {
-		t.Errorf("MeshMTU() = %d, want 1540", MeshMTU())
+	// Room for an inner 1500-byte packet with the overhead the datapath
+	// adds (its Ethernet header and four metadata, docs/cluster.md).
+	if want := 1500 + datapath.IFEOverhead; MeshMTU() != want {
+		t.Errorf("MeshMTU() = %d, want %d", MeshMTU(), want)
 	}
 }
 
