@@ -63,6 +63,10 @@ static __always_inline struct fe_link *ife_pick_link(struct fe_link *el, const s
 			return NULL;
 		j = (hash / SPILL_SCALE) % n;
 	}
+	// j < MAX_FES already, but the verifier cannot bound a modulo by a
+	// variable: the mask bounds it, and the empty asm keeps clang from
+	// dropping the mask as redundant (as in group_member).
+	asm volatile("" : "+r"(j));
 	fe = m->up[j & (MAX_FES - 1)];
 	l = bpf_map_lookup_elem(&fe_links, &fe);
 	// A mesh read halfway through an update may name a link gone down.
