@@ -84,8 +84,8 @@ static __always_inline struct fe_link *ife_pick_link(struct fe_link *el, const s
 //
 // Called, not inlined, as ife_rx: the forwarding path of router4 and
 // router6 stays as compact as it was without inter-FE forwarding.
-static __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop *nh, __u32 hash,
-				     __u32 l3len, const int is6)
+static __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop *nh,
+						__u32 hash, __u32 l3len, const int is6)
 {
 	__u32 zero = 0, fe = nh->remote.fe, slot, len;
 	struct port_counters *ps;
@@ -370,7 +370,8 @@ static __always_inline int ife_deliver(struct xdp_md *ctx, __u32 hdrlen, __u32 k
 
 // ife_rx handles a frame of EtherType 0xED3E that arrived on the port in
 // slot. Only on an inter-FE link is it an IFE frame; elsewhere it is any
-// other EtherType's frame, for the kernel.
+// other EtherType's frame, for the kernel. Called, not inlined, for the
+// reason ife_encap is.
 static __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
 {
 	void *data = (void *)(long)ctx->data;
