@@ -63,6 +63,10 @@ static __always_inline struct fe_link *ife_pick_link(struct fe_link *el, const s
 			return NULL;
 		j = (hash / SPILL_SCALE) % n;
 	}
+	// j < MAX_FES already, but the verifier cannot bound a modulo by a
+	// variable: the mask bounds it, and the empty asm keeps clang from
+	// dropping the mask as redundant (as in group_member).
+	asm volatile("" : "+r"(j));
 	fe = m->up[j & (MAX_FES - 1)];
 	l = bpf_map_lookup_elem(&fe_links, &fe);
 	// A mesh read halfway through an update may name a link gone down.
@@ -77,8 +81,11 @@ static __always_inline struct fe_link *ife_pick_link(struct fe_link *el, const s
 // nexthop nh, to its egress FE: it picks the link, decrements the TTL or
 // hop limit, encapsulates and redirects. A packet that cannot go is passed
 // to the kernel unmodified.
-static __always_inline int ife_encap(struct xdp_md *ctx, const struct nexthop *nh, __u32 hash,
-				     __u32 l3len, const int is6)
+//
+// Called, not inlined, as ife_rx: the forwarding path of router4 and
+// router6 stays as compact as it was without inter-FE forwarding.
+static __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop *nh,
+						__u32 hash, __u32 l3len, const int is6)
 {
 	__u32 zero = 0, fe = nh->remote.fe, slot, len;
 	struct port_counters *ps;
@@ -363,8 +370,9 @@ static __always_inline int ife_deliver(struct xdp_md *ctx, __u32 hdrlen, __u32 k
 
 // ife_rx handles a frame of EtherType 0xED3E that arrived on the port in
 // slot. Only on an inter-FE link is it an IFE frame; elsewhere it is any
-// other EtherType's frame, for the kernel.
-static __always_inline int ife_rx(struct xdp_md *ctx, __u32 slot)
+// other EtherType's frame, for the kernel. Called, not inlined, for the
+// reason ife_encap is.
+static __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;

@@ -34,7 +34,7 @@ static __always_inline int hook_ignore_ttl(void);
 // constant at each call site, handed to the lookup hook, so each program
 // keeps only its own lookup; so is on_fe_cpu, set in the forward CPUs' CPUMAP program, which forwards
 // what it gets and never steers again.
-static __always_inline int router4(struct xdp_md *ctx, struct ethhdr *eth, void *data_end,
+static __always_inline int router4(struct xdp_md *volatile *ctxp, struct ethhdr *eth, void *data_end,
 				   const int variant, const int on_fe_cpu)
 {
 	struct iphdr *ip = (void *)(eth + 1);
@@ -103,7 +103,7 @@ static __always_inline int router4(struct xdp_md *ctx, struct ethhdr *eth, void 
 	if (reason) {
 		// A nexthop behind another FE has no neighbour here.
 		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE)
-			return ife_encap(ctx, nh, flow_hash4(ip, data_end), tot_len, 0);
+			return ife_encap(*ctxp, nh, flow_hash4(ip, data_end), tot_len, 0);
 		return pass(reason);
 	}
 	if (!on_fe_cpu && (n = fwd_steer_count())) {
@@ -126,7 +126,7 @@ static __always_inline int router4(struct xdp_md *ctx, struct ethhdr *eth, void 
 // router6 forwards the IPv6 packet after eth, or passes it. Extension
 // headers other than Hop-by-Hop are not parsed: RFC 8200 section 4 has
 // routers forward them untouched. variant and on_fe_cpu are as for router4.
-static __always_inline int router6(struct xdp_md *ctx, struct ethhdr *eth, void *data_end,
+static __always_inline int router6(struct xdp_md *volatile *ctxp, struct ethhdr *eth, void *data_end,
 				   const int variant, const int on_fe_cpu)
 {
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -183,7 +183,7 @@ static __always_inline int router6(struct xdp_md *ctx, struct ethhdr *eth, void 
 	reason = egress(nh_id, 0, &ip6->daddr, &nh, &neigh);
 	if (reason) {
 		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE)
-			return ife_encap(ctx, nh, flow_hash6(ip6, data_end),
+			return ife_encap(*ctxp, nh, flow_hash6(ip6, data_end),
 					 sizeof(*ip6) + bpf_ntohs(ip6->payload_len), 1);
 		return pass(reason);
 	}
@@ -211,7 +211,7 @@ static __always_inline int router6(struct xdp_md *ctx, struct ethhdr *eth, void 
 // both families (hook_lookup4, hook_lookup6). on_fe_cpu is set for the packets another CPU redirected to
 // this forward CPU: they were counted as rx there, and rx counts every
 // packet once, on the CPU that received it.
-static __always_inline int route(struct xdp_md *ctx, void *data, void *data_end, const int variant,
+static __always_inline int route(struct xdp_md *volatile *ctxp, void *data, void *data_end, const int variant,
 				 const int on_fe_cpu, __u32 slot)
 {
 	struct ethhdr *eth = data;
@@ -229,7 +229,7 @@ static __always_inline int route(struct xdp_md *ctx, void *data, void *data_end,
 	case bpf_htons(ETH_P_8021AD):
 		return pass(STAT_PASS_VLAN);
 	case bpf_htons(ETH_P_IFE):
-		return ife_rx(ctx, slot);
+		return ife_rx(*ctxp, slot);
 	default:
 		return pass(STAT_PASS_NOT_IPV4);
 	}
@@ -245,8 +245,8 @@ static __always_inline int route(struct xdp_md *ctx, void *data, void *data_end,
 		return pass(STAT_PASS_OTHER_HOST);
 
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		return router6(ctx, eth, data_end, variant, on_fe_cpu);
-	return router4(ctx, eth, data_end, variant, on_fe_cpu);
+		return router6(ctxp, eth, data_end, variant, on_fe_cpu);
+	return router4(ctxp, eth, data_end, variant, on_fe_cpu);
 }
 
 // router is the whole program: route plus the ingress port's counters.
@@ -258,16 +258,21 @@ static __always_inline int router(struct xdp_md *ctx, const int variant, const i
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 slot = port_slot(ctx->ingress_ifindex);
+	// Only inter-FE forwarding (bpf_xdp_adjust_head) and the slow path
+	// after it need ctx again: kept on the stack, not in a register that
+	// the forwarding path would miss.
+	struct xdp_md *volatile saved_ctx = ctx;
 	// Taken before route rewrites the frame; the length never changes.
 	__u64 len = data_end - data;
 	struct port_counters *ps;
 	int action;
 
-	action = route(ctx, data, data_end, variant, on_fe_cpu, slot);
+	action = route(&saved_ctx, data, data_end, variant, on_fe_cpu, slot);
 	// CoPP: what goes to the kernel is policed by class (control.h). The
 	// frame is read again: inter-FE forwarding may have moved its head.
 	if (action == XDP_PASS)
-		action = police_slow_path((void *)(long)ctx->data, (void *)(long)ctx->data_end);
+		action = police_slow_path((void *)(long)saved_ctx->data,
+					  (void *)(long)saved_ctx->data_end);
 	else if (action == ACT_PASS_DONE)
 		action = XDP_PASS;
 	ps = port_counters(slot);
