@@ -84,10 +84,10 @@ static __always_inline struct fe_link *ife_pick_link(struct fe_link *el, const s
 //
 // Called, not inlined, as ife_rx: the forwarding path of router4 and
 // router6 stays as compact as it was without inter-FE forwarding.
-static __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop *nh,
-						__u32 hash, __u32 l3len, const int is6)
+__attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop *nh,
+					 __u32 hash, __u32 l3len, const int is6)
 {
-	__u32 zero = 0, fe = nh->remote.fe, slot, len;
+	__u32 zero = 0, fe, slot, len;
 	struct port_counters *ps;
 	struct port_info *pi;
 	struct fe_link *el, *l;
@@ -95,6 +95,9 @@ static __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct 
 	void *data, *data_end;
 	int via;
 
+	if (!nh)
+		return pass(STAT_PASS_IFE_NO_LINK);
+	fe = nh->remote.fe;
 	m = bpf_map_lookup_elem(&mesh_map, &zero);
 	if (!m || !m->self_fe || fe >= MAX_FES)
 		return pass(STAT_PASS_IFE_NO_LINK);
@@ -164,10 +167,13 @@ static __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct 
 // than IFE_MAX_TLVS TLVs, or a missing egress port, egress FE or nexthop
 // key. TLVs of other types are passed over, as RFC 8013 asks.
 //
-// A BPF-to-BPF call on purpose: inlined, the verifier would go on through
-// the rest of the program once for every way through the loop (which
-// metadata it saw, and where), and give up.
-static __attribute__((noinline)) __u32 ife_parse(struct xdp_md *ctx, struct ife_meta *im)
+// A global function on purpose, as ife_encap and ife_rx are: the verifier
+// checks a global function once, on its own, against its prototype
+// (pointer arguments may be NULL), where it follows a static one, or inlined
+// code, through the rest of the program once for every way through it
+// (here: which metadata the loop saw, and where). Static, the three made
+// loading the program take 3.6 s instead of 0.55 (TestLoadSpec).
+__attribute__((noinline)) __u32 ife_parse(struct xdp_md *ctx, struct ife_meta *im)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -175,7 +181,7 @@ static __attribute__((noinline)) __u32 ife_parse(struct xdp_md *ctx, struct ife_
 	__u32 metalen, off = 2, tl, type, len, step, bit, v;
 	int i;
 
-	if (meta + 2 > data_end)
+	if (!im || meta + 2 > data_end)
 		return 0;
 	metalen = bpf_ntohs(*(__be16 *)meta);
 	if (metalen < 2 || metalen > IFE_MAX_METALEN)
@@ -372,7 +378,7 @@ static __always_inline int ife_deliver(struct xdp_md *ctx, __u32 hdrlen, __u32 k
 // slot. Only on an inter-FE link is it an IFE frame; elsewhere it is any
 // other EtherType's frame, for the kernel. Called, not inlined, for the
 // reason ife_encap is.
-static __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
+__attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -390,8 +396,12 @@ static __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
 		return pass(STAT_PASS_NOT_UNICAST);
 	if (other_host(eth, slot))
 		return pass(STAT_PASS_OTHER_HOST);
+	// ife_parse is a global function, verified on its own: here its
+	// result is any scalar until bounded again. Clang knows the bound and
+	// would drop the check, so the empty asm hides the value from it.
 	metalen = ife_parse(ctx, &im);
-	if (!metalen || !im.fe || im.fe >= MAX_FES)
+	asm volatile("" : "+r"(metalen));
+	if (!metalen || metalen > IFE_MAX_METALEN || !im.fe || im.fe >= MAX_FES)
 		return drop(STAT_DROP_IFE_MALFORMED);
 	m = bpf_map_lookup_elem(&mesh_map, &zero);
 	if (!m || !m->self_fe)
