@@ -349,15 +349,12 @@ static __always_inline int egress(__u32 nh_id, __be32 daddr, const struct in6_ad
 	return 0;
 }
 
-// forwarded rewrites the MACs and counts the packet, on the egress port in
-// slot too.
-static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *nh,
-				     const struct neigh *neigh, __u64 len, __u32 slot)
+// count_forwarded counts a forwarded packet of len bytes, on the egress
+// port in slot too, and returns XDP_REDIRECT.
+static __always_inline int count_forwarded(__u64 len, __u32 slot)
 {
 	struct port_counters *ps;
 
-	__builtin_memcpy(eth->h_dest, neigh->mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
 	stat_add(STAT_FORWARDED, 1);
 	stat_add(STAT_FORWARDED_BYTES, len);
 	// Per CPU, so plain adds, as in stat_add.
@@ -367,6 +364,16 @@ static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *n
 		ps->tx_bytes += len;
 	}
 	return XDP_REDIRECT;
+}
+
+// forwarded rewrites the MACs and counts the packet, on the egress port in
+// slot too.
+static __always_inline int forwarded(struct ethhdr *eth, const struct nexthop *nh,
+				     const struct neigh *neigh, __u64 len, __u32 slot)
+{
+	__builtin_memcpy(eth->h_dest, neigh->mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
+	return count_forwarded(len, slot);
 }
 
 #endif // SPLITPLANE_FORWARD_H

@@ -87,8 +87,7 @@ static __always_inline struct fe_link *ife_pick_link(struct fe_link *el, const s
 __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop *nh,
 					 __u32 hash, __u32 l3len, const int is6)
 {
-	__u32 zero = 0, fe, slot, len;
-	struct port_counters *ps;
+	__u32 zero = 0, fe, slot;
 	struct port_info *pi;
 	struct fe_link *el, *l;
 	struct mesh *m;
@@ -145,18 +144,10 @@ __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop
 	put_tlv32(data + 32, IFE_TYPE_NH_KEY, nh->remote.key);
 	put_tlv32(data + 40, IFE_TYPE_FLOW_HASH, hash);
 
-	len = data_end - data;
-	stat_add(STAT_FORWARDED, 1);
-	stat_add(STAT_FORWARDED_BYTES, len);
 	stat_add(STAT_IFE_ENCAP, 1);
 	if (via)
 		stat_add(STAT_IFE_VIA, 1);
-	ps = port_counters(slot);
-	if (ps) {
-		ps->tx_packets++;
-		ps->tx_bytes += len;
-	}
-	return XDP_REDIRECT;
+	return count_forwarded(data_end - data, slot);
 }
 
 // ife_parse reads the metadata of the IFE frame at data into *im and
@@ -250,7 +241,6 @@ __attribute__((noinline)) __u32 ife_parse(struct xdp_md *ctx, struct ife_meta *i
 // packet the kernel could use.
 static __always_inline int ife_transit(void *data, void *data_end, __u32 fe)
 {
-	struct port_counters *ps;
 	struct port_info *pi;
 	struct fe_link *l;
 	__u32 slot, len = data_end - data;
@@ -266,15 +256,8 @@ static __always_inline int ife_transit(void *data, void *data_end, __u32 fe)
 		return drop(STAT_DROP_IFE_NO_LINK);
 	__builtin_memcpy(data, l->peer_mac, ETH_ALEN);
 	__builtin_memcpy(data + ETH_ALEN, pi->mac, ETH_ALEN);
-	stat_add(STAT_FORWARDED, 1);
-	stat_add(STAT_FORWARDED_BYTES, len);
 	stat_add(STAT_IFE_TRANSIT, 1);
-	ps = port_counters(slot);
-	if (ps) {
-		ps->tx_packets++;
-		ps->tx_bytes += len;
-	}
-	return XDP_REDIRECT;
+	return count_forwarded(len, slot);
 }
 
 // ife_decap_pass strips the IFE header and hands the inner frame to the
