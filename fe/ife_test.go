@@ -45,10 +45,7 @@ func TestRemoteGolden(t *testing.T) {
 	a.ports[9].Up = false
 	a.linkState(9)
 	fmt.Fprintf(&out, "## both peers learned, ife3 down\n%s", dp)
-	steps := []struct {
-		title string
-		ops   []forces.TableOp
-	}{
+	steps := []goldenStep{
 		{"gateways behind FE 1, FE 2, FE 3 (IPv6) and none", []forces.TableOp{
 			setNH(1, "192.0.2.1"), setNH(2, "192.0.2.2"), setNH(3, "198.18.0.1"), setNH6(1, "2001:db8::1"),
 			setRoute(1, "198.51.100.0/24", 1), setRoute(2, "203.0.113.0/24", 2), setRoute(3, "0.0.0.0/0", 3),
@@ -61,14 +58,7 @@ func TestRemoteGolden(t *testing.T) {
 		{"its row is deleted: local again", []forces.TableOp{del(forces.ClassIPv4NexthopEgress, 1)}},
 		{"the routes through 192.0.2.2 go", []forces.TableOp{del(forces.ClassIPv4UcastLPM, 2), del(forces.ClassIPv4UcastLPM, 4)}},
 	}
-	for _, s := range steps {
-		before := dp.Writes()
-		resp, failed := a.applyConfig(configMsg(t, s.ops...))
-		if failed {
-			t.Fatalf("%s: %v", s.title, results(t, resp))
-		}
-		fmt.Fprintf(&out, "## %s: %d writes\n%s", s.title, dp.Writes()-before, dp)
-	}
+	applySteps(t, a, dp, &out, steps)
 	checkGolden(t, "remote.golden", out.String())
 }
 

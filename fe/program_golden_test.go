@@ -8,6 +8,26 @@ import (
 	"github.com/splitplane/splitplane/forces"
 )
 
+// goldenStep is one config of a golden test: what it does, and its operations.
+type goldenStep struct {
+	title string
+	ops   []forces.TableOp
+}
+
+// applySteps applies each step's config to a and writes, under the step's
+// title, how many datapath writes it took and what dp then holds.
+func applySteps(t *testing.T, a *Agent, dp *fakeDatapath, out *strings.Builder, steps []goldenStep) {
+	t.Helper()
+	for _, s := range steps {
+		before := dp.Writes()
+		resp, failed := a.applyConfig(configMsg(t, s.ops...))
+		if failed {
+			t.Fatalf("%s: %v", s.title, results(t, resp))
+		}
+		fmt.Fprintf(out, "## %s: %d writes\n%s", s.title, dp.Writes()-before, dp)
+	}
+}
+
 // What the agent programs into the datapath across a sequence of the CE's
 // configs, rendered by the recording datapath, against
 // testdata/program.golden: nexthops, shared ECMP groups, IPv6, a row moved
@@ -15,10 +35,7 @@ import (
 func TestProgramGolden(t *testing.T) {
 	a, dp := testAgent(t, Config{})
 	var out strings.Builder
-	steps := []struct {
-		title string
-		ops   []forces.TableOp
-	}{
+	steps := []goldenStep{
 		{"two nexthops and three routes", []forces.TableOp{setNH(1, "192.0.2.1"), setNH(2, "192.0.2.2"),
 			setRoute(1, "198.51.100.0/24", 1), setRoute(2, "203.0.113.0/24", 1), setRoute(3, "0.0.0.0/0", 2)}},
 		{"the same again", []forces.TableOp{setNH(1, "192.0.2.1"), setNH(2, "192.0.2.2"),
@@ -31,13 +48,6 @@ func TestProgramGolden(t *testing.T) {
 		{"delete the ECMP routes and a route", []forces.TableOp{del(forces.ClassIPv4UcastLPM, 4), del(forces.ClassIPv4UcastLPM, 5),
 			del(forces.ClassIPv4UcastLPM, 1)}},
 	}
-	for _, s := range steps {
-		before := dp.Writes()
-		resp, failed := a.applyConfig(configMsg(t, s.ops...))
-		if failed {
-			t.Fatalf("%s: %v", s.title, results(t, resp))
-		}
-		fmt.Fprintf(&out, "## %s: %d writes\n%s", s.title, dp.Writes()-before, dp)
-	}
+	applySteps(t, a, dp, &out, steps)
 	checkGolden(t, "program.golden", out.String())
 }

@@ -134,16 +134,7 @@ func TestClassifier(t *testing.T) {
 	if ce, err := lab.GetStatus(o); err != nil || ce.BGPState != "established" {
 		t.Errorf("BGP session after the steering: %q %v", ce.BGPState, err)
 	}
-	out, err := exec.Command("ip", "netns", "exec", o.Namespace("rtr"), "nstat", "-az", "TcpInCsumErrors").CombinedOutput()
-	csum := "?"
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "TcpInCsumErrors" {
-			csum = f[1]
-		}
-	}
-	if err != nil || csum != "0" {
-		t.Errorf("TCP checksum errors in the router: %s (%v)\n%s", csum, err, out)
-	}
+	checkNoCsumErrors(t, o)
 
 	// GTSM: a TCP connection to the BGP port from the GTSM peer arrives
 	// with TTL 64 (dropped) or 255 (let through).
@@ -282,16 +273,7 @@ func TestClassifierChecksumOffload(t *testing.T) {
 			t.Errorf("the BGP rule %s <- %s counted no packet passed for its checksum: %+v", r.Local, r.Remote, r)
 		}
 	}
-	out, err := exec.Command("ip", "netns", "exec", o.Namespace("rtr"), "nstat", "-az", "TcpInCsumErrors").CombinedOutput()
-	csum := "?"
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "TcpInCsumErrors" {
-			csum = f[1]
-		}
-	}
-	if err != nil || csum != "0" {
-		t.Errorf("TCP checksum errors in the router: %s (%v)\n%s", csum, err, out)
-	}
+	checkNoCsumErrors(t, o)
 }
 
 // bgpRule is the FE's classifier rule for the BGP session ("LOCAL REMOTE"),
@@ -306,4 +288,20 @@ func bgpRule(st fe.Status) string {
 		}
 	}
 	return ""
+}
+
+// checkNoCsumErrors fails the test unless the router's kernel counted no
+// TCP checksum error (nstat TcpInCsumErrors in its namespace).
+func checkNoCsumErrors(t *testing.T, o lab.Options) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", o.Namespace("rtr"), "nstat", "-az", "TcpInCsumErrors").CombinedOutput()
+	csum := "?"
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "TcpInCsumErrors" {
+			csum = f[1]
+		}
+	}
+	if err != nil || csum != "0" {
+		t.Errorf("TCP checksum errors in the router: %s (%v)\n%s", csum, err, out)
+	}
 }

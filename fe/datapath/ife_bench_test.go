@@ -5,7 +5,6 @@ package datapath
 import (
 	"encoding/binary"
 	"net/netip"
-	"slices"
 	"testing"
 
 	"github.com/splitplane/splitplane/forces/ife"
@@ -42,22 +41,7 @@ func ifeBenchFixture(b *testing.B) *fixture {
 // compare these figures only with each other (the "forward" case is the
 // baseline), not with benchForward's.
 func benchOnce(b *testing.B, f *fixture, frame []byte, want uint32) {
-	var total float64
-	n := 0
-	for b.Loop() {
-		ret, perRun, err := f.d.Program().Benchmark(slices.Clone(frame), 1, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if ret != want {
-			b.Fatalf("returned %d, want %d", ret, want)
-		}
-		total += float64(perRun.Nanoseconds())
-		n++
-	}
-	ns := total / float64(n)
-	b.ReportMetric(ns, "ns/op")
-	b.ReportMetric(1e3/ns, "Mpps")
+	benchRepeat(b, f.d, frame, 1, want)
 }
 
 // ifeBenchFrame is inner encapsulated for FE fe, as from FE 2 to lo.
