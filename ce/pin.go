@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,9 +18,16 @@ import (
 var ErrControlCores = errors.New("control cores")
 
 // maxPinPasses bounds the rescans of /proc/self/task. Each pass only finds
-// threads cloned by a thread not yet pinned, so it converges in two or three
-// passes; the bound turns a pathological thread storm into an error, not a hang.
+// threads cloned by a thread not yet pinned, so it converges in a few passes;
+// the bound turns a pathological thread storm into an error, not a hang.
 const maxPinPasses = 100
+
+// pinSettle are the pauses between the quiet passes that end Pin. A thread
+// that was inside clone(2) when Pin set its mask gives its child the old mask,
+// and the child shows in /proc/self/task only when clone finishes, which a
+// preempted thread may take milliseconds to do. Pin stops after a pass that
+// pinned nothing has been followed by one more quiet pass after each pause.
+var pinSettle = []time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond}
 
 // PinReport says what Pin did.
 type PinReport struct {
@@ -28,11 +36,11 @@ type PinReport struct {
 	// GOMAXPROCSBefore and GOMAXPROCSAfter are runtime.GOMAXPROCS before and
 	// after the call; after is len(Cores).
 	GOMAXPROCSBefore, GOMAXPROCSAfter int
-	// Threads is how many OS threads of the process were pinned (threads that
-	// exited while Pin ran are not counted).
+	// Threads is how many OS threads of the process Pin found, every one now
+	// on Cores (threads that exited while Pin ran are not counted).
 	Threads int
-	// Passes is how many scans of /proc/self/task it took until one found no
-	// new thread.
+	// Passes is how many scans of /proc/self/task it took, the quiet ones that
+	// end it included.
 	Passes int
 }
 
@@ -62,8 +70,15 @@ func Pin(cores []int) (PinReport, error) {
 		return PinReport{}, err
 	}
 	r := PinReport{Cores: slices.Sorted(slices.Values(cores))}
-	r.Threads, r.Passes, err = pinThreads(listThreads, func(tid int) error {
-		return unix.SchedSetaffinity(tid, &set)
+	r.Threads, r.Passes, err = pinThreads(threadOps{
+		list: listThreads,
+		onCores: func(tid int) (bool, error) {
+			var now unix.CPUSet
+			err := unix.SchedGetaffinity(tid, &now)
+			return now == set, err
+		},
+		pin:   func(tid int) error { return unix.SchedSetaffinity(tid, &set) },
+		sleep: time.Sleep,
 	})
 	if err != nil {
 		return PinReport{}, err
@@ -112,26 +127,40 @@ func checkCores(cores []int) (unix.CPUSet, error) {
 	return set, nil
 }
 
-// pinThreads calls pin for every thread that list returns, and lists again
-// until a pass finds no thread it has not pinned yet: a thread created after
-// that last listing was cloned by one already pinned, so it inherits the mask.
-// A thread that exits before pin reaches it (ESRCH) is skipped, not counted.
-func pinThreads(list func() ([]int, error), pin func(tid int) error) (threads, passes int, err error) {
+// threadOps are what pinThreads does to the process, replaceable in tests.
+type threadOps struct {
+	list    func() ([]int, error)       // the threads' IDs
+	onCores func(tid int) (bool, error) // whether tid's mask is already the wanted one
+	pin     func(tid int) error         // set tid's mask
+	sleep   func(d time.Duration)       // pause between quiet passes
+}
+
+// pinThreads pins every thread that ops.list returns and is not on the cores
+// yet, and lists again until a pass pins nothing and stays so through the
+// pinSettle pauses: a thread created after that was cloned by one already
+// pinned, so it inherits the mask. A thread that exits before it is reached
+// (ESRCH) is skipped, not counted.
+func pinThreads(ops threadOps) (threads, passes int, err error) {
 	seen := make(map[int]bool)
+	quiet := 0
 	for passes = 1; passes <= maxPinPasses; passes++ {
-		tids, err := list()
+		tids, err := ops.list()
 		if err != nil {
 			return threads, passes, fmt.Errorf("pin: list threads: %w", err)
 		}
-		fresh := false
+		pinned := false
 		for _, tid := range tids {
 			if seen[tid] {
 				continue
 			}
 			// Seen even if it has exited, so that a vanished thread whose /proc
-			// entry lingers does not count as new on every pass.
-			seen[tid], fresh = true, true
-			switch err := pin(tid); {
+			// entry lingers is not looked at on every pass.
+			seen[tid] = true
+			ok, err := ops.onCores(tid)
+			if err == nil && !ok {
+				err, pinned = ops.pin(tid), true
+			}
+			switch {
 			case errors.Is(err, unix.ESRCH):
 			case err != nil:
 				return threads, passes, fmt.Errorf("pin: thread %d: %w", tid, err)
@@ -139,9 +168,15 @@ func pinThreads(list func() ([]int, error), pin func(tid int) error) (threads, p
 				threads++
 			}
 		}
-		if !fresh {
+		if pinned {
+			quiet = 0
+			continue
+		}
+		if quiet == len(pinSettle) {
 			return threads, passes, nil
 		}
+		ops.sleep(pinSettle[quiet])
+		quiet++
 	}
 	return threads, passes, fmt.Errorf("pin: threads still appearing after %d listings of /proc/self/task", maxPinPasses)
 }

@@ -395,21 +395,36 @@ type fakeThreads struct {
 	alive  []int
 	// clones[parent] is the thread that parent clones just before it is pinned.
 	clones map[int]int
+	// late[n] is a thread that shows, unpinned, from the nth listing on: its
+	// parent was inside clone(2) when it was pinned.
+	late map[int]int
 	// exits are threads that exit between the listing and their pinning.
-	exits map[int]bool
-	lists int
+	exits  map[int]bool
+	lists  int
+	sleeps []time.Duration
+}
+
+func (f *fakeThreads) ops() threadOps {
+	return threadOps{list: f.list, onCores: f.onCores, pin: f.pin, sleep: func(d time.Duration) { f.sleeps = append(f.sleeps, d) }}
 }
 
 func (f *fakeThreads) list() ([]int, error) {
 	f.lists++
+	if tid, ok := f.late[f.lists]; ok {
+		f.alive = append(f.alive, tid)
+	}
 	return slices.Clone(f.alive), nil
 }
 
-func (f *fakeThreads) pin(tid int) error {
+func (f *fakeThreads) onCores(tid int) (bool, error) {
 	if f.exits[tid] {
 		f.alive = slices.DeleteFunc(f.alive, func(t int) bool { return t == tid })
-		return unix.ESRCH
+		return false, unix.ESRCH
 	}
+	return f.pinned[tid], nil
+}
+
+func (f *fakeThreads) pin(tid int) error {
 	if child, ok := f.clones[tid]; ok {
 		f.alive = append(f.alive, child) // inherits tid's mask: not pinned
 	}
@@ -419,15 +434,18 @@ func (f *fakeThreads) pin(tid int) error {
 
 // TestPinThreadsRescan proves what the child processes only hit by chance: a
 // thread cloned during the scan by a thread not yet pinned is found by a
-// later listing, and a thread that exits mid-scan is skipped.
+// later listing, even one that shows only after a pass found nothing to pin;
+// a thread already on the cores is counted, not pinned again; a thread that
+// exits mid-scan is skipped.
 func TestPinThreadsRescan(t *testing.T) {
 	f := &fakeThreads{
-		pinned: map[int]bool{},
-		alive:  []int{1, 2, 3, 4},
+		pinned: map[int]bool{8: true},
+		alive:  []int{1, 2, 3, 4, 8},
 		clones: map[int]int{3: 5, 5: 6},
+		late:   map[int]int{5: 7},
 		exits:  map[int]bool{2: true},
 	}
-	threads, passes, err := pinThreads(f.list, f.pin)
+	threads, passes, err := pinThreads(f.ops())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,10 +454,13 @@ func TestPinThreadsRescan(t *testing.T) {
 			t.Errorf("thread %d left unpinned", tid)
 		}
 	}
-	// 1, 3, 4 in pass 1; 5 (cloned by 3) in pass 2; 6 (cloned by 5) in pass 3;
-	// pass 4 finds nothing new.
-	if threads != 5 || passes != 4 || f.lists != 4 {
-		t.Errorf("pinned %d threads in %d passes (%d listings), want 5 in 4", threads, passes, f.lists)
+	// 1, 3, 4 pinned and 8 found on the cores in pass 1; 5 (cloned by 3) in
+	// pass 2; 6 (cloned by 5) in pass 3; pass 4 pins nothing and waits; 7
+	// shows in pass 5 and is pinned; passes 6 to 9 are quiet.
+	wantSleeps := append(pinSettle[:1:1], pinSettle...)
+	if threads != 7 || passes != 9 || f.lists != 9 || !slices.Equal(f.sleeps, wantSleeps) {
+		t.Errorf("%d threads in %d passes (%d listings, pauses %v), want 7 in 9, pauses %v",
+			threads, passes, f.lists, f.sleeps, wantSleeps)
 	}
 
 	// A process that never stops making unpinned threads is an error, not a hang.
@@ -447,13 +468,16 @@ func TestPinThreadsRescan(t *testing.T) {
 	for tid := 1; tid <= 2*maxPinPasses; tid++ {
 		storm.clones[tid] = tid + 1
 	}
-	if _, _, err := pinThreads(storm.list, storm.pin); err == nil || !strings.Contains(err.Error(), "still appearing") {
+	if _, _, err := pinThreads(storm.ops()); err == nil || !strings.Contains(err.Error(), "still appearing") {
 		t.Errorf("thread storm: %v, want an error", err)
 	}
 
 	// Any error but ESRCH stops Pin.
-	_, _, err = pinThreads(func() ([]int, error) { return []int{7}, nil },
-		func(int) error { return unix.EINVAL })
+	_, _, err = pinThreads(threadOps{
+		list:    func() ([]int, error) { return []int{7}, nil },
+		onCores: func(int) (bool, error) { return false, nil },
+		pin:     func(int) error { return unix.EINVAL },
+	})
 	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "thread 7") {
 		t.Errorf("EINVAL from sched_setaffinity: %v", err)
 	}
