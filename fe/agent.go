@@ -88,6 +88,7 @@ type Agent struct {
 	hb         forces.HeartbeatPolicy // the FE Protocol LFB's heartbeat settings
 	classifier classifierState        // control flows steered (classifier.go)
 	links      map[int]*ifeLink       // inter-FE links by port (ife.go); nil: not in a cluster
+	vlb        *vlb                   // spill shares of the links (vlb.go); nil: not in a cluster
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
@@ -270,6 +271,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); a.watchLinks(ctx) }()
 	go func() { defer wg.Done(); a.watchNeighbors(ctx) }()
 	go func() { defer wg.Done(); a.resolveLoop(ctx) }()
+	if vdp, ok := dp.(vlbDatapath); ok && a.vlb != nil {
+		if err := a.prom.Register(vlbCollector{a.vlb}); err != nil {
+			a.log.Warn("fe: vlb metrics not registered", "err", err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); a.vlb.run(ctx, vdp, a) }()
+	}
 	go func() {
 		defer wg.Done()
 		if err := a.runClassifier(ctx, dp); err != nil {

@@ -40,6 +40,9 @@ type Config struct {
 	// reports them to the CE, which tells every FE which FE each next hop
 	// is behind. None by default.
 	InterFELinks []InterFELink `yaml:"inter_fe_links"`
+	// VLB is how this FE spreads the traffic it sends to the other FEs over
+	// the inter-FE links (Valiant load balancing, docs/cluster.md).
+	VLB VLBConfig `yaml:"vlb"`
 	// KernelRoutes is which CE routes the FE copies into the kernel's FIB,
 	// the slow path: "connected" (none), "default" (the CE's default route;
 	// the default) or "all" (every route: then the kernel can answer ICMP
@@ -91,6 +94,59 @@ type InterFELink struct {
 	// PeerFE is the id of the FE at the other end: 1 to 1073741823, not
 	// this FE's, one link per peer.
 	PeerFE uint32 `yaml:"peer_fe"`
+	// CapacityMbps is the link's capacity in Mbit/s, against which vlb's
+	// max_link_load is read; 0 (the default) takes the port's speed as
+	// the kernel reports it, or 10000 when it reports none.
+	CapacityMbps int `yaml:"capacity_mbps"`
+}
+
+// The VLB modes (vlb.mode).
+const (
+	VLBDirect   = "direct"
+	VLBTwoPhase = "two_phase"
+	VLBOff      = "off"
+)
+
+// VLBConfig configures Valiant load balancing over the inter-FE links.
+type VLBConfig struct {
+	// Mode is "direct" (the default: "direct VLB" as RouteBricks has it;
+	// the flows to an FE take the direct link while this FE's traffic
+	// leaves it under max_link_load of its capacity, and the excess
+	// flows go through intermediate FEs), "two_phase" (every FE, this
+	// one and the egress one included, is as likely an intermediate:
+	// (N-2)/N of the flows to an FE go through another, whatever the load)
+	// or "off" (direct unless the link is down).
+	Mode string `yaml:"mode"`
+	// MaxLinkLoad is the share of a link's capacity the direct traffic may
+	// fill before flows spill over in direct mode; 0.8 by default, 0.05 to 1.
+	MaxLinkLoad float64 `yaml:"max_link_load"`
+	// Interval is how often the load is measured and the share of flows
+	// sent through intermediates set again (1s by default, at least 100ms).
+	// Every change moves flows between paths, so it is not made often.
+	Interval time.Duration `yaml:"interval"`
+}
+
+func (v *VLBConfig) validate() error {
+	switch v.Mode {
+	case "":
+		v.Mode = VLBDirect
+	case VLBDirect, VLBTwoPhase, VLBOff:
+	default:
+		return fmt.Errorf("%w: vlb.mode %q: must be direct, two_phase or off", ErrConfig, v.Mode)
+	}
+	if v.MaxLinkLoad == 0 {
+		v.MaxLinkLoad = 0.8
+	}
+	if !(v.MaxLinkLoad >= 0.05 && v.MaxLinkLoad <= 1) {
+		return fmt.Errorf("%w: vlb.max_link_load %g: must be 0.05 to 1", ErrConfig, v.MaxLinkLoad)
+	}
+	if v.Interval == 0 {
+		v.Interval = time.Second
+	}
+	if v.Interval < 100*time.Millisecond {
+		return fmt.Errorf("%w: vlb.interval %s: must be at least 100ms", ErrConfig, v.Interval)
+	}
+	return nil
 }
 
 // ClassifierConfig configures the classifier (package classifier).
@@ -197,6 +253,9 @@ func (c *Config) Validate() error {
 	if c.HeartbeatInterval < 10*time.Millisecond {
 		return fmt.Errorf("%w: heartbeat_interval %s: must be at least 10ms", ErrConfig, c.HeartbeatInterval)
 	}
+	if err := c.VLB.validate(); err != nil {
+		return err
+	}
 	if c.MetricsListen != "" {
 		if err := metrics.CheckListen(c.MetricsListen); err != nil {
 			return fmt.Errorf("%w: metrics_listen %q: %v", ErrConfig, c.MetricsListen, err)
@@ -225,6 +284,8 @@ func (c *Config) validateLinks(ports map[string]bool) error {
 			return fmt.Errorf("%w: inter_fe_links[%d].peer_fe %d: is this FE's own id", ErrConfig, i, l.PeerFE)
 		case peers[l.PeerFE]:
 			return fmt.Errorf("%w: inter_fe_links[%d].peer_fe %d: a second link to the same FE", ErrConfig, i, l.PeerFE)
+		case l.CapacityMbps < 0 || l.CapacityMbps > 10_000_000:
+			return fmt.Errorf("%w: inter_fe_links[%d].capacity_mbps %d: must be 0 (the port's speed) to 10000000", ErrConfig, i, l.CapacityMbps)
 		}
 		peers[l.PeerFE], onPort[l.Port] = true, true
 	}

@@ -201,6 +201,14 @@ func (a *Agent) startInterFE(dp Datapath) {
 		}
 	}
 	a.prog.ife, a.prog.self = ife, self
+	a.vlb = newVLB(a.cfg.VLB, a.cfg.InterFELinks, func(port string) int {
+		for _, l := range a.links {
+			if l.port == port {
+				return l.ifindex
+			}
+		}
+		return 0
+	})
 	a.log.Info("fe: inter-FE forwarding on", "fe", self, "links", len(a.links))
 }
 

@@ -47,6 +47,7 @@ func (a *Agent) Status() Status {
 			}
 		}
 		dp = a.prog.dp
+		st.VLB = a.vlb.status()
 	})
 	st.Neighbors = a.neighbors.len()
 	st.ProtocolErrors = a.protocolErrors.Load()

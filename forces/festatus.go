@@ -70,6 +70,8 @@ type FEStatus struct {
 	Counters       FECounters            `json:"counters"`
 	// Classifier: the control flows steered, policing and GTSM (nil: off).
 	Classifier *FEClassifierStatus `json:"classifier,omitempty"`
+	// VLB: the spreading of inter-FE traffic (nil: no inter-FE links).
+	VLB *FEVLBStatus `json:"vlb,omitempty"`
 	// PerCPU are the same counters for each CPU: which core did the work.
 	PerCPU []FECounters `json:"counters_per_cpu"`
 }
@@ -81,6 +83,27 @@ type FEInterFELinkStatus struct {
 	Ifindex int    `json:"ifindex"`
 	PeerFE  uint32 `json:"peer_fe"`
 	Up      bool   `json:"up"`
+}
+
+// FEVLBStatus is how the FE spreads its traffic to the other FEs over the
+// inter-FE links (Valiant load balancing, fe/vlb.go).
+type FEVLBStatus struct {
+	Mode        string            `json:"mode"`
+	MaxLinkLoad float64           `json:"max_link_load"`
+	Links       []FEVLBLinkStatus `json:"links"`
+}
+
+// FEVLBLinkStatus is one inter-FE link under VLB: its capacity, what this
+// FE sends on it (own traffic and transit) and towards its peer by any
+// path, as last measured, and the share of the flows towards the peer
+// sent through intermediates, in thousandths.
+type FEVLBLinkStatus struct {
+	PeerFE        uint32  `json:"peer_fe"`
+	Port          string  `json:"port"`
+	CapacityMbps  float64 `json:"capacity_mbps"`
+	LinkMbps      float64 `json:"link_mbps"`
+	DemandMbps    float64 `json:"demand_mbps"`
+	SpillPermille int     `json:"spill_permille"`
 }
 
 // FECounters are the datapath's packet counters by name: "rx", "forwarded",

@@ -32,14 +32,15 @@ type meshRow struct {
 // FE holds the same nexthop egress rows, naming FE 1 for the peer's
 // routes' next hop (host B, behind FE 1) and FE n for host n's site; host
 // 1 pings host 3's site and the packets cross the FEs in XDP (checkCrossFE);
-// a mesh link taken down shows down in the CE's view and moves no row (no
+// under a load past the links' declared capacity FE 1 spills flows through
+// FE 2 (checkVLBSpill); a mesh link taken down shows down in the CE's view and moves no row (no
 // gateway is behind it) while the pings go through FE 2; FE 3 killed and restarted comes back with its
 // links; lab down, not told it was a cluster, leaves nothing.
 func TestClusterLab(t *testing.T) {
 	requireLab(t)
 	bin := buildBinary(t)
 	const n = 3
-	o := lab.Options{Name: "spk", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Cluster: n, Routes: 200}
+	o := lab.Options{Name: "spk", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Cluster: n, Routes: 200, MeshCapacityMbps: 1}
 	args := func(a ...string) []string { return append(a, "--name", o.Name, "--dir", o.Dir) }
 	t.Cleanup(func() {
 		if err := lab.Down(o); err != nil {
@@ -47,7 +48,7 @@ func TestClusterLab(t *testing.T) {
 		}
 	})
 	logsOnFailure(t, o)
-	if out, err := splitplane(t, bin, args("lab", "up", "--cluster", "3", "--routes", "200")...); err != nil {
+	if out, err := splitplane(t, bin, args("lab", "up", "--cluster", "3", "--routes", "200", "--mesh-capacity-mbps", "1")...); err != nil {
 		t.Fatalf("lab up --cluster 3: %v\n%s", err, out)
 	}
 	want := o.RouteCount()
@@ -202,6 +203,9 @@ func TestClusterLab(t *testing.T) {
 
 	// Host 1 reaches host 3's site across the FEs, in XDP: over ife-1-3.
 	checkCrossFE(t, o, n, false)
+	// Loaded past what the lab declares its links hold, FE 1 spills flows
+	// to FE 3 through FE 2, and stops once the load is gone.
+	checkVLBSpill(t, o, n)
 
 	// The mesh link between FE 1 and FE 3 down: both ends down in the
 	// CE's view, the others up, and no row moves (no gateway is behind an

@@ -81,6 +81,7 @@ func labCmd(binary *string) *cobra.Command {
 	up.Flags().BoolVar(&o.BFD, "bfd", false, "BFD on the sessions with BIRD peers (300ms x 3)")
 	up.Flags().BoolVar(&o.HostChecksumOffload, "host-checksum-offload", false, "leave TCP/UDP checksum offload on at the hosts' and peers' veth ends (partial checksums, as a default veth sends)")
 	up.Flags().IntVar(&o.FEs, "fes", 1, fmt.Sprintf("forwarding elements, 1 to %d: FE n >= 2 in its own namespace with its own hosts, associated with the CE over a management LAN", lab.MaxFEs))
+	up.Flags().IntVar(&o.MeshCapacityMbps, "mesh-capacity-mbps", 0, "with --cluster: the capacity each FE declares for its inter-FE links, in Mbit/s (low, it makes modest traffic spill through intermediate FEs); 0: the veths' speed")
 	up.Flags().IntVar(&o.Cluster, "cluster", 0, fmt.Sprintf("one router across N FEs, 2 to %d: FE n in its own namespace with its own host, the FEs linked by a full mesh of inter-FE links (not with --fes)", lab.MaxFEs))
 	up.Flags().DurationVar(&o.PeerRestartTime, "peer-restart-time", 120*time.Second, "the restart time the peers announce: how long the CE keeps a vanished peer's routes")
 

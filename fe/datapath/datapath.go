@@ -168,13 +168,14 @@ type routerObjects struct {
 	FeLinks  *ebpf.Map `ebpf:"fe_links"`
 	IfePorts *ebpf.Map `ebpf:"ife_ports"`
 	NhKeys   *ebpf.Map `ebpf:"nh_keys"`
+	FeDemand *ebpf.Map `ebpf:"fe_demand_map"`
 }
 
 func (o *routerObjects) Close() error {
 	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash, o.PortInfo, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
-		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer, o.MeshMap, o.FeLinks, o.IfePorts, o.NhKeys)
+		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer, o.MeshMap, o.FeLinks, o.IfePorts, o.NhKeys, o.FeDemand)
 }
 
 func closeAll(cs ...interface{ Close() error }) error {

@@ -423,10 +423,37 @@ func TestIFESpill(t *testing.T) {
 		if err := f.d.SetSpill(3, 1000); err != nil {
 			t.Fatal(err)
 		}
+		demBefore := demand(t, f.d)
 		if n := share(); n[3] != 0 || n[2]+n[4] != flows {
 			t.Errorf("spill 1000: paths %v, want all via FEs 2 and 4", n)
 		}
+		// The demand counts what is sent for FE 3, whichever way it goes,
+		// and nothing for the intermediates.
+		dem := demand(t, f.d)
+		if got := dem[3].Packets - demBefore[3].Packets; got != flows {
+			t.Errorf("demand towards FE 3 moved by %d packets, want %d", got, flows)
+		}
+		if got := dem[3].Bytes - demBefore[3].Bytes; got != flows*uint64(len(udpFlow(1))+IFEOverhead) {
+			t.Errorf("demand towards FE 3 moved by %d bytes, want %d", got, flows*(len(udpFlow(1))+IFEOverhead))
+		}
+		for _, fe := range []uint32{2, 4} {
+			if dem[fe] != demBefore[fe] {
+				t.Errorf("demand towards intermediate FE %d moved: %+v -> %+v", fe, demBefore[fe], dem[fe])
+			}
+		}
 	})
+}
+
+func demand(t *testing.T, d *Datapath) map[uint32]FEDemand {
+	t.Helper()
+	dem, err := d.InterFEDemand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dem) != 3 {
+		t.Fatalf("demand for %d peers (%v), want FEs 2, 3 and 4", len(dem), dem)
+	}
+	return dem
 }
 
 func TestIFELinkDown(t *testing.T) {

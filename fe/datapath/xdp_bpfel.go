@@ -51,6 +51,12 @@ type xdpFeConfig struct {
 	Police        [4]xdpPoliceRate
 }
 
+type xdpFeDemand struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+}
+
 type xdpFeLink struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -207,6 +213,7 @@ const (
 	xdpMapControlFlows6     = "control_flows6"
 	xdpMapCpuMap            = "cpu_map"
 	xdpMapFeConfigMap       = "fe_config_map"
+	xdpMapFeDemandMap       = "fe_demand_map"
 	xdpMapFeLinks           = "fe_links"
 	xdpMapFib6Tbl16         = "fib6_tbl16"
 	xdpMapFib6Tbl8          = "fib6_tbl8"
@@ -294,6 +301,7 @@ type xdpMapSpecs struct {
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.MapSpec `ebpf:"fe_config_map"`
+	FeDemandMap   *ebpf.MapSpec `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.MapSpec `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.MapSpec `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.MapSpec `ebpf:"fib6_tbl8"`
@@ -353,6 +361,7 @@ type xdpMaps struct {
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.Map `ebpf:"fe_config_map"`
+	FeDemandMap   *ebpf.Map `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.Map `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.Map `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.Map `ebpf:"fib6_tbl8"`
@@ -386,6 +395,7 @@ func (m *xdpMaps) Close() error {
 		m.ControlFlows6,
 		m.CpuMap,
 		m.FeConfigMap,
+		m.FeDemandMap,
 		m.FeLinks,
 		m.Fib6Tbl16,
 		m.Fib6Tbl8,

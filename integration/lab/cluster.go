@@ -116,10 +116,15 @@ func (o *Options) interFELinks(n int) string {
 	var ls []string
 	for m := 1; m <= o.Cluster; m++ {
 		if m != n {
-			ls = append(ls, fmt.Sprintf("{port: %s, peer_fe: %d}", MeshPort(m), m))
+			l := fmt.Sprintf("{port: %s, peer_fe: %d", MeshPort(m), m)
+			if o.MeshCapacityMbps > 0 {
+				l += fmt.Sprintf(", capacity_mbps: %d", o.MeshCapacityMbps)
+			}
+			ls = append(ls, l+"}")
 		}
 	}
-	return "inter_fe_links: [" + strings.Join(ls, ", ") + "]   # the mesh: a veth to each other FE\n"
+	return "inter_fe_links: [" + strings.Join(ls, ", ") + "]   # the mesh: a veth to each other FE\n" +
+		"vlb: {mode: direct, max_link_load: 0.8}   # flows to an FE go direct until the link is 80% loaded, the rest through other FEs\n"
 }
 
 // clusterStatic is the CE's static routes of a cluster lab: each host's

@@ -146,6 +146,12 @@ type Options struct {
 	// prefixes the CE routes to it statically. FE 1 keeps hosts A and B
 	// and the peer, so every route of the peer has FE 1 for its egress.
 	Cluster int
+	// MeshCapacityMbps, if set, is the capacity in Mbit/s each cluster FE
+	// declares for its inter-FE links (capacity_mbps), against which direct
+	// VLB spills flows through intermediates once a link is loaded: a low
+	// figure makes a lab's modest traffic load the mesh. 0: the veths'
+	// speed.
+	MeshCapacityMbps int
 	// Attackable readies the lab for the hostile-input suite (Attack): the
 	// lab's CA also certifies SpareFE, which the CE admits though no FE
 	// runs it, and NotAllowedFE, which it does not; and the API asks for a
@@ -240,6 +246,9 @@ func (o *Options) defaults() error {
 	if o.Cluster != 0 {
 		if o.Cluster < 2 || o.Cluster > MaxFEs {
 			return fmt.Errorf("cluster %d: 2 to %d FEs", o.Cluster, MaxFEs)
+		}
+		if o.MeshCapacityMbps < 0 {
+			return fmt.Errorf("mesh capacity %d Mbit/s: must not be negative", o.MeshCapacityMbps)
 		}
 		if o.FEs > 1 && o.FEs != o.Cluster {
 			return fmt.Errorf("fes %d and cluster %d: one or the other (a cluster lab has cluster FEs)", o.FEs, o.Cluster)

@@ -90,6 +90,7 @@ __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop
 	__u32 zero = 0, fe, slot;
 	struct port_info *pi;
 	struct fe_link *el, *l;
+	struct fe_demand *dem;
 	struct mesh *m;
 	void *data, *data_end;
 	int via;
@@ -147,6 +148,11 @@ __attribute__((noinline)) int ife_encap(struct xdp_md *ctx, const struct nexthop
 	stat_add(STAT_IFE_ENCAP, 1);
 	if (via)
 		stat_add(STAT_IFE_VIA, 1);
+	dem = bpf_map_lookup_elem(&fe_demand_map, &fe);
+	if (dem) {
+		dem->packets++;
+		dem->bytes += data_end - data;
+	}
 	return count_forwarded(data_end - data, slot);
 }
 

@@ -521,6 +521,22 @@ struct {
 	__type(value, struct fe_link);
 } fe_links SEC(".maps");
 
+// fe_demand counts, by egress FE, the forwarded packets this FE sent
+// encapsulated to it (directly or through an intermediate): the traffic
+// this FE asks of the mesh, from which the agent sets each link's spill
+// ("direct VLB", fe/vlb.go).
+struct fe_demand {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_FES);
+	__type(key, __u32);
+	__type(value, struct fe_demand);
+} fe_demand_map SEC(".maps");
+
 // ife_ports marks, by port slot, the ports that are inter-FE links: only
 // there is an IFE frame decapsulated or sent on.
 struct {

@@ -55,6 +55,12 @@ type fibbenchFeConfig struct {
 	}
 }
 
+type fibbenchFeDemand struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+}
+
 type fibbenchFeLink struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -160,6 +166,7 @@ const (
 	fibbenchMapControlFlows6      = "control_flows6"
 	fibbenchMapCpuMap             = "cpu_map"
 	fibbenchMapFeConfigMap        = "fe_config_map"
+	fibbenchMapFeDemandMap        = "fe_demand_map"
 	fibbenchMapFeLinks            = "fe_links"
 	fibbenchMapFib6Tbl16          = "fib6_tbl16"
 	fibbenchMapFib6Tbl8           = "fib6_tbl8"
@@ -258,6 +265,7 @@ type fibbenchMapSpecs struct {
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.MapSpec `ebpf:"fe_config_map"`
+	FeDemandMap   *ebpf.MapSpec `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.MapSpec `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.MapSpec `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.MapSpec `ebpf:"fib6_tbl8"`
@@ -324,6 +332,7 @@ type fibbenchMaps struct {
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
 	FeConfigMap   *ebpf.Map `ebpf:"fe_config_map"`
+	FeDemandMap   *ebpf.Map `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.Map `ebpf:"fe_links"`
 	Fib6Tbl16     *ebpf.Map `ebpf:"fib6_tbl16"`
 	Fib6Tbl8      *ebpf.Map `ebpf:"fib6_tbl8"`
@@ -359,6 +368,7 @@ func (m *fibbenchMaps) Close() error {
 		m.ControlFlows6,
 		m.CpuMap,
 		m.FeConfigMap,
+		m.FeDemandMap,
 		m.FeLinks,
 		m.Fib6Tbl16,
 		m.Fib6Tbl8,
