@@ -5,6 +5,7 @@ package datapath
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -161,15 +162,14 @@ func cpumapProgAsXDP(t *testing.T, d *Datapath) *ebpf.Program {
 	spec.Maps[xdpMapCpuMap].MaxEntries = uint32(ncpu)
 	spec.Maps[xdpMapFwdCpus].MaxEntries = uint32(ncpu)
 	spec.Programs[xdpProgXdpForwardCpumap].AttachType = ebpf.AttachNone
-	o := &d.objs
-	maps := map[string]*ebpf.Map{
-		xdpMapFibTbl24: o.FibTbl24, xdpMapFibTbl8: o.FibTbl8, xdpMapFib6Tbl16: o.Fib6Tbl16, xdpMapFib6Tbl8: o.Fib6Tbl8,
-		xdpMapNexthops: o.Nexthops, xdpMapNhGroups: o.NhGroups, xdpMapNeighbors: o.Neighbors, xdpMapNeighbors6: o.Neighbors6,
-		xdpMapLocalAddrs: o.LocalAddrs, xdpMapLocalAddrs6: o.LocalAddrs6, xdpMapTxPorts: o.TxPorts, xdpMapStats: o.Stats,
-		xdpMapPortStats: o.PortStats, xdpMapPortSlots: o.PortSlots, xdpMapPortSlotsHash: o.PortSlotsHash,
-		xdpMapControlFlows: o.ControlFlows, xdpMapControlFlows6: o.ControlFlows6, xdpMapGtsmPeers: o.GtsmPeers,
-		xdpMapGtsmPeers6: o.GtsmPeers6, xdpMapCpuMap: o.CPUMap, xdpMapFeConfigMap: o.FeConfig, xdpMapPolicer: o.Policer,
-		xdpMapFwdCpus: o.FwdCPUs, xdpMapFwdSteer: o.FwdSteer,
+	// Every map of the datapath, by its name in the object: the program
+	// must see the same state as the datapath's own.
+	maps := map[string]*ebpf.Map{}
+	v := reflect.ValueOf(&d.objs).Elem()
+	for i := range v.NumField() {
+		if m, ok := v.Field(i).Interface().(*ebpf.Map); ok && m != nil {
+			maps[v.Type().Field(i).Tag.Get("ebpf")] = m
+		}
 	}
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"xdp_forward_cpumap"`

@@ -43,8 +43,9 @@ import (
 // egress FE or nexthop key) and "drop_ife_no_link" (an IFE frame in transit
 // without a link up to its FE). An EtherType 0xED3E frame on a port that
 // is no inter-FE link is not an IFE frame and goes to the kernel
-// ("pass_not_ipv4"). Forward CPUs (SetForwardCPUs) do not steer packets to
-// remote nexthops: the receiving CPU encapsulates them.
+// ("pass_not_ipv4"). With forward CPUs (SetForwardCPUs), a packet to a
+// remote nexthop that arrives on another CPU is steered to a forward CPU,
+// which encapsulates it ("to_fe_cpu"), as any packet to forward.
 
 // Limits of inter-FE forwarding; they match bpf/maps.h.
 const (

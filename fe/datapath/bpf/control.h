@@ -394,6 +394,23 @@ static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end
 	return police(cfg);
 }
 
+// steer_fe_cpu redirects the packet, unmodified, through cpu_map to the
+// forward CPU that its flow hash picks among the n, so that a flow stays on
+// one CPU and in order, and counts it; it returns 0, having redirected
+// nothing, when that CPU has no cpu_map entry (while the Go side changes
+// the set). For a packet to forward here or to encapsulate to another FE.
+static __attribute__((noinline)) int steer_fe_cpu(__u32 hash, __u32 n)
+{
+	__u32 key = hash % n;
+	__u32 *cpu = bpf_map_lookup_elem(&fwd_cpus, &key);
+
+	if (cpu && bpf_redirect_map(&cpu_map, *cpu, XDP_PASS) == XDP_REDIRECT) {
+		stat_add(STAT_TO_FE_CPU, 1);
+		return 1;
+	}
+	return 0;
+}
+
 // to_fe_cpu is called for a packet this CPU would forward (egress selected
 // tx port ifindex) while fwd_steer says that n forward CPUs do the
 // forwarding: it redirects the packet, unmodified, through cpu_map to the
@@ -404,13 +421,8 @@ static __attribute__((noinline)) int for_us6(struct ipv6hdr *ip6, void *data_end
 // so that the packets forwarded where they arrive do not carry its code.
 static __attribute__((noinline)) int to_fe_cpu(__u32 hash, __u32 n, __u32 ifindex)
 {
-	__u32 key = hash % n;
-	__u32 *cpu = bpf_map_lookup_elem(&fwd_cpus, &key);
-
-	if (cpu && bpf_redirect_map(&cpu_map, *cpu, XDP_PASS) == XDP_REDIRECT) {
-		stat_add(STAT_TO_FE_CPU, 1);
+	if (steer_fe_cpu(hash, n))
 		return ACT_TO_FE_CPU;
-	}
 	// A failed cpu_map lookup cleared the redirect that egress set up.
 	if (bpf_redirect_map(&tx_ports, ifindex, XDP_PASS) != XDP_REDIRECT)
 		return STAT_PASS_NO_TX_PORT;

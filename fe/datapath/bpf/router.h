@@ -40,7 +40,7 @@ static __always_inline int router4(struct xdp_md *volatile *ctxp, struct ethhdr 
 	struct iphdr *ip = (void *)(eth + 1);
 	struct nexthop *nh;
 	struct neigh *neigh;
-	__u32 nh_id, n, slot;
+	__u32 nh_id, n, slot, hash;
 	__be32 daddr;
 	__u16 tot_len;
 	__u8 d0;
@@ -101,9 +101,15 @@ static __always_inline int router4(struct xdp_md *volatile *ctxp, struct ethhdr 
 	}
 	reason = egress(nh_id, daddr, 0, &nh, &neigh);
 	if (reason) {
-		// A nexthop behind another FE has no neighbour here.
-		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE)
-			return ife_encap(*ctxp, nh, flow_hash4(ip, data_end), tot_len, 0);
+		// A nexthop behind another FE has no neighbour here: the packet
+		// is encapsulated, by a forward CPU when there are some, as any
+		// packet this CPU would forward.
+		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE) {
+			hash = flow_hash4(ip, data_end);
+			if (!on_fe_cpu && (n = fwd_steer_count()) && steer_fe_cpu(hash, n))
+				return ACT_TO_FE_CPU;
+			return ife_encap(*ctxp, nh, hash, tot_len, 0);
+		}
 		return pass(reason);
 	}
 	if (!on_fe_cpu && (n = fwd_steer_count())) {
@@ -132,7 +138,7 @@ static __always_inline int router6(struct xdp_md *volatile *ctxp, struct ethhdr 
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
 	struct nexthop *nh;
 	struct neigh *neigh;
-	__u32 nh_id, n, slot;
+	__u32 nh_id, n, slot, hash;
 	int reason;
 
 	if ((void *)(ip6 + 1) > data_end)
@@ -182,9 +188,12 @@ static __always_inline int router6(struct xdp_md *volatile *ctxp, struct ethhdr 
 	}
 	reason = egress(nh_id, 0, &ip6->daddr, &nh, &neigh);
 	if (reason) {
-		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE)
-			return ife_encap(*ctxp, nh, flow_hash6(ip6, data_end),
-					 sizeof(*ip6) + bpf_ntohs(ip6->payload_len), 1);
+		if (reason == STAT_PASS_NO_NEIGH && nh->gw_family == GW_REMOTE) {
+			hash = flow_hash6(ip6, data_end);
+			if (!on_fe_cpu && (n = fwd_steer_count()) && steer_fe_cpu(hash, n))
+				return ACT_TO_FE_CPU;
+			return ife_encap(*ctxp, nh, hash, sizeof(*ip6) + bpf_ntohs(ip6->payload_len), 1);
+		}
 		return pass(reason);
 	}
 	if (!on_fe_cpu && (n = fwd_steer_count())) {
