@@ -44,6 +44,13 @@ const (
 	// the flow and comes back up two thirds into it.
 	MetricClusterReorderFailoverPct = "cluster_reorder_failover_pct"
 	MetricClusterLostFailover       = "cluster_lost_failover_packets"
+	// MetricClusterReorderLoadedPct and MetricClusterLostLoaded: the
+	// failover again, with the generator sending to 65,536 other flows
+	// to FE 3 at full rate from the other CPU meanwhile, so that the
+	// chain runs on both CPUs at once; the loss then counts the packets
+	// the overloaded rings dropped too.
+	MetricClusterReorderLoadedPct = "cluster_reorder_failover_loaded_pct"
+	MetricClusterLostLoaded       = "cluster_lost_failover_loaded_packets"
 )
 
 // ClusterMetrics lists Cluster's metric names in the order it returns them.
@@ -54,6 +61,7 @@ func ClusterMetrics() []string {
 		MetricClusterVLBLinkDownShareFE1, MetricClusterVLBLinkDownShareFE2,
 		MetricClusterReorderPct, MetricClusterLostPackets,
 		MetricClusterReorderFailoverPct, MetricClusterLostFailover,
+		MetricClusterReorderLoadedPct, MetricClusterLostLoaded,
 	}
 }
 
@@ -124,11 +132,14 @@ func (o *ClusterOptions) defaults() error {
 //   - the reordering and loss of one sequenced flow FE 1 to FE 3 read by a
 //     packet socket at the sink, steady and with the direct link going
 //     down and up again (SetInterFELinkUp on both ends, as the FEs do
-//     when its port goes down).
+//     when its port goes down), then that again under the generator's
+//     load.
 //
 // The generator is pinned to the last CPU. XDP on veth runs in the
 // sender's softirq, so the whole chain (FE 1's program, FE 2's and FE 3's,
-// the sink's) runs on that CPU; the other CPUs run the benchmark's Go side.
+// the sink's) runs on that CPU; the sequenced flow's sender, and so its
+// chain, on CPU 0 (flowCPU), with the benchmark's Go side. The last
+// failover runs the generator meanwhile: both CPUs forward at once.
 // A measurement in which nothing arrives is an error wrapping
 // ErrIncomplete.
 func Cluster(ctx context.Context, opts ClusterOptions) (_ []Result, err error) {
@@ -152,7 +163,7 @@ func Cluster(ctx context.Context, opts ClusterOptions) (_ []Result, err error) {
 	}
 	if cpus := runtime.NumCPU(); cpus > 1 {
 		c.genCPUs = []int{cpus - 1}
-		progress("the generator runs on CPU %d and with it, in its softirq, every XDP program of the chain (FE 1, FE 2, FE 3, the sink); CPUs 0-%d run the Go side", cpus-1, cpus-2)
+		progress("the generator runs on CPU %d and with it, in its softirq, every XDP program its frames go through (FE 1, FE 2, FE 3, the sink); the sequenced flow's sender, and with it the programs of its packets, on CPU %d, as the Go side", cpus-1, flowCPU())
 	} else {
 		progress("one CPU: generator, XDP programs and Go side share it")
 	}
@@ -195,7 +206,7 @@ func Cluster(ctx context.Context, opts ClusterOptions) (_ []Result, err error) {
 	}
 	results = append(results, shares...)
 
-	flows, err := c.reordering(ctx, opts, progress)
+	flows, err := c.reordering(ctx, g, opts, progress)
 	if err != nil {
 		return nil, fmt.Errorf("bench cluster: %w", err)
 	}
@@ -348,25 +359,40 @@ func pct(n, of uint64) float64 { return 100 * float64(n) / float64(of) }
 
 // reordering runs the sequenced flow steady, then with the direct link
 // going down and up again.
-func (c *clusterTopo) reordering(ctx context.Context, opts ClusterOptions, progress func(string, ...any)) ([]Result, error) {
+func (c *clusterTopo) reordering(ctx context.Context, g *gen.Gen, opts ClusterOptions, progress func(string, ...any)) ([]Result, error) {
 	n := uint64(opts.Duration.Seconds() * float64(opts.FlowRate))
+	failover := []seqEvent{
+		{At: n / 3, Name: "link down", Do: func() error { return c.setLink(false) }},
+		{At: 2 * n / 3, Name: "link up", Do: func() error { return c.setLink(true) }},
+	}
+	if err := c.setDsts(g, false); err != nil {
+		return nil, err
+	}
 	var out []Result
 	for _, run := range []struct {
 		name          string
 		reorder, lost string
 		events        []seqEvent
+		loaded        bool
 	}{
-		{"steady", MetricClusterReorderPct, MetricClusterLostPackets, nil},
-		{"link FE 1 - FE 3 down and up", MetricClusterReorderFailoverPct, MetricClusterLostFailover, []seqEvent{
-			{At: n / 3, Name: "link down", Do: func() error { return c.setLink(false) }},
-			{At: 2 * n / 3, Name: "link up", Do: func() error { return c.setLink(true) }},
-		}},
+		{"steady", MetricClusterReorderPct, MetricClusterLostPackets, nil, false},
+		{"link FE 1 - FE 3 down and up", MetricClusterReorderFailoverPct, MetricClusterLostFailover, failover, false},
+		{"link FE 1 - FE 3 down and up, generator at full rate", MetricClusterReorderLoadedPct, MetricClusterLostLoaded, failover, true},
 	} {
 		before, err := c.counters()
 		if err != nil {
 			return nil, err
 		}
+		var stopLoad func() error
+		if run.loaded {
+			stopLoad = c.startLoad(g)
+		}
 		res, err := c.runSeqFlow(ctx, n, opts.FlowRate, run.events)
+		if stopLoad != nil {
+			if lerr := stopLoad(); err == nil && lerr != nil {
+				err = fmt.Errorf("generator: %w", lerr)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("flow, %s: %w", run.name, err)
 		}

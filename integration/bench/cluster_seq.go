@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,9 @@ func (c *clusterTopo) runSeqFlow(ctx context.Context, n uint64, rate int, events
 	}()
 	sendErr := c.nsRun(cnsGen, func() error {
 		defer close(sendDone)
+		if err := pinThread(flowCPU()); err != nil {
+			return err
+		}
 		return sendSeq(ctx, c.ifindex[cpGen], frame, n, rate, &sent)
 	})
 	wg.Wait()
@@ -163,6 +167,62 @@ func (c *clusterTopo) runSeqFlow(ctx context.Context, n uint64, rate int, events
 	}
 	return seqResult{Sent: sent.Load(), Counter: counter, SocketDrops: drops}, nil
 }
+
+// flowCPU is the CPU the sequenced flow's sender runs on, and with it the
+// XDP programs its packets go through: CPU 0 (-1, anywhere, on a machine
+// of one CPU), the generator being on the last.
+func flowCPU() int {
+	if runtime.NumCPU() < 2 {
+		return -1
+	}
+	return 0
+}
+
+// pinThread pins the calling (locked) thread to cpu; -1 does nothing.
+func pinThread(cpu int) error {
+	if cpu < 0 {
+		return nil
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
+	}
+	return nil
+}
+
+// startLoad runs the generator, on its CPU, sending what it was last set
+// to (SetTraffic) until the returned function is called, which returns
+// the generator's error if any.
+func (c *clusterTopo) startLoad(g *gen.Gen) (stop func() error) {
+	var stopping atomic.Bool
+	done := make(chan error, 1)
+	cpu := -1
+	if len(c.genCPUs) > 0 {
+		cpu = c.genCPUs[0]
+	}
+	go func() {
+		done <- c.nsRun(cnsGen, func() error {
+			if err := pinThread(cpu); err != nil {
+				return err
+			}
+			for !stopping.Load() {
+				if err := g.Send(c.ifindex[cpGen], loadFrames); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	return func() error {
+		stopping.Store(true)
+		return <-done
+	}
+}
+
+// loadFrames is the generator's frames per call under the sequenced flow:
+// small enough to stop soon after it is asked to.
+const loadFrames = 1 << 17
 
 // runSeqEvents runs each event once sent reaches its At, in order, until
 // done closes; an event not reached by then is an error.

@@ -48,6 +48,7 @@ func TestCluster(t *testing.T) {
 		MetricClusterVLBLinkDownShareFE1: "percent", MetricClusterVLBLinkDownShareFE2: "percent",
 		MetricClusterReorderPct: "percent", MetricClusterLostPackets: "packets",
 		MetricClusterReorderFailoverPct: "percent", MetricClusterLostFailover: "packets",
+		MetricClusterReorderLoadedPct: "percent", MetricClusterLostLoaded: "packets",
 	}
 	for name, unit := range units {
 		if got[name].Unit != unit {

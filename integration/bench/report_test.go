@@ -97,6 +97,8 @@ func sampleReport(t *testing.T) *Report {
 	add(MetricClusterLostPackets, 0, "packets", "", 0)
 	add(MetricClusterReorderFailoverPct, 0, "percent", "", 0)
 	add(MetricClusterLostFailover, 0, "packets", "", 0)
+	add(MetricClusterReorderLoadedPct, 0, "percent", "", 0)
+	add(MetricClusterLostLoaded, 0, "packets", "", 0)
 	promoteBaselines(rep)
 	return rep
 }
