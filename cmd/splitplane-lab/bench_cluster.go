@@ -23,7 +23,8 @@ func benchClusterCmd() *cobra.Command {
 (needs root; deleted at the end), each FE its own XDP datapath programmed through
 the datapath API as the FE agent programs it. The generator is pinned to the
 last CPU; XDP on veth runs in the sender's softirq, so every FE's program runs
-there too. Prints:
+there too (the sequenced flow's sender, and its packets' programs, on CPU 0).
+Prints:
   cluster_cross_fe_pps            60-byte frames in at FE 1, out at FE 3 (over
                                   the inter-FE link), against cluster_local_pps
   cluster_local_pps               the same generator, FE 1 to its own port
@@ -36,6 +37,8 @@ there too. Prints:
   cluster_lost_packets            percent out of order, packets lost
   cluster_reorder_failover_pct    the same while the FE 1 - FE 3 link goes down a
   cluster_lost_failover_packets   third into the flow and up two thirds into it
+  cluster_reorder_failover_loaded_pct   the failover again, the generator sending
+  cluster_lost_failover_loaded_packets  to FE 3 at full rate on the other CPU
 The rates take turns in every round; each is the median over --rounds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
