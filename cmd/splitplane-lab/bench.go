@@ -36,7 +36,7 @@ func benchCmd(binary *string) *cobra.Command {
 			}
 		},
 	}
-	cmd.AddCommand(benchAllCmd(&mem, binary), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchConvergeCmd(binary), benchAPICmd(binary))
+	cmd.AddCommand(benchAllCmd(&mem, binary), benchForcesCmd(), benchFIBCmd(), benchForwardCmd(), benchClusterCmd(), benchConvergeCmd(binary), benchAPICmd(binary))
 	return cmd
 }
 

@@ -40,6 +40,8 @@ median over --rounds reported:
                splitplane's FIB, the LPM_TRIE map, the kernel FIB (bpf_fib_lookup)
   scaling      forwarding rate against forwarding cores (machines of more than
                two CPUs; skipped on two)
+  cluster      three FEs in a full mesh: cross-FE against local forwarding rate,
+               VLB share per FE, reordering and loss across a link failure
   programming  FIB install, ForCES transfer, gRPC bulk API, BGP convergence of
                1M routes against BIRD installing them into the kernel
 It writes report.md, results.json and PNG plots into --out (default

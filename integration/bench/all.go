@@ -27,12 +27,13 @@ const (
 	SectionLatency     = "latency"     // end-to-end latency percentiles of timestamped probes
 	SectionLookup      = "lookup"      // lookup cost against table size
 	SectionScaling     = "scaling"     // forwarding rate against FE cores
+	SectionCluster     = "cluster"     // inter-FE forwarding: cross-FE rate, VLB shares, reordering
 	SectionProgramming = "programming" // FIB install, ForCES, gRPC bulk, BGP convergence
 )
 
 // Sections lists every section of the suite, in the order All runs them.
 func Sections() []string {
-	return []string{SectionForward, SectionPayload, SectionOverhead, SectionLatency, SectionLookup, SectionScaling, SectionProgramming}
+	return []string{SectionForward, SectionPayload, SectionOverhead, SectionLatency, SectionLookup, SectionScaling, SectionCluster, SectionProgramming}
 }
 
 // Percentiles are the ones reported for per-packet figures, after the i3
@@ -68,6 +69,10 @@ type AllOptions struct {
 	// forwarding figure, PayloadDuration for one of the payload sweep; the
 	// rate is taken over the middle half (default 4s and 2s; quick 400ms).
 	ForwardDuration, PayloadDuration time.Duration
+	// ClusterDuration is how long the generator runs for a rate of the
+	// cluster section, and its sequenced flow lasts (default 2s; quick
+	// 500ms).
+	ClusterDuration time.Duration
 	// OverheadRuns is how many single BPF_PROG_TEST_RUN runs make a round of
 	// an overhead figure (default 5,000; quick 500).
 	OverheadRuns int
@@ -138,6 +143,7 @@ func (o *AllOptions) defaults() error {
 		}
 	}
 	defDur(&o.ForwardDuration, 4*time.Second, 400*time.Millisecond)
+	defDur(&o.ClusterDuration, 2*time.Second, 500*time.Millisecond)
 	defDur(&o.PayloadDuration, 2*time.Second, 400*time.Millisecond)
 	def(&o.OverheadRuns, 5_000, 500)
 	def(&o.Probes, 2_000, 200)
@@ -175,6 +181,8 @@ func (o *AllOptions) defaults() error {
 		return fmt.Errorf("bench all: payloads %v: need 0 to %d bytes", o.Payloads, MaxPayload)
 	case o.ForwardDuration < 100*time.Millisecond || o.PayloadDuration < 100*time.Millisecond:
 		return fmt.Errorf("bench all: durations %s and %s: need at least 100ms", o.ForwardDuration, o.PayloadDuration)
+	case o.ClusterDuration < 500*time.Millisecond:
+		return fmt.Errorf("bench all: cluster duration %s: need at least 500ms", o.ClusterDuration)
 	case o.OverheadRuns < 10 || o.Probes < 10 || o.Probes > 65536:
 		return fmt.Errorf("bench all: %d overhead runs, %d probes: need at least 10 of each, at most 65536 probes", o.OverheadRuns, o.Probes)
 	case o.ProbeInterval < time.Microsecond:
@@ -256,6 +264,7 @@ type Settings struct {
 	Payloads          []int   `json:"payloads"`
 	ForwardSeconds    float64 `json:"forward_s"`
 	PayloadSeconds    float64 `json:"payload_s"`
+	ClusterSeconds    float64 `json:"cluster_s"`
 	OverheadRuns      int     `json:"overhead_runs"`
 	Probes            int     `json:"probes"`
 	ProbeIntervalUS   float64 `json:"probe_interval_us"`
@@ -383,6 +392,14 @@ func All(ctx context.Context, opts AllOptions) (*Report, error) {
 			fail(SectionScaling, err)
 		}
 	}
+	if opts.runs(SectionCluster) && ctx.Err() == nil {
+		progress("cluster: three FEs in a full mesh")
+		res, err := Cluster(ctx, ClusterOptions{Duration: opts.ClusterDuration, Rounds: opts.Rounds, Progress: opts.Progress})
+		if err != nil {
+			fail(SectionCluster, err)
+		}
+		rep.Metrics = append(rep.Metrics, res...)
+	}
 	if opts.runs(SectionProgramming) && ctx.Err() == nil {
 		programming(ctx, &opts, rep, progress, fail)
 	}
@@ -467,7 +484,8 @@ func settings(o *AllOptions) Settings {
 		Quick: o.Quick, Rounds: o.Rounds, SmallRoutes: o.SmallRoutes, BigRoutes: o.BigRoutes,
 		LookupSizes: o.LookupSizes, Payloads: o.Payloads,
 		ForwardSeconds: o.ForwardDuration.Seconds(), PayloadSeconds: o.PayloadDuration.Seconds(),
-		OverheadRuns: o.OverheadRuns, Probes: o.Probes, ProbeIntervalUS: float64(o.ProbeInterval) / 1e3,
+		ClusterSeconds: o.ClusterDuration.Seconds(),
+		OverheadRuns:   o.OverheadRuns, Probes: o.Probes, ProbeIntervalUS: float64(o.ProbeInterval) / 1e3,
 		ProgrammingRoutes: o.ProgrammingRoutes, ConvergeRounds: o.ConvergeRounds, APIAdds: o.APIAdds,
 	}
 }
@@ -645,6 +663,15 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 			add(kern, "")
 		}
 		add(fibbench.MetricFIBInstallPerSecond, "")
+	}
+	if opts.runs(SectionCluster) {
+		for _, m := range ClusterMetrics() {
+			base := ""
+			if m == MetricClusterCrossFEPPS || m == MetricClusterCrossVsLocal {
+				base = MetricClusterLocalPPS
+			}
+			add(m, base)
+		}
 	}
 	if opts.runs(SectionProgramming) {
 		add(MetricForcesCodec, "")

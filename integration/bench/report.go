@@ -219,6 +219,15 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		img(PlotProgramming, "route programming rates")
 	}
 
+	if cl := clusterResults(rep); len(cl) > 0 {
+		p("")
+		p("## Inter-FE forwarding")
+		p("")
+		p("Three FEs in a full mesh of veth links, each its own XDP datapath, generator in front of FE 1, sinks behind FE 1 and FE 3 (`splitplane bench cluster`, docs/performance.md). Cross-FE: 60-byte frames in at FE 1, encapsulated (RFC 8013) over the link to FE 3 and out of its port; local: the same generator, out of FE 1's own port; %.1f s each, taking turns. Every XDP program of the chain runs on the generator's CPU (veth runs XDP in the sender's softirq), so the cross rate pays for two FEs on one CPU. VLB shares: of the packets FE 1 sent to FE 3, the percent sent straight and carried by FE 2, with a spill of 500‰ and with the direct link down. Reordering and loss: one sequenced flow FE 1 to FE 3 at 100,000 packets/s, steady, while the direct link goes down and up, and that again with the generator at full rate on the other CPU.", st.ClusterSeconds)
+		p("")
+		writeResults(p, cl)
+	}
+
 	p("")
 	p("## Scaling with cores")
 	p("")
@@ -260,6 +269,17 @@ func programmingResults(rep *Report) []Result {
 		MetricAPIBulkRoutesPerSecond, MetricAPIBulkTextRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS}
 	var out []Result
 	for _, n := range names {
+		if r, ok := rep.Result(n); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// clusterResults picks the inter-FE figures from the report.
+func clusterResults(rep *Report) []Result {
+	var out []Result
+	for _, n := range ClusterMetrics() {
 		if r, ok := rep.Result(n); ok {
 			out = append(out, r)
 		}

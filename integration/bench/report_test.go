@@ -86,6 +86,19 @@ func sampleReport(t *testing.T) *Report {
 	gConv, gRSS := GoBGPMetrics(o.ProgrammingRoutes)
 	add(gConv, 12, "s", bird, 6.3)
 	add(gRSS, 1100, "MB", birdRSS, 99)
+	add(MetricClusterCrossFEPPS, 1.5e6, "pps", MetricClusterLocalPPS, 2.2e6)
+	add(MetricClusterLocalPPS, 2.2e6, "pps", "", 0)
+	add(MetricClusterCrossVsLocal, 1.5/2.2, "ratio", MetricClusterLocalPPS, 2.2e6)
+	add(MetricClusterVLBShareFE1, 50.1, "percent", "", 0)
+	add(MetricClusterVLBShareFE2, 49.9, "percent", "", 0)
+	add(MetricClusterVLBLinkDownShareFE1, 0, "percent", "", 0)
+	add(MetricClusterVLBLinkDownShareFE2, 100, "percent", "", 0)
+	add(MetricClusterReorderPct, 0, "percent", "", 0)
+	add(MetricClusterLostPackets, 0, "packets", "", 0)
+	add(MetricClusterReorderFailoverPct, 0, "percent", "", 0)
+	add(MetricClusterLostFailover, 0, "packets", "", 0)
+	add(MetricClusterReorderLoadedPct, 0, "percent", "", 0)
+	add(MetricClusterLostLoaded, 0, "packets", "", 0)
 	promoteBaselines(rep)
 	return rep
 }
@@ -112,7 +125,7 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Forwarding rate", "## Throughput against payload size", "## Per-packet forwarding overhead",
-		"## End-to-end latency", "## Lookup cost against table size", "## Route programming", "## Scaling with cores", "Skipped: two CPUs",
+		"## End-to-end latency", "## Lookup cost against table size", "## Route programming", "## Scaling with cores", "Skipped: two CPUs", "## Inter-FE forwarding",
 		"`splitplane bench all`", "kernel 6.18.0 (transparent huge pages: madvise; a first touch of a 4 KiB page: 4.87 µs)", "| 1400 | 1442 |", "`" + MetricPayload1400Mbps + "`", "`bird_kernel_1m_s`"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
@@ -141,7 +154,9 @@ func TestWriteReport(t *testing.T) {
 }
 
 // checkRequired fails unless every required figure is in rs, once, with a
-// positive value and the baseline required (its value positive too).
+// positive value (or 0 for a percent or a count of packets, which the
+// cluster's reordering and loss should be) and the baseline required (its
+// value positive too).
 func checkRequired(t *testing.T, rs []Result, req []Required) {
 	t.Helper()
 	got := map[string]Result{}
@@ -156,8 +171,8 @@ func checkRequired(t *testing.T, rs []Result, req []Required) {
 		switch {
 		case !ok:
 			t.Errorf("metric %s missing", q.Metric)
-		case !positive(r.Value):
-			t.Errorf("%s = %v, want > 0", q.Metric, r.Value)
+		case !positive(r.Value) && !(r.Value == 0 && (r.Unit == "percent" || r.Unit == "packets")):
+			t.Errorf("%s = %v %s, want > 0", q.Metric, r.Value, r.Unit)
 		case q.Baseline != "" && r.Baseline != q.Baseline:
 			t.Errorf("%s: baseline %q, want %q", q.Metric, r.Baseline, q.Baseline)
 		case q.Baseline != "" && !positive(r.BaselineValue):
@@ -208,6 +223,9 @@ func TestRequiredMetricsFull(t *testing.T) {
 		"payload_1400_mbps": "kernel_payload_1400_mbps", "forward_overhead_p50_ns_64b": "redirect_overhead_p50_ns_64b",
 		"forward_overhead_p90_ns_64b": "redirect_overhead_p90_ns_64b", "forward_pps_1k": "kernel_forward_pps_1k",
 		"kernel_fib_lookup_ns_1m": "", "forward_latency_p50_us_64b": "kernel_forward_latency_p50_us_64b",
+		// issue 23
+		"cluster_cross_fe_pps": "cluster_local_pps", "cluster_local_pps": "", "cluster_cross_fe_vs_local": "cluster_local_pps",
+		"cluster_vlb_share_fe2": "", "cluster_reorder_pct": "", "cluster_reorder_failover_pct": "", "cluster_lost_failover_packets": "",
 	} {
 		b, ok := have[metric]
 		if !ok {
