@@ -80,14 +80,14 @@ type linkProbe struct {
 	lastReply      atomic.Int64  // since start, ns, of the last reply (0: none)
 }
 
-// LinkLiveness is the probe state of an inter-FE link.
-type LinkLiveness struct {
+// linkLiveness is the probe state of an inter-FE link.
+type linkLiveness struct {
 	Sent, Answered uint64
 	LastRTT        time.Duration // 0 until a reply
 }
 
-func (lp *linkProbe) liveness() LinkLiveness {
-	return LinkLiveness{Sent: lp.sent.Load(), Answered: lp.answered.Load(), LastRTT: time.Duration(lp.rtt.Load())}
+func (lp *linkProbe) liveness() linkLiveness {
+	return linkLiveness{Sent: lp.sent.Load(), Answered: lp.answered.Load(), LastRTT: time.Duration(lp.rtt.Load())}
 }
 
 // setPeer gives the prober the peer's MAC: probes start, or follow it.

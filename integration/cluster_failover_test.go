@@ -172,3 +172,102 @@ func TestClusterFailover(t *testing.T) {
 	}
 	waitAlive(t, o, 1, 2, true, 15*time.Second)
 }
+
+// transitOf returns FE n's ife_transit counter.
+func transitOf(t *testing.T, o lab.Options, n int) uint64 {
+	t.Helper()
+	name, _ := lab.FEName(n)
+	var st fe.Status
+	if err := status.Get(o.Socket(name), "/", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Counters["ife_transit"]
+}
+
+// TestClusterFailoverIntermediate: in a --cluster 4 lab with the direct
+// link between FE 1 and FE 3 down, host 1's pings to host 3's site cross
+// an intermediate FE (2 or 4, by the flow's hash); that FE killed while
+// pings flow at 50 ms intervals, FE 1 and FE 3 see it dead by its probes
+// and send the flow through the other intermediate: no more echoes lost
+// than the detection time holds, long before the CE could have said.
+func TestClusterFailoverIntermediate(t *testing.T) {
+	requireLab(t)
+	bin := buildBinary(t)
+	o := lab.Options{Name: "spv", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Cluster: 4}
+	t.Cleanup(func() {
+		if err := lab.Down(o); err != nil {
+			t.Errorf("cleanup lab down: %v", err)
+		}
+	})
+	logsOnFailure(t, o)
+	if out, err := splitplane(t, bin, "lab", "up", "--cluster", "4", "--name", o.Name, "--dir", o.Dir); err != nil {
+		t.Fatalf("lab up --cluster 4: %v\n%s", err, out)
+	}
+	h1, h3 := o.ClusterHost(1), o.ClusterHost(3)
+	site3 := h3.SiteAddr.String()
+	eventually(t, 15*time.Second, "host 1 reaches host 3's site", func() error { return pingFromHost(h1.Namespace, site3, 1, 0) })
+	if err := lab.SetMeshLink(o, 1, 3, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "ife-1-3 down at both ends", func() error {
+		for _, e := range [][2]int{{1, 3}, {3, 1}} {
+			l, err := feLink(o, e[0], uint32(e[1]))
+			if err != nil {
+				return err
+			}
+			if l.Up {
+				return fmt.Errorf("FE %d's link to FE %d up", e[0], e[1])
+			}
+		}
+		return nil
+	})
+	for _, n := range []int{1, 3} {
+		for _, peer := range []uint32{2, 4} {
+			waitAlive(t, o, n, peer, true, 5*time.Second)
+		}
+	}
+	// Which intermediate the echoes (and the answers) cross.
+	before := map[int]uint64{2: transitOf(t, o, 2), 4: transitOf(t, o, 4)}
+	if err := pingFromHost(h1.Namespace, site3, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	victim, other := 2, 4
+	if d2, d4 := transitOf(t, o, 2)-before[2], transitOf(t, o, 4)-before[4]; d4 > d2 {
+		victim, other = 4, 2
+	} else if d2 == 0 {
+		t.Fatalf("neither FE 2 nor FE 4 carried host 1's echoes to host 3 with ife-1-3 down")
+	}
+	t.Logf("host 1 to host 3 with ife-1-3 down crosses FE %d", victim)
+
+	const interval, count = 50 * time.Millisecond, 60
+	ping := exec.Command("nsenter", "--net=/run/netns/"+h1.Namespace, "ping", "-c", strconv.Itoa(count), "-i", "0.05", "-W", "1", site3)
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := ping.CombinedOutput()
+		out <- b
+	}()
+	time.Sleep(time.Second)
+	otherBefore := transitOf(t, o, other)
+	victimName, _ := lab.FEName(victim)
+	if err := lab.Stop(o, victimName, true); err != nil {
+		t.Fatal(err)
+	}
+	took1 := waitAlive(t, o, 1, uint32(victim), false, 2*time.Second)
+	took3 := waitAlive(t, o, 3, uint32(victim), false, 2*time.Second)
+	res := <-out
+	m := pingReceived.FindSubmatch(res)
+	if m == nil {
+		t.Fatalf("ping output: %s", res)
+	}
+	sent, _ := strconv.Atoi(string(m[1]))
+	got, _ := strconv.Atoi(string(m[2]))
+	lost := sent - got
+	t.Logf("FE %d killed: FE 1 took its link down after %s, FE 3 after %s; host 1 to host 3's site: %d echoes, %d lost, now through FE %d",
+		victim, took1.Round(time.Millisecond), took3.Round(time.Millisecond), sent, lost, other)
+	if limit := int(detection/interval) + 2; sent != count || lost > limit {
+		t.Errorf("FE %d killed: %d of %d echoes lost, want at most %d:\n%s", victim, lost, sent, limit, res)
+	}
+	if moved := transitOf(t, o, other) - otherBefore; moved == 0 {
+		t.Errorf("FE %d carried nothing after FE %d was killed", other, victim)
+	}
+}
