@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -176,11 +177,18 @@ func (a *Agent) probeLink(ctx context.Context, lp *linkProbe, c probeConn, inter
 		for {
 			n, err := c.Read(buf)
 			if err != nil {
-				if errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				if errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || ctx.Err() != nil {
 					return
 				}
-				a.log.Warn("fe: inter-FE link probe socket failed; probing stops", "port", lp.port, "peer_fe", lp.peerFE, "err", err)
-				return
+				// The port going down reports ENETDOWN once on the
+				// socket; the probes go on, unanswered meanwhile.
+				a.log.Debug("fe: inter-FE link probe socket", "port", lp.port, "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(interval):
+				}
+				continue
 			}
 			if lp.reply(buf[:n]) {
 				select {

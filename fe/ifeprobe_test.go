@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ type fakePeer struct {
 	closed    chan struct{}
 	once      sync.Once
 	requests  atomic.Uint64
+	readErr   atomic.Pointer[error] // returned once by Read
 }
 
 func newFakePeer(fe uint32) *fakePeer {
@@ -62,6 +64,9 @@ func (p *fakePeer) Write(b []byte) (int, error) {
 }
 
 func (p *fakePeer) Read(b []byte) (int, error) {
+	if err := p.readErr.Swap(nil); err != nil {
+		return 0, *err
+	}
 	select {
 	case r := <-p.replies:
 		return copy(b, r), nil
@@ -295,4 +300,28 @@ func linkAliveMetric(t *testing.T, a *Agent, port, peer string) (float64, bool) 
 		}
 	}
 	return v, found
+}
+
+// The socket of a port that goes down reports ENETDOWN once: the probes
+// go on.
+func TestProbeSurvivesReadError(t *testing.T) {
+	a, _ := clusterAgent(t)
+	a.cfg.InterFEProbeInterval = 10 * time.Millisecond
+	a.do(func() { a.setPeerMAC(8, peerMAC(2)) })
+	peer := newFakePeer(2)
+	var enetdown error = syscall.ENETDOWN
+	peer.readErr.Store(&enetdown)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.runProbes(ctx, func(ifindex int) (probeConn, error) {
+			if ifindex == 8 {
+				return peer, nil
+			}
+			return nil, errors.New("no socket")
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "replies after ENETDOWN", func() bool { return a.links[8].probe.answered.Load() > 3 })
 }

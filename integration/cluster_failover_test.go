@@ -270,4 +270,23 @@ func TestClusterFailoverIntermediate(t *testing.T) {
 	if moved := transitOf(t, o, other) - otherBefore; moved == 0 {
 		t.Errorf("FE %d carried nothing after FE %d was killed", other, victim)
 	}
+	// ife-1-3 up again: its probes, which went unanswered while it was
+	// down, are answered again.
+	if err := lab.SetMeshLink(o, 1, 3, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := feLink(o, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "FE 1's probes of ife3 answered again", func() error {
+		now, err := feLink(o, 1, 3)
+		if err != nil {
+			return err
+		}
+		if !now.Up || !now.Alive || now.ProbesAnswered < l.ProbesAnswered+5 {
+			return fmt.Errorf("FE 1's link to FE 3 %+v, answered before %d", now, l.ProbesAnswered)
+		}
+		return nil
+	})
 }
