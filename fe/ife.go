@@ -203,6 +203,7 @@ func (a *Agent) startInterFE(dp Datapath) {
 			if p.Name == l.Port {
 				lp := &linkProbe{port: p.Name, ifindex: p.Ifindex, peerFE: l.PeerFE, self: self, start: time.Now()}
 				copy(lp.src[:], p.mac)
+				lp.portUp.Store(p.Up)
 				a.links[p.Ifindex] = &ifeLink{port: p.Name, ifindex: p.Ifindex, peerFE: l.PeerFE, alive: true, probe: lp}
 			}
 		}
@@ -237,7 +238,11 @@ func (a *Agent) setPeerMAC(ifindex int, mac net.HardwareAddr) {
 func (a *Agent) linkState(ifindex int) {
 	l := a.links[ifindex]
 	p := a.ports[ifindex]
-	if l == nil || !l.declared || p == nil {
+	if l == nil || p == nil {
+		return
+	}
+	l.probe.portUp.Store(p.Up)
+	if !l.declared {
 		return
 	}
 	up := p.Up && l.alive

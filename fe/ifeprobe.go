@@ -73,6 +73,11 @@ type linkProbe struct {
 	self    uint32
 	src     [6]byte
 	dst     atomic.Pointer[[6]byte] // the peer's MAC; nil until learned, no probe sent before
+	// portUp is the port's state: while the port is down the probes
+	// pause, as their silence would say nothing of the peer (the port
+	// takes the link down anyway), so that the link carries traffic
+	// again as soon as the port is back.
+	portUp atomic.Bool
 	start   time.Time               // the clock the probes carry counts from it
 
 	sent, answered atomic.Uint64
@@ -220,6 +225,10 @@ func (a *Agent) probeLink(ctx context.Context, lp *linkProbe, c probeConn, inter
 				a.do(func() { a.setLinkAlive(lp.ifindex, true) })
 			}
 		case <-tick.C:
+			if !lp.portUp.Load() {
+				silent, answered, outstanding = 0, false, false
+				continue
+			}
 			switch {
 			case answered:
 				silent = 0

@@ -182,7 +182,9 @@ func TestProbeLiveness(t *testing.T) {
 		t.Errorf("no info of ife3 back in the log:\n%s", logs.String())
 	}
 
-	// Alive but the port down: down; port up again: up.
+	// Alive but the port down: down; port up again: up. While the port
+	// is down the probes pause: their silence says nothing of the peer,
+	// and the link is up the moment the port is.
 	a.do(func() {
 		a.ports[9].Up = false
 		a.linkState(9)
@@ -190,13 +192,22 @@ func TestProbeLiveness(t *testing.T) {
 	if linkUp(3) {
 		t.Errorf("port down, peer alive: link up")
 	}
+	peers[9].answering.Store(false)
+	time.Sleep(20 * time.Millisecond) // a probe sent before may still be counted
+	sentDown := peers[9].requests.Load()
+	time.Sleep(100 * time.Millisecond)
+	if n := peers[9].requests.Load() - sentDown; n != 0 {
+		t.Errorf("%d probes sent while the port was down", n)
+	}
 	a.do(func() {
 		a.ports[9].Up = true
 		a.linkState(9)
 	})
 	if !linkUp(3) {
-		t.Errorf("port up, peer alive: link down")
+		t.Errorf("port up again: link down")
 	}
+	// And a peer that died meanwhile is found out as any other.
+	waitFor(t, "the link to FE 3, silent after the port came back, down", func() bool { return !linkUp(3) })
 }
 
 // Nothing is sent on a link whose peer's MAC is not known yet, and such a
