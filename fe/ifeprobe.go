@@ -78,7 +78,7 @@ type linkProbe struct {
 	// takes the link down anyway), so that the link carries traffic
 	// again as soon as the port is back.
 	portUp atomic.Bool
-	start   time.Time               // the clock the probes carry counts from it
+	start  time.Time // the clock the probes carry counts from it
 
 	sent, answered atomic.Uint64
 	strays         atomic.Uint64 // replies that are not ours or not from the peer (miswired links)
