@@ -18,7 +18,8 @@ import (
 // nexthops"). An FE with inter_fe_links is one FE of a router made of
 // several: at start it gives the datapath its own FE ID (its ForCES
 // sub-ID) and, once it has learned each peer's MAC on the link, the link;
-// it keeps the link's state in the datapath with the port's. The CE's
+// it keeps the link's state in the datapath: its port's state and what
+// the probes of its peer's datapath say (ifeprobe.go). The CE's
 // nexthop egress rows then decide what each gateway's datapath nexthop is:
 // a gateway behind another FE becomes a remote nexthop (sent there over
 // the links, encapsulated), and a gateway behind this FE gets the row's
