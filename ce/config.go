@@ -73,6 +73,15 @@ type Config struct {
 	// An FE that does not come back in time has its prefixes withdrawn and
 	// the routes that depended on them with them.
 	FEHoldTime time.Duration `yaml:"fe_hold_time"`
+	// ClusterFEHoldTime replaces fe_hold_time for an FE that declared
+	// inter-FE links (one FE of a router made of several) and ends its
+	// association while other FEs remain associated (0 by default: its
+	// connected prefixes are withdrawn at once). The others cannot reach
+	// its ports without it, so holding its prefixes would only black-hole
+	// the routes through them; withdrawn, those routes become unresolved
+	// and BGP's other paths, if any, take over. A lone FE keeps
+	// fe_hold_time.
+	ClusterFEHoldTime time.Duration `yaml:"cluster_fe_hold_time"`
 	// GracefulRestartFEWait bounds how long the CE, when a neighbour has
 	// graceful_restart on, waits at start for FEs to associate before it
 	// adds its BGP neighbours (10s by default: an FE retries at most 5s
@@ -384,6 +393,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FEHoldTime < 0 {
 		return fmt.Errorf("%w: fe_hold_time %s: must not be negative", ErrConfig, c.FEHoldTime)
+	}
+	if c.ClusterFEHoldTime < 0 {
+		return fmt.Errorf("%w: cluster_fe_hold_time %s: must not be negative", ErrConfig, c.ClusterFEHoldTime)
 	}
 	if c.GracefulRestartFEWait == 0 {
 		c.GracefulRestartFEWait = DefaultGracefulRestartFEWait

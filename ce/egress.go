@@ -22,7 +22,9 @@ import (
 // ID's. A gateway behind no such port has no row (each FE resolves it
 // through its own kernel, as before). An FE whose association ends is no
 // egress from that moment, though the RIB keeps its prefixes for
-// fe_hold_time: the others could not reach its ports through it anyway.
+// fe_hold_time (an FE with inter-FE links leaving others behind, for
+// cluster_fe_hold_time, 0 by default: see holdTime): the others could not
+// reach its ports through it anyway.
 //
 // When several FEs have the gateway's subnet, one is picked; egressCandidates
 // lists them all, the base for spreading a nexthop's traffic across them
@@ -228,4 +230,12 @@ func (f feInfo) interFELinks() []FELink {
 		out = append(out, fl)
 	}
 	return out
+}
+
+// inCluster says whether the FE declared inter-FE links: it is one FE of
+// a router made of several.
+func (s *session) inCluster() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.info.links) > 0
 }

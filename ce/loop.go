@@ -62,6 +62,21 @@ func (c *CE) setConnected(ctx context.Context, fe forces.ID, ports []forces.Port
 type hold struct {
 	fe    forces.ID
 	timer *time.Timer
+	d     time.Duration // fe_hold_time, or cluster_fe_hold_time (holdTime)
+}
+
+// holdTime is how long the connected prefixes of FE s, whose association
+// just ended, are kept: fe_hold_time, but cluster_fe_hold_time for an FE
+// of a cluster (it declared inter-FE links) while others remain
+// associated, which cannot reach its ports through it any more, so that
+// the routes through them are withdrawn (or move to another path) at once
+// rather than black-holed until fe_hold_time ends. others is the number
+// of FEs still associated.
+func (c *CE) holdTime(s *session, others int) (d time.Duration, cluster bool) {
+	if others > 0 && s.inCluster() {
+		return c.cfg.ClusterFEHoldTime, true
+	}
+	return c.cfg.FEHoldTime, false
 }
 
 // loop owns the RIB, the FIB and the set of associated FEs.
@@ -214,24 +229,35 @@ func (c *CE) loop(ctx context.Context) error {
 		case s := <-c.leaves:
 			if fes[s.fe] == s {
 				delete(fes, s.fe)
+				d, cluster := c.holdTime(s, len(fes))
 				if why := s.reason(); normalEnd(why) {
-					c.log.Info("forces: FE association ended", "fe", s.fe, "reason", why, "connected_prefixes_kept", c.cfg.FEHoldTime)
+					c.log.Info("forces: FE association ended", "fe", s.fe, "reason", why, "connected_prefixes_kept", d)
 				} else {
-					c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", why, "connected_prefixes_kept", c.cfg.FEHoldTime)
+					c.log.Warn("forces: FE association ended", "fe", s.fe, "reason", why, "connected_prefixes_kept", d)
 				}
-				h := &hold{fe: s.fe}
-				h.timer = time.AfterFunc(c.cfg.FEHoldTime, func() {
-					select {
-					case c.unheld <- h:
-					case <-ctx.Done():
-					}
-				})
-				holds[s.fe] = h
+				changes = changes[:0]
+				if cluster && d == 0 {
+					changes = rib.SetConnected(s.fe, nil, changes)
+					c.log.Warn("forces: cluster FE gone while others remain; its connected prefixes are withdrawn at once", "fe", s.fe,
+						"fes_associated", len(fes), "cluster_fe_hold_time", d, "fib_changes", len(changes))
+				} else {
+					h := &hold{fe: s.fe, d: d}
+					h.timer = time.AfterFunc(d, func() {
+						select {
+						case c.unheld <- h:
+						case <-ctx.Done():
+						}
+					})
+					holds[s.fe] = h
+				}
 				// No longer an egress: the rows through its ports move
 				// to another FE that has the subnet, or go.
 				eg.setPorts(s.fe, nil)
-				if changes = eg.recompute(fib, changes[:0]); len(changes) > 0 {
-					c.log.Info("forces: nexthop egress rows changed", "fe", s.fe, "rows", len(changes))
+				n := len(changes)
+				if changes = eg.recompute(fib, changes); len(changes) > n {
+					c.log.Info("forces: nexthop egress rows changed", "fe", s.fe, "rows", len(changes)-n)
+				}
+				if len(changes) > 0 {
 					send()
 				}
 			}
@@ -242,7 +268,7 @@ func (c *CE) loop(ctx context.Context) error {
 			delete(holds, h.fe)
 			changes = rib.SetConnected(h.fe, nil, changes[:0])
 			c.log.Info("forces: FE did not come back within fe_hold_time; its connected prefixes are withdrawn", "fe", h.fe,
-				"fe_hold_time", c.cfg.FEHoldTime, "fib_changes", len(changes))
+				"hold_time", h.d, "fib_changes", len(changes))
 			send()
 		case l := <-c.lookups:
 			l.reply <- fes[l.fe]

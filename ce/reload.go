@@ -60,7 +60,7 @@ type reload struct {
 var restartOnly = [...]string{
 	"id", "asn", "router_id", "bgp_listen_port", "bgp_listen_addresses", "bgp_multipath",
 	"forces_listen", "forces_listen_low", "heartbeat_interval", "heartbeat_miss_limit",
-	"sync_hold", "fe_hold_time", "graceful_restart_fe_wait", "tls", "forces_allowed_fes", "forces_accept_unauthenticated_fes", "forces_pcap", "status_socket", "distances",
+	"sync_hold", "fe_hold_time", "cluster_fe_hold_time", "graceful_restart_fe_wait", "tls", "forces_allowed_fes", "forces_accept_unauthenticated_fes", "forces_pcap", "status_socket", "distances",
 	"api_listen", "api_tls", "api_token_file", "api_routes_file", "bgp_api_listen", "metrics_listen",
 	"api_max_message_bytes", "api_max_streams", "api_max_watches", "api_max_snapshots", "api_allow_martians",
 }

@@ -118,6 +118,7 @@ type port struct {
 	Mode    string // the XDP attach mode
 	Up      bool
 	mac     net.HardwareAddr
+	mtu     int // 0: unknown (WithPort)
 	// rxQueues is the port's receive queue count, from netlink.
 	rxQueues int
 }
@@ -267,6 +268,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if !a.noPorts {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.runProbes(ctx, openProbeSocket) }()
+	}
 	wg.Add(4)
 	go func() { defer wg.Done(); a.watchLinks(ctx) }()
 	go func() { defer wg.Done(); a.watchNeighbors(ctx) }()

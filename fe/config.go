@@ -43,6 +43,16 @@ type Config struct {
 	// VLB is how this FE spreads the traffic it sends to the other FEs over
 	// the inter-FE links (Valiant load balancing, docs/cluster.md).
 	VLB VLBConfig `yaml:"vlb"`
+	// InterFEProbeInterval is how often the FE probes each inter-FE link
+	// (default 100ms, at least 10ms): a small frame that the peer FE's XDP
+	// program answers, so that a reply proves the peer's datapath runs,
+	// not only the link's carrier (docs/cluster.md, "Liveness").
+	InterFEProbeInterval time.Duration `yaml:"inter_fe_probe_interval"`
+	// InterFEProbeMisses is how many probe intervals in a row without a
+	// reply take an inter-FE link down for forwarding (default 3, 1 to
+	// 1000): flows to its peer, and through it, then go through another
+	// FE until replies return.
+	InterFEProbeMisses int `yaml:"inter_fe_probe_misses"`
 	// KernelRoutes is which CE routes the FE copies into the kernel's FIB,
 	// the slow path: "connected" (none), "default" (the CE's default route;
 	// the default) or "all" (every route: then the kernel can answer ICMP
@@ -288,6 +298,18 @@ func (c *Config) validateLinks(ports map[string]bool) error {
 			return fmt.Errorf("%w: inter_fe_links[%d].capacity_mbps %d: must be 0 (the port's speed) to 10000000", ErrConfig, i, l.CapacityMbps)
 		}
 		peers[l.PeerFE], onPort[l.Port] = true, true
+	}
+	if c.InterFEProbeInterval == 0 {
+		c.InterFEProbeInterval = defaultProbeInterval
+	}
+	if c.InterFEProbeInterval < 10*time.Millisecond {
+		return fmt.Errorf("%w: inter_fe_probe_interval %s: must be at least 10ms", ErrConfig, c.InterFEProbeInterval)
+	}
+	if c.InterFEProbeMisses == 0 {
+		c.InterFEProbeMisses = defaultProbeMisses
+	}
+	if c.InterFEProbeMisses < 1 || c.InterFEProbeMisses > 1000 {
+		return fmt.Errorf("%w: inter_fe_probe_misses %d: must be 1 to 1000", ErrConfig, c.InterFEProbeMisses)
 	}
 	return nil
 }

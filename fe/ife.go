@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -17,7 +18,8 @@ import (
 // nexthops"). An FE with inter_fe_links is one FE of a router made of
 // several: at start it gives the datapath its own FE ID (its ForCES
 // sub-ID) and, once it has learned each peer's MAC on the link, the link;
-// it keeps the link's state in the datapath with the port's. The CE's
+// it keeps the link's state in the datapath: its port's state and what
+// the probes of its peer's datapath say (ifeprobe.go). The CE's
 // nexthop egress rows then decide what each gateway's datapath nexthop is:
 // a gateway behind another FE becomes a remote nexthop (sent there over
 // the links, encapsulated), and a gateway behind this FE gets the row's
@@ -171,6 +173,10 @@ type ifeLink struct {
 	peerFE   uint32
 	peerMAC  net.HardwareAddr // nil until learned
 	declared bool             // SetInterFELink done with peerMAC
+	// alive is what the probes say of the peer's datapath (ifeprobe.go):
+	// true until inter_fe_probe_misses probes in a row go unanswered.
+	alive bool
+	probe *linkProbe
 }
 
 // startInterFE makes the FE one of a cluster if it has inter-FE links and
@@ -196,7 +202,10 @@ func (a *Agent) startInterFE(dp Datapath) {
 	for _, l := range a.cfg.InterFELinks {
 		for _, p := range a.ports {
 			if p.Name == l.Port {
-				a.links[p.Ifindex] = &ifeLink{port: p.Name, ifindex: p.Ifindex, peerFE: l.PeerFE}
+				lp := &linkProbe{port: p.Name, ifindex: p.Ifindex, peerFE: l.PeerFE, self: self, start: time.Now()}
+				copy(lp.src[:], p.mac)
+				lp.portUp.Store(p.Up)
+				a.links[p.Ifindex] = &ifeLink{port: p.Name, ifindex: p.Ifindex, peerFE: l.PeerFE, alive: true, probe: lp}
 			}
 		}
 	}
@@ -210,6 +219,7 @@ func (a *Agent) startInterFE(dp Datapath) {
 		return 0
 	})
 	a.log.Info("fe: inter-FE forwarding on", "fe", self, "links", len(a.links))
+	a.warnLinkMTUs()
 }
 
 // setPeerMAC takes mac as the MAC of the peer on inter-FE link port
@@ -225,21 +235,28 @@ func (a *Agent) setPeerMAC(ifindex int, mac net.HardwareAddr) {
 		return
 	}
 	l.peerMAC, l.declared = append(net.HardwareAddr(nil), mac...), true
+	l.probe.setPeer(mac)
 	a.log.Info("fe: inter-FE link ready", "port", l.port, "peer_fe", l.peerFE, "peer_mac", mac.String())
 	a.linkState(ifindex)
 }
 
-// linkState tells the datapath whether inter-FE link port ifindex is up
-// (nothing for another port or a link not declared yet, which the
-// datapath does not have: as good as down). Called in the loop.
+// linkState tells the datapath whether inter-FE link port ifindex is up:
+// its port up and its peer answering the probes (nothing for another port
+// or a link not declared yet, which the datapath does not have: as good
+// as down). Called in the loop.
 func (a *Agent) linkState(ifindex int) {
 	l := a.links[ifindex]
 	p := a.ports[ifindex]
-	if l == nil || !l.declared || p == nil {
+	if l == nil || p == nil {
 		return
 	}
-	if err := a.prog.ife.SetInterFELinkUp(l.peerFE, p.Up); err != nil {
-		a.log.Error("fe: inter-FE link state not updated in the datapath", "port", l.port, "up", p.Up, "err", err)
+	l.probe.portUp.Store(p.Up)
+	if !l.declared {
+		return
+	}
+	up := p.Up && l.alive
+	if err := a.prog.ife.SetInterFELinkUp(l.peerFE, up); err != nil {
+		a.log.Error("fe: inter-FE link state not updated in the datapath", "port", l.port, "up", up, "err", err)
 	}
 }
 

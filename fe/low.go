@@ -165,6 +165,10 @@ func (a *Agent) linkUpdate(u netlink.LinkUpdate) {
 		if ours {
 			dp = a.prog.dp
 		}
+		if ours && attrs.MTU != 0 && p.mtu != attrs.MTU && u.Header.Type != unix.RTM_DELLINK {
+			p.mtu = attrs.MTU
+			a.warnLinkMTUs()
+		}
 		if changed = ours && p.Up != up; changed {
 			p.Up = up
 			pi = forces.PortInfo{ID: uint32(p.Ifindex), Name: p.Name, Up: up, Addrs: slices.Clone(p.Addrs)}

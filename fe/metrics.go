@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/splitplane/splitplane/forces"
 )
 
 // The FE's Prometheus metrics. A scrape reads the agent's tables under its
@@ -95,6 +97,9 @@ var (
 		"Frame bytes (without FCS) the XDP program forwarded out of the port.", []string{"port"}, nil)
 	fePortPassed = prometheus.NewDesc("splitplane_fe_port_passed_packets_total",
 		"Packets received on the port that XDP passed to the kernel.", []string{"port"}, nil)
+
+	feLinkAlive = prometheus.NewDesc("splitplane_fe_inter_fe_link_alive",
+		"1 when the inter-FE link's peer FE answers its probes (its datapath runs) and the link is declared.", []string{"port", "peer_fe"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -102,7 +107,7 @@ func (fc *feCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{feCounterErrors, feAssociated, feLowUp, feProtocolErrors, feRedirected, feRedirectDropped,
 		feInjected, feEvents, feRoutes, feNexthops, feGroups, feProgrammed, feGateways, feResolved, feDPGroups, feNeighbors,
 		feDPErrors, feKernelRoutes, feKernelErrors, feRx, fePackets, feFwdBytes, feFwd6,
-		fePortUp, fePortRx, fePortRxBytes, fePortTx, fePortTxBytes, fePortPassed} {
+		fePortUp, fePortRx, fePortRxBytes, fePortTx, fePortTxBytes, fePortPassed, feLinkAlive} {
 		ch <- d
 	}
 }
@@ -130,6 +135,7 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 	var dpErrors, kernelErrors uint64
 	var kernel bool
 	var ports []metricsPort
+	var links []forces.FEInterFELinkStatus
 	var dp Datapath
 	a.do(func() {
 		routes4, routes6 = a.table.v4.len(), a.table.v6.len()
@@ -151,6 +157,7 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, p := range a.ports {
 			ports = append(ports, metricsPort{p.Name, p.Ifindex, p.Up})
 		}
+		links = a.linkStatus()
 		dp = a.prog.dp
 	})
 	sort.Slice(ports, func(i, j int) bool { return ports[i].ifindex < ports[j].ifindex })
@@ -182,6 +189,9 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, p := range ports {
 		gauge(fePortUp, b2f(p.up), p.name)
+	}
+	for _, l := range links {
+		gauge(feLinkAlive, b2f(l.Alive), l.Port, strconv.FormatUint(uint64(l.PeerFE), 10))
 	}
 	if dp == nil {
 		return // not loaded yet

@@ -93,7 +93,7 @@ func (a *Agent) setupPorts(dp Datapath, links []netlink.Link) (*portSetup, error
 			return nil, fmt.Errorf("ports[%d] %q: attach XDP (%s): %w", i, name, mode, err)
 		}
 		up := attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown
-		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr, rxQueues: attrs.NumRxQueues}
+		p := &port{Name: name, Ifindex: attrs.Index, MAC: attrs.HardwareAddr.String(), Mode: portMode.String(), Up: up, mac: attrs.HardwareAddr, mtu: attrs.MTU, rxQueues: attrs.NumRxQueues}
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
 			return nil, fmt.Errorf("ports[%d] %q: list addresses: %w", i, name, err)

@@ -39,13 +39,7 @@ func (a *Agent) Status() Status {
 				}
 			}
 		}
-		for _, l := range a.cfg.InterFELinks {
-			for _, p := range a.ports {
-				if p.Name == l.Port {
-					st.InterFELinks = append(st.InterFELinks, forces.FEInterFELinkStatus{Port: p.Name, Ifindex: p.Ifindex, PeerFE: l.PeerFE, Up: p.Up})
-				}
-			}
-		}
+		st.InterFELinks = a.linkStatus()
 		dp = a.prog.dp
 		st.VLB = a.vlb.status()
 	})
@@ -75,4 +69,29 @@ func (a *Agent) Status() Status {
 	counts := controlFlowCounts(dp)
 	a.do(func() { st.Classifier = a.classifierStatus(counts) })
 	return st
+}
+
+// linkStatus lists the inter-FE links as configured, with their state.
+// Called in the loop.
+func (a *Agent) linkStatus() []forces.FEInterFELinkStatus {
+	var out []forces.FEInterFELinkStatus
+	for _, l := range a.cfg.InterFELinks {
+		for _, p := range a.ports {
+			if p.Name != l.Port {
+				continue
+			}
+			ls := forces.FEInterFELinkStatus{Port: p.Name, Ifindex: p.Ifindex, PeerFE: l.PeerFE, Up: p.Up}
+			if il := a.links[p.Ifindex]; il != nil {
+				if il.peerMAC != nil {
+					ls.PeerMAC = il.peerMAC.String()
+				}
+				ls.Declared, ls.Alive = il.declared, il.declared && il.alive
+				lv := il.probe.liveness()
+				ls.ProbesSent, ls.ProbesAnswered = lv.Sent, lv.Answered
+				ls.LastRTTMicros = float64(lv.LastRTT.Nanoseconds()) / 1e3
+			}
+			out = append(out, ls)
+		}
+	}
+	return out
 }

@@ -82,7 +82,19 @@ type FEInterFELinkStatus struct {
 	Port    string `json:"port"`
 	Ifindex int    `json:"ifindex"`
 	PeerFE  uint32 `json:"peer_fe"`
-	Up      bool   `json:"up"`
+	Up      bool   `json:"up"` // the port's link
+	// PeerMAC is the peer's MAC on the link once learned; Declared, that
+	// the datapath has the link (it needs the MAC).
+	PeerMAC  string `json:"peer_mac,omitempty"`
+	Declared bool   `json:"declared"`
+	// Alive: the peer's datapath answers the link's probes (a declared
+	// link; the datapath uses it when Up and Alive). ProbesSent and
+	// ProbesAnswered count the probes; LastRTTMicros is the last reply's
+	// round trip.
+	Alive          bool    `json:"alive"`
+	ProbesSent     uint64  `json:"probes_sent"`
+	ProbesAnswered uint64  `json:"probes_answered"`
+	LastRTTMicros  float64 `json:"last_rtt_us,omitempty"`
 }
 
 // FEVLBStatus is how the FE spreads its traffic to the other FEs over the

@@ -56,6 +56,9 @@ var counterNames = [xdpStatReasonSTAT_MAX]string{
 	xdpStatReasonSTAT_DROP_IFE_NO_LINK:    "drop_ife_no_link",
 	xdpStatReasonSTAT_PASS_IFE_NO_NEXTHOP: "pass_ife_no_nexthop",
 	xdpStatReasonSTAT_PASS_IFE_HEADROOM:   "pass_ife_headroom",
+	// Added with the inter-FE link probes (ife_probe).
+	xdpStatReasonSTAT_IFE_PROBE_REPLY: "ife_probe_reply",
+	xdpStatReasonSTAT_IFE_PROBE_RX:    "ife_probe_rx",
 }
 
 // CounterNames returns the names of all counters in the order of the C enum,

@@ -41,7 +41,10 @@ import (
 // "pass_no_tx_port" and "pass_mtu" after decapsulation), "drop_ife_malformed"
 // (an IFE frame on a link that does not parse or lacks the egress port,
 // egress FE or nexthop key) and "drop_ife_no_link" (an IFE frame in transit
-// without a link up to its FE). An EtherType 0xED3E frame on a port that
+// without a link up to its FE), "ife_probe_reply" (probe requests of a
+// peer FE answered, with XDP_TX: forces/ife's Probe, which proves this
+// FE's datapath alive to the peer) and "ife_probe_rx" (probe replies
+// passed to the kernel, unpoliced, for the agent's prober). An EtherType 0xED3E frame on a port that
 // is no inter-FE link is not an IFE frame and goes to the kernel
 // ("pass_not_ipv4"). With forward CPUs (SetForwardCPUs), a packet to a
 // remote nexthop that arrives on another CPU is steered to a forward CPU,

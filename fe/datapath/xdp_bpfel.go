@@ -202,7 +202,9 @@ const (
 	xdpStatReasonSTAT_DROP_IFE_NO_LINK         xdpStatReason = 38
 	xdpStatReasonSTAT_PASS_IFE_NO_NEXTHOP      xdpStatReason = 39
 	xdpStatReasonSTAT_PASS_IFE_HEADROOM        xdpStatReason = 40
-	xdpStatReasonSTAT_MAX                      xdpStatReason = 41
+	xdpStatReasonSTAT_IFE_PROBE_REPLY          xdpStatReason = 41
+	xdpStatReasonSTAT_IFE_PROBE_RX             xdpStatReason = 42
+	xdpStatReasonSTAT_MAX                      xdpStatReason = 43
 )
 
 // Names of all BPF objects in the ELF.

@@ -77,6 +77,9 @@
 //     marking packets would steer them to a port of ours by accident.
 //     Distinct numbers make an unknown-to-us frame fail safe (no egress
 //     port: dropped, see One) instead of misdirected.
+//   - TypeProbe = 0x5354, in the same block: a liveness probe of an inter-FE
+//     link (Probe, EncodeProbe, DecodeProbe; probe.go), which the peer's
+//     datapath answers, in a frame of its own (ProbeFrameLen bytes).
 //
 // # Overhead
 //

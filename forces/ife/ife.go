@@ -43,6 +43,7 @@ const (
 	TypeIngressFE  uint16 = 0x5351 // u32: ForCES FE ID of the FE the packet entered the router on
 	TypeEgressFE   uint16 = 0x5352 // u32: ForCES FE ID of the FE the packet leaves the router by
 	TypeNexthopKey uint16 = 0x5353 // u32: NE-wide nexthop key, which the egress FE maps to its own nexthop
+	TypeProbe      uint16 = 0x5354 // ProbeLen bytes: a liveness probe of an inter-FE link (Probe), answered by the peer's datapath
 )
 
 // Errors returned by Decode, Encode and the metadata accessors, always
@@ -105,6 +106,8 @@ func valueLen(t uint16) int {
 		return 4
 	case TypeTCIndex:
 		return 2
+	case TypeProbe:
+		return ProbeLen
 	}
 	return -1
 }

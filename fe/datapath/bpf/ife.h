@@ -363,6 +363,53 @@ static __always_inline int ife_deliver(struct xdp_md *ctx, __u32 hdrlen, __u32 k
 	return forwarded(inner, nh, neigh, len, slot);
 }
 
+// A liveness probe of an inter-FE link (forces/ife probe.go): a frame of
+// fixed layout, its metadata one Probe TLV of IFE_PROBE_VALLEN bytes
+// (sender FE, responder FE, flags, sequence, time), then a 14-byte inner
+// frame. The offsets below are from the metadata length field.
+#define IFE_PROBE_VALLEN 24
+#define IFE_PROBE_METALEN (2 + 4 + IFE_PROBE_VALLEN)
+#define IFE_PROBE_RESPONDER 10
+#define IFE_PROBE_FLAGS 14
+#define IFE_PROBE_FLAG_REPLY 1
+
+// ife_probe answers a probe request that arrived on an inter-FE link: it
+// writes this FE's ID as the responder, sets the reply flag, swaps the
+// MACs and sends the frame back (XDP_TX), which proves to the peer that
+// this FE's datapath runs, not only its kernel. A probe reply goes to the
+// kernel, where the agent reads it, unpoliced: a reply policed away would
+// take a live link down. It returns -1 for a frame that is no probe.
+// Global, as ife_parse, to be verified once on its own.
+__attribute__((noinline)) int ife_probe(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *p = data + ETH_HLEN, mac[ETH_ALEN];
+	struct mesh *m;
+	__u32 zero = 0, flags;
+
+	if ((void *)(p + IFE_PROBE_METALEN + ETH_HLEN) > data_end)
+		return -1;
+	if (*(__be16 *)p != bpf_htons(IFE_PROBE_METALEN) ||
+	    *(__be32 *)(p + 2) != bpf_htonl((IFE_TYPE_PROBE << 16) | (4 + IFE_PROBE_VALLEN)))
+		return -1;
+	flags = bpf_ntohl(*(__be32 *)(p + IFE_PROBE_FLAGS));
+	if (flags & IFE_PROBE_FLAG_REPLY) {
+		stat_add(STAT_IFE_PROBE_RX, 1);
+		return ACT_PASS_DONE;
+	}
+	m = bpf_map_lookup_elem(&mesh_map, &zero);
+	if (!m || !m->self_fe)
+		return drop(STAT_DROP_IFE_NO_LINK);
+	*(__be32 *)(p + IFE_PROBE_RESPONDER) = bpf_htonl(m->self_fe);
+	*(__be32 *)(p + IFE_PROBE_FLAGS) = bpf_htonl(flags | IFE_PROBE_FLAG_REPLY);
+	__builtin_memcpy(mac, data, ETH_ALEN);
+	__builtin_memcpy(data, data + ETH_ALEN, ETH_ALEN);
+	__builtin_memcpy(data + ETH_ALEN, mac, ETH_ALEN);
+	stat_add(STAT_IFE_PROBE_REPLY, 1);
+	return XDP_TX;
+}
+
 // ife_rx handles a frame of EtherType 0xED3E that arrived on the port in
 // slot. Only on an inter-FE link is it an IFE frame; elsewhere it is any
 // other EtherType's frame, for the kernel. Called, not inlined, for the
@@ -375,6 +422,7 @@ __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
 	struct ife_meta im = {};
 	struct mesh *m;
 	__u32 *is_link, zero = 0, metalen;
+	int probe;
 
 	is_link = bpf_map_lookup_elem(&ife_ports, &slot);
 	if (!is_link || !*is_link || slot == 0)
@@ -385,6 +433,9 @@ __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
 		return pass(STAT_PASS_NOT_UNICAST);
 	if (other_host(eth, slot))
 		return pass(STAT_PASS_OTHER_HOST);
+	probe = ife_probe(ctx);
+	if (probe >= 0)
+		return probe;
 	// ife_parse is a global function, verified on its own: here its
 	// result is any scalar until bounded again. Clang knows the bound and
 	// would drop the check, so the empty asm hides the value from it.

@@ -105,6 +105,8 @@ enum stat_reason {
 	STAT_DROP_IFE_NO_LINK,  // IFE frame in transit, no link up to its egress FE
 	STAT_PASS_IFE_NO_NEXTHOP, // IFE frame for this FE whose nexthop key maps to no local nexthop: inner frame passed
 	STAT_PASS_IFE_HEADROOM, // no headroom for the IFE header (bpf_xdp_adjust_head failed)
+	STAT_IFE_PROBE_REPLY,   // inter-FE link probe requests answered (XDP_TX)
+	STAT_IFE_PROBE_RX,      // inter-FE link probe replies passed to the kernel (for the agent)
 	STAT_MAX,
 };
 
@@ -481,6 +483,7 @@ struct {
 #define IFE_TYPE_EGRESS_PORT 0x5350
 #define IFE_TYPE_EGRESS_FE 0x5352
 #define IFE_TYPE_NH_KEY 0x5353
+#define IFE_TYPE_PROBE 0x5354
 #define IFE_MAX_TLVS 8       // a receiver reads at most this many TLVs
 #define IFE_MAX_METALEN 256  // and metadata at most this long
 

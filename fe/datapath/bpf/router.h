@@ -291,7 +291,8 @@ static __always_inline int router(struct xdp_md *ctx, const int variant, const i
 		ps->rx_packets++;
 		ps->rx_bytes += len;
 	}
-	if (action == XDP_REDIRECT)
+	// XDP_TX: an inter-FE link probe answered (ife_probe).
+	if (action == XDP_REDIRECT || action == XDP_TX)
 		return action;
 	if (action == XDP_PASS) {
 		ps->passed++;
