@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/splitplane/splitplane/integration/bench/gen"
+	"golang.org/x/sys/unix"
 )
 
 // Metric names of `splitplane bench cluster` (Cluster). They are fixed:
@@ -24,6 +26,19 @@ const (
 	MetricClusterLocalPPS = "cluster_local_pps"
 	// MetricClusterCrossVsLocal is cross / local (ratio; the goal is 0.7).
 	MetricClusterCrossVsLocal = "cluster_cross_fe_vs_local"
+	// MetricClusterIngressNS and MetricClusterEgressNS are the time FE 1's
+	// program (encapsulation) and FE 3's (delivery) spend on a packet that
+	// crosses, from the kernel's BPF run-time statistics, against
+	// MetricClusterLocalNS, FE 1's program on a packet it forwards locally,
+	// in the same rounds. MetricClusterPerServer is local / the larger of
+	// the two: what each server of a cluster, doing its own half of the
+	// work, forwards across FEs per packet against locally (the goal, 0.7,
+	// read per server); cluster_cross_fe_vs_local has one CPU do both
+	// halves and the extra veth hop.
+	MetricClusterIngressNS = "cluster_ingress_program_ns"
+	MetricClusterEgressNS  = "cluster_egress_program_ns"
+	MetricClusterLocalNS   = "cluster_local_program_ns"
+	MetricClusterPerServer = "cluster_cross_fe_vs_local_per_server"
 	// MetricClusterVLBShareFE1 and MetricClusterVLBShareFE2: with FE 1's
 	// spill to FE 3 set (ClusterOptions.SpillPermille), the percent of
 	// the packets from FE 1 to FE 3 that FE 1 sent straight to FE 3, and
@@ -59,6 +74,7 @@ const (
 func ClusterMetrics() []string {
 	return []string{
 		MetricClusterCrossFEPPS, MetricClusterLocalPPS, MetricClusterCrossVsLocal,
+		MetricClusterIngressNS, MetricClusterEgressNS, MetricClusterLocalNS, MetricClusterPerServer,
 		MetricClusterVLBShareFE1, MetricClusterVLBShareFE2,
 		MetricClusterVLBLinkDownShareFE1, MetricClusterVLBLinkDownShareFE2,
 		MetricClusterReorderPct, MetricClusterLostPackets,
@@ -196,10 +212,17 @@ func Cluster(ctx context.Context, opts ClusterOptions) (_ []Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench cluster: %w", err)
 	}
+	perServer := local.fe1NS / max(cross.fe1NS, cross.fe3NS)
+	progress("per packet: FE 1's program %.0f ns encapsulating, FE %d's %.0f ns delivering, FE 1's %.0f ns forwarding locally: per server %.2f of local",
+		cross.fe1NS, clusterFEs, cross.fe3NS, local.fe1NS, perServer)
 	results := []Result{
-		{Metric: MetricClusterCrossFEPPS, Value: cross, Unit: "pps", Baseline: MetricClusterLocalPPS, BaselineValue: local},
-		{Metric: MetricClusterLocalPPS, Value: local, Unit: "pps"},
-		{Metric: MetricClusterCrossVsLocal, Value: cross / local, Unit: "ratio", Baseline: MetricClusterLocalPPS, BaselineValue: local},
+		{Metric: MetricClusterCrossFEPPS, Value: cross.pps, Unit: "pps", Baseline: MetricClusterLocalPPS, BaselineValue: local.pps},
+		{Metric: MetricClusterLocalPPS, Value: local.pps, Unit: "pps"},
+		{Metric: MetricClusterCrossVsLocal, Value: cross.pps / local.pps, Unit: "ratio", Baseline: MetricClusterLocalPPS, BaselineValue: local.pps},
+		{Metric: MetricClusterIngressNS, Value: cross.fe1NS, Unit: "ns", Baseline: MetricClusterLocalNS, BaselineValue: local.fe1NS},
+		{Metric: MetricClusterEgressNS, Value: cross.fe3NS, Unit: "ns", Baseline: MetricClusterLocalNS, BaselineValue: local.fe1NS},
+		{Metric: MetricClusterLocalNS, Value: local.fe1NS, Unit: "ns"},
+		{Metric: MetricClusterPerServer, Value: perServer, Unit: "ratio", Baseline: MetricClusterLocalNS, BaselineValue: local.fe1NS},
 	}
 
 	shares, err := c.vlbShares(ctx, g, opts, progress)
@@ -227,29 +250,50 @@ func (c *clusterTopo) setDsts(g *gen.Gen, local bool) error {
 	}, destinations([]netip.Prefix{p}, 1))
 }
 
+// rateSample is one measured rate and, from the kernel's BPF run-time
+// statistics over the same time, the mean time FE 1's and the last FE's
+// programs spent on a packet.
+type rateSample struct {
+	pps, fe1NS, fe3NS float64
+}
+
 // rates measures the cross and local rates, taking turns (the first of a
-// round alternating), and returns their medians.
-func (c *clusterTopo) rates(ctx context.Context, g *gen.Gen, opts ClusterOptions, progress func(string, ...any)) (cross, local float64, err error) {
-	var crossR, localR []float64
+// round alternating), and returns the median of each figure.
+func (c *clusterTopo) rates(ctx context.Context, g *gen.Gen, opts ClusterOptions, progress func(string, ...any)) (cross, local rateSample, err error) {
+	var crossR, localR []rateSample
 	for r := range opts.Rounds {
 		order := []bool{false, true} // local?
 		if r%2 == 1 {
 			order = []bool{true, false}
 		}
 		for _, isLocal := range order {
-			pps, err := c.measureRate(ctx, g, isLocal, opts.Duration)
+			s, err := c.measureRate(ctx, g, isLocal, opts.Duration)
 			if err != nil {
-				return 0, 0, fmt.Errorf("%s, round %d: %w", rateName(isLocal), r+1, err)
+				return rateSample{}, rateSample{}, fmt.Errorf("%s, round %d: %w", rateName(isLocal), r+1, err)
 			}
+			// The programs' times in a run of their own: the kernel's
+			// statistics time every run, which costs the rate itself.
+			t, err := c.timedRate(ctx, g, isLocal, opts.Duration/2)
+			if err != nil {
+				return rateSample{}, rateSample{}, fmt.Errorf("%s, round %d, timed: %w", rateName(isLocal), r+1, err)
+			}
+			s.fe1NS, s.fe3NS = t.fe1NS, t.fe3NS
 			if isLocal {
-				localR = append(localR, pps)
+				localR = append(localR, s)
 			} else {
-				crossR = append(crossR, pps)
+				crossR = append(crossR, s)
 			}
 		}
-		progress("round %d/%d: cross-FE %.2f Mpps, local %.2f Mpps", r+1, opts.Rounds, crossR[r]/1e6, localR[r]/1e6)
+		progress("round %d/%d: cross-FE %.2f Mpps, local %.2f Mpps", r+1, opts.Rounds, crossR[r].pps/1e6, localR[r].pps/1e6)
 	}
-	return median(crossR), median(localR), nil
+	med := func(ss []rateSample) rateSample {
+		var pps, fe1, fe3 []float64
+		for _, s := range ss {
+			pps, fe1, fe3 = append(pps, s.pps), append(fe1, s.fe1NS), append(fe3, s.fe3NS)
+		}
+		return rateSample{median(pps), median(fe1), median(fe3)}
+	}
+	return med(crossR), med(localR), nil
 }
 
 func rateName(local bool) string {
@@ -259,34 +303,79 @@ func rateName(local bool) string {
 	return "cross-FE"
 }
 
+// timedRate is measureRate with the kernel's BPF run-time statistics on.
+func (c *clusterTopo) timedRate(ctx context.Context, g *gen.Gen, local bool, dur time.Duration) (rateSample, error) {
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return rateSample{}, fmt.Errorf("BPF run-time statistics: %w", err)
+	}
+	defer stats.Close()
+	return c.measureRate(ctx, g, local, dur)
+}
+
+// progStats reads the run-time statistics of FE fe's program.
+func (c *clusterTopo) progStats(fe int) (*ebpf.ProgramStats, error) {
+	s, err := c.fe[fe].Program().Stats()
+	if err != nil {
+		return nil, fmt.Errorf("FE %d's program statistics: %w", fe, err)
+	}
+	return s, nil
+}
+
+// nsPerRun is the mean time of a program's runs between two readings.
+func nsPerRun(before, after *ebpf.ProgramStats) float64 {
+	if after.RunCount <= before.RunCount {
+		return 0
+	}
+	return float64(after.Runtime-before.Runtime) / float64(after.RunCount-before.RunCount)
+}
+
 // measureRate measures one rate and checks, from the FEs' counters, that
 // the packets took the path measured: across, FE 3 delivered IFE frames;
 // locally, FE 1 forwarded and encapsulated nothing.
-func (c *clusterTopo) measureRate(ctx context.Context, g *gen.Gen, local bool, dur time.Duration) (float64, error) {
+func (c *clusterTopo) measureRate(ctx context.Context, g *gen.Gen, local bool, dur time.Duration) (rateSample, error) {
 	if err := c.setDsts(g, local); err != nil {
-		return 0, err
+		return rateSample{}, err
 	}
 	before, err := c.counters()
 	if err != nil {
-		return 0, err
+		return rateSample{}, err
+	}
+	var st [2]*ebpf.ProgramStats
+	for i, fe := range []int{1, clusterFEs} {
+		if st[i], err = c.progStats(fe); err != nil {
+			return rateSample{}, err
+		}
 	}
 	pps, err := c.measure(ctx, g, dur)
 	if err != nil {
-		return 0, err
+		return rateSample{}, err
 	}
 	after, err := c.counters()
 	if err != nil {
-		return 0, err
+		return rateSample{}, err
+	}
+	s := rateSample{pps: pps}
+	for i, fe := range []int{1, clusterFEs} {
+		now, err := c.progStats(fe)
+		if err != nil {
+			return rateSample{}, err
+		}
+		if i == 0 {
+			s.fe1NS = nsPerRun(st[i], now)
+		} else {
+			s.fe3NS = nsPerRun(st[i], now)
+		}
 	}
 	d := func(fe int, name string) uint64 { return after[fe][name] - before[fe][name] }
 	switch {
 	case local && (d(1, "forwarded") == 0 || d(1, "ife_encap") != 0):
-		return 0, fmt.Errorf("FE 1 forwarded %d, encapsulated %d: not the local path: %w", d(1, "forwarded"), d(1, "ife_encap"), ErrIncomplete)
+		return rateSample{}, fmt.Errorf("FE 1 forwarded %d, encapsulated %d: not the local path: %w", d(1, "forwarded"), d(1, "ife_encap"), ErrIncomplete)
 	case !local && (d(clusterFEs, "ife_decap") == 0 || d(1, "ife_via") != 0):
-		return 0, fmt.Errorf("FE %d delivered %d IFE frames, FE 1 sent %d through an intermediate: not the direct cross path: %w",
+		return rateSample{}, fmt.Errorf("FE %d delivered %d IFE frames, FE 1 sent %d through an intermediate: not the direct cross path: %w",
 			clusterFEs, d(clusterFEs, "ife_decap"), d(1, "ife_via"), ErrIncomplete)
 	}
-	return pps, nil
+	return s, nil
 }
 
 // vlbShares sends VLBFrames to 65,536 destinations behind FE 3 with FE 1's

@@ -49,6 +49,7 @@ func TestCluster(t *testing.T) {
 		MetricClusterReorderPct: "percent", MetricClusterLostPackets: "packets",
 		MetricClusterReorderFailoverPct: "percent", MetricClusterLostFailover: "packets",
 		MetricClusterReorderLoadedPct: "percent", MetricClusterLostLoaded: "packets",
+		MetricClusterIngressNS: "ns", MetricClusterEgressNS: "ns", MetricClusterLocalNS: "ns", MetricClusterPerServer: "ratio",
 	}
 	for name, unit := range units {
 		if got[name].Unit != unit {
@@ -64,6 +65,15 @@ func TestCluster(t *testing.T) {
 	}
 	if r := got[MetricClusterCrossVsLocal].Value; math.Abs(r-cross.Value/local.Value) > 1e-9 {
 		t.Errorf("ratio %v, want %v", r, cross.Value/local.Value)
+	}
+	// The programs' times: measured (a program runs in tens of ns at
+	// least), and the per-server ratio made of them.
+	in, eg, loc := got[MetricClusterIngressNS].Value, got[MetricClusterEgressNS].Value, got[MetricClusterLocalNS].Value
+	if in < 10 || eg < 10 || loc < 10 {
+		t.Errorf("program times: ingress %v ns, egress %v ns, local %v ns; want each measured", in, eg, loc)
+	}
+	if r := got[MetricClusterPerServer].Value; math.Abs(r-loc/max(in, eg)) > 1e-9 {
+		t.Errorf("per-server ratio %v, want local / max(ingress, egress) = %v", r, loc/max(in, eg))
 	}
 	// Spill 250 is 256/1024 of the hash range: about a quarter of 65,536
 	// flows through FE 2.

@@ -241,6 +241,32 @@ __attribute__((noinline)) __u32 ife_parse(struct xdp_md *ctx, struct ife_meta *i
 	return metalen;
 }
 
+// ife_parse_ours reads the metadata of an IFE frame laid out exactly as
+// ife_encap writes it (metadata length IFE_SEND_METALEN: egress port,
+// egress FE, nexthop key, flow hash, in that order, and an inner Ethernet
+// header) into *im, with a few compares instead of ife_parse's walk of the
+// TLVs. It returns the metadata length, or 0 for any other frame, which
+// ife_parse then reads.
+static __always_inline __u32 ife_parse_ours(void *data, void *data_end, struct ife_meta *im)
+{
+	void *meta = data + ETH_HLEN;
+
+	if (data + IFE_SEND_OVERHEAD + ETH_HLEN > data_end)
+		return 0;
+	if (*(__be16 *)meta != bpf_htons(IFE_SEND_METALEN) ||
+	    *(__u32 *)(meta + 2) != bpf_htonl((IFE_TYPE_EGRESS_PORT << 16) | 8) ||
+	    *(__u32 *)(meta + 10) != bpf_htonl((IFE_TYPE_EGRESS_FE << 16) | 8) ||
+	    *(__u32 *)(meta + 18) != bpf_htonl((IFE_TYPE_NH_KEY << 16) | 8) ||
+	    *(__u32 *)(meta + 26) != bpf_htonl((IFE_TYPE_FLOW_HASH << 16) | 8))
+		return 0;
+	im->port = bpf_ntohl(*(__u32 *)(meta + 6));
+	im->fe = bpf_ntohl(*(__u32 *)(meta + 14));
+	im->key = bpf_ntohl(*(__u32 *)(meta + 22));
+	im->hash = bpf_ntohl(*(__u32 *)(meta + 30));
+	im->seen = IFE_SEEN_NEEDED | IFE_SEEN_HASH;
+	return IFE_SEND_METALEN;
+}
+
 // ife_transit sends the IFE frame for FE fe, which arrived here as the
 // intermediate of two-phase VLB, on to fe over the direct link, unchanged
 // but for the outer MACs. Without a link up to fe it is dropped: it is no
@@ -412,16 +438,17 @@ __attribute__((noinline)) int ife_probe(struct xdp_md *ctx)
 
 // ife_rx handles a frame of EtherType 0xED3E that arrived on the port in
 // slot. Only on an inter-FE link is it an IFE frame; elsewhere it is any
-// other EtherType's frame, for the kernel. Called, not inlined, for the
-// reason ife_encap is.
-__attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
+// other EtherType's frame, for the kernel. on_fe_cpu is router's: set on
+// a forward CPU, which handles what it gets and steers nothing again.
+// Called, not inlined, for the reason ife_encap is.
+__attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot, __u32 on_fe_cpu)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct ife_meta im = {};
 	struct mesh *m;
-	__u32 *is_link, zero = 0, metalen;
+	__u32 *is_link, zero = 0, metalen, n;
 	int probe;
 
 	is_link = bpf_map_lookup_elem(&ife_ports, &slot);
@@ -433,16 +460,28 @@ __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot)
 		return pass(STAT_PASS_NOT_UNICAST);
 	if (other_host(eth, slot))
 		return pass(STAT_PASS_OTHER_HOST);
-	probe = ife_probe(ctx);
-	if (probe >= 0)
-		return probe;
-	// ife_parse is a global function, verified on its own: here its
-	// result is any scalar until bounded again. Clang knows the bound and
-	// would drop the check, so the empty asm hides the value from it.
-	metalen = ife_parse(ctx, &im);
-	asm volatile("" : "+r"(metalen));
+	// The frames FEs send one another first, as ife_encap lays them out;
+	// then probes; anything else the general way.
+	metalen = ife_parse_ours(data, data_end, &im);
+	if (!metalen) {
+		probe = ife_probe(ctx);
+		if (probe >= 0)
+			return probe;
+		// ife_parse is a global function, verified on its own: here its
+		// result is any scalar until bounded again. Clang knows the bound
+		// and would drop the check, so the empty asm hides the value from
+		// it.
+		metalen = ife_parse(ctx, &im);
+		asm volatile("" : "+r"(metalen));
+	}
 	if (!metalen || metalen > IFE_MAX_METALEN || !im.fe || im.fe >= MAX_FES)
 		return drop(STAT_DROP_IFE_MALFORMED);
+	// Delivery and transit are forwarding: on the forward CPUs when there
+	// are some, by the flow hash the frame carries (or, without one, the
+	// nexthop key: still one CPU for a flow).
+	if (!on_fe_cpu && (n = fwd_steer_count()) &&
+	    steer_fe_cpu((im.seen & IFE_SEEN_HASH) ? im.hash : im.key, n))
+		return ACT_TO_FE_CPU;
 	m = bpf_map_lookup_elem(&mesh_map, &zero);
 	if (!m || !m->self_fe)
 		return drop(STAT_DROP_IFE_NO_LINK);

@@ -238,7 +238,7 @@ static __always_inline int route(struct xdp_md *volatile *ctxp, void *data, void
 	case bpf_htons(ETH_P_8021AD):
 		return pass(STAT_PASS_VLAN);
 	case bpf_htons(ETH_P_IFE):
-		return ife_rx(*ctxp, slot);
+		return ife_rx(*ctxp, slot, on_fe_cpu);
 	default:
 		return pass(STAT_PASS_NOT_IPV4);
 	}
