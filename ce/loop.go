@@ -193,6 +193,7 @@ func (c *CE) loop(ctx context.Context) error {
 				if changes = eg.recompute(fib, changes); len(changes) > n {
 					c.log.Info("forces: nexthop egress rows changed", "fe", m.fe, "rows", len(changes)-n)
 				}
+				changes = c.connectedRows(eg, m.fe, changes)
 			}
 			send()
 		case s := <-c.joins:
@@ -208,7 +209,7 @@ func (c *CE) loop(ctx context.Context) error {
 			s.decided <- nil
 		case s := <-c.syncs:
 			snap := fib.Snapshot()
-			snap.egress = eg.snapshot()
+			snap.egress = append(eg.snapshot(), eg.connSnapshot()...)
 			s.accept(snap)
 			c.log.Info("forces: FE associated, full sync queued", "fe", s.fe, "remote", s.remote, "routes", fib.Len())
 		case s := <-c.leaves:
@@ -232,6 +233,8 @@ func (c *CE) loop(ctx context.Context) error {
 				eg.setPorts(s.fe, nil)
 				if changes = eg.recompute(fib, changes[:0]); len(changes) > 0 {
 					c.log.Info("forces: nexthop egress rows changed", "fe", s.fe, "rows", len(changes))
+				}
+				if changes = c.connectedRows(eg, s.fe, changes); len(changes) > 0 {
 					send()
 				}
 			}
