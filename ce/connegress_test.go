@@ -175,6 +175,14 @@ func TestConnectedRowsAcrossFEs(t *testing.T) {
 		}
 	}
 
+	connOfFE := map[string]int{}
+	for _, fe := range statusOf(t, c).FEs {
+		connOfFE[fe.ID] = fe.ConnectedOf
+	}
+	if fmt.Sprint(connOfFE) != "map[FE(1):1 FE(2):1 FE(3):1]" {
+		t.Fatalf("subnets each FE is the egress of: %v", connOfFE)
+	}
+
 	// FE 2's port goes down: its row goes, on both FEs.
 	s := c.session(context.Background(), f2.id)
 	data, err := port(5, false, "10.20.2.1/24").AppendFullData(nil)

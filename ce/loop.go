@@ -252,10 +252,11 @@ func (c *CE) loop(ctx context.Context) error {
 		case q := <-c.queries:
 			st := Status{ID: c.id.String(), Routes: fib.Len(), Connected: rib.Connected(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
 			st.UnresolvedRoutes, st.UnresolvedStatic = rib.unresolvedRoutes()
-			egressOf := eg.counts()
+			egressOf, connOf := eg.counts(), eg.connCounts()
 			for _, s := range fes {
 				fs := s.status()
 				fs.EgressOf = egressOf[forces.FESubID(s.fe)]
+				fs.ConnectedOf = connOf[forces.FESubID(s.fe)]
 				for i := range fs.InterFELinks {
 					fs.InterFELinks[i].PeerAssociated = fes[forces.FEID(fs.InterFELinks[i].PeerFE)] != nil
 				}
