@@ -252,12 +252,24 @@ func (pr *programmer) shadowConnected(p netip.Prefix, r *connRoute) {
 }
 
 // takeOver forgets the CE route programmed for p, which a remote subnet
-// now shadows (its datapath route is about to be overwritten).
+// now shadows (its datapath route is about to be overwritten), and takes
+// its copy out of the kernel's table.
 func (pr *programmer) takeOver(p netip.Prefix, b *batch) {
+	var had bool
 	if p.Addr().Is4() {
-		programTo(pr, pr.prog4(), prefix.FromV4(p), target{}, b)
+		k := prefix.FromV4(p)
+		_, had = pr.routes.get(k)
+		programTo(pr, pr.prog4(), k, target{}, b)
 	} else {
+		_, had = pr.routes6.get(p)
 		programTo(pr, pr.prog6(), p, target{}, b)
+	}
+	if had && pr.kernel != nil {
+		if p.Addr().Is4() {
+			pr.kernel.sync(prefix.FromV4(p), 0)
+		} else {
+			pr.kernel.sync6(p, netip.Addr{})
+		}
 	}
 }
 

@@ -127,3 +127,36 @@ func TestConnectedNotCluster(t *testing.T) {
 		t.Fatalf("status: %d rows, %d remote", st.ConnectedRows, st.RemoteConnected)
 	}
 }
+
+// The kernel's copy of the CE's routes (kernel_routes: all) follows: a CE
+// route that a remote subnet takes over leaves the kernel's table, and
+// comes back with the CE route when the row goes.
+func TestConnectedKernelCopy(t *testing.T) {
+	a, _ := connCluster(t)
+	f := &ipRoutes{routes: map[netip.Prefix]string{}}
+	k := newKernelFIBOn(KernelRoutesAll, f)
+	t.Cleanup(k.close)
+	a.prog.kernel = k
+	p := netip.MustParsePrefix("10.20.2.0/24")
+	steps := []struct {
+		title string
+		ops   []forces.TableOp
+		want  string // the kernel's route for p, "" for none
+	}{
+		{"a CE route", []forces.TableOp{setNH(1, "192.0.2.1"), setRoute(1, "10.20.2.0/24", 1)}, fmt.Sprintf("via 192.0.2.1 proto %d", kernelProto)},
+		{"FE 2's subnet takes it over", []forces.TableOp{setConn(1, "10.20.2.0/24", 2, 5)}, ""},
+		{"FE 2's row goes", []forces.TableOp{del(forces.ClassIPv4ConnectedEgress, 1)}, fmt.Sprintf("via 192.0.2.1 proto %d", kernelProto)},
+	}
+	for _, s := range steps {
+		if resp, failed := a.applyConfig(configMsg(t, s.ops...)); failed {
+			t.Fatalf("%s: %v", s.title, results(t, resp))
+		}
+		k.flush()
+		f.mu.Lock()
+		got := f.routes[p]
+		f.mu.Unlock()
+		if got != s.want {
+			t.Fatalf("%s: the kernel's route for %s is %q, want %q", s.title, p, got, s.want)
+		}
+	}
+}
