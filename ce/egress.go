@@ -41,6 +41,7 @@ type egress struct {
 	ports map[forces.ID][]forces.PortInfo // the associated FEs' ports
 	order []forces.ID                     // ports' keys, sorted
 	rows  [2]map[uint32]egressRow         // by family (0: IPv4) and nexthop row
+	conn  connEgress                      // the connected egress rows (connegress.go)
 }
 
 func newEgress() *egress {

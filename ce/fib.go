@@ -19,14 +19,16 @@ type ChangeKind uint8
 // set, groups set, routes deleted, routes set, groups deleted, nexthops
 // deleted.
 const (
-	NexthopSet ChangeKind = iota + 1 // NextHop row ID = NextHop
-	RouteSet                         // UcastLPM row Row = Prefix via nexthop ID (or group ID if ECMP)
-	RouteDel                         // UcastLPM row Row deleted
-	NexthopDel                       // NextHop row ID deleted
-	GroupSet                         // ECMP group row ID = Members (nexthop IDs)
-	GroupDel                         // ECMP group row ID deleted
-	EgressSet                        // nexthop egress row ID (a nexthop row) = Egress; NextHop is its gateway
-	EgressDel                        // nexthop egress row ID deleted; NextHop is its gateway
+	NexthopSet   ChangeKind = iota + 1 // NextHop row ID = NextHop
+	RouteSet                           // UcastLPM row Row = Prefix via nexthop ID (or group ID if ECMP)
+	RouteDel                           // UcastLPM row Row deleted
+	NexthopDel                         // NextHop row ID deleted
+	GroupSet                           // ECMP group row ID = Members (nexthop IDs)
+	GroupDel                           // ECMP group row ID deleted
+	EgressSet                          // nexthop egress row ID (a nexthop row) = Egress; NextHop is its gateway
+	EgressDel                          // nexthop egress row ID deleted; NextHop is its gateway
+	ConnectedSet                       // connected egress row ID = Prefix on Egress (connegress.go)
+	ConnectedDel                       // connected egress row ID deleted; Prefix is its subnet
 )
 
 // Change is one row operation on an FE's tables. Rows are the CE's own
@@ -366,7 +368,8 @@ func (f *FIB) Snapshot() []Change {
 // on the goroutine that owns the FIBs; it is then read on another.
 type Snapshot struct {
 	parts []snapPart // one per family
-	// egress is the nexthop egress rows (egress.go), after the parts.
+	// egress is the nexthop egress rows (egress.go), then the connected
+	// egress rows (connegress.go), after the parts.
 	egress []Change
 }
 

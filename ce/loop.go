@@ -208,6 +208,7 @@ func (c *CE) loop(ctx context.Context) error {
 				if changes = eg.recompute(fib, changes); len(changes) > n {
 					c.log.Info("forces: nexthop egress rows changed", "fe", m.fe, "rows", len(changes)-n)
 				}
+				changes = c.connectedRows(eg, m.fe, changes)
 			}
 			send()
 		case s := <-c.joins:
@@ -223,7 +224,7 @@ func (c *CE) loop(ctx context.Context) error {
 			s.decided <- nil
 		case s := <-c.syncs:
 			snap := fib.Snapshot()
-			snap.egress = eg.snapshot()
+			snap.egress = append(eg.snapshot(), eg.connSnapshot()...)
 			s.accept(snap)
 			c.log.Info("forces: FE associated, full sync queued", "fe", s.fe, "remote", s.remote, "routes", fib.Len())
 		case s := <-c.leaves:
@@ -257,7 +258,7 @@ func (c *CE) loop(ctx context.Context) error {
 				if changes = eg.recompute(fib, changes); len(changes) > n {
 					c.log.Info("forces: nexthop egress rows changed", "fe", s.fe, "rows", len(changes)-n)
 				}
-				if len(changes) > 0 {
+				if changes = c.connectedRows(eg, s.fe, changes); len(changes) > 0 {
 					send()
 				}
 			}
@@ -275,10 +276,11 @@ func (c *CE) loop(ctx context.Context) error {
 		case q := <-c.queries:
 			st := Status{ID: c.id.String(), Routes: fib.Len(), Connected: rib.Connected(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
 			st.UnresolvedRoutes, st.UnresolvedStatic = rib.unresolvedRoutes()
-			egressOf := eg.counts()
+			egressOf, connOf := eg.counts(), eg.connCounts()
 			for _, s := range fes {
 				fs := s.status()
 				fs.EgressOf = egressOf[forces.FESubID(s.fe)]
+				fs.ConnectedOf = connOf[forces.FESubID(s.fe)]
 				for i := range fs.InterFELinks {
 					fs.InterFELinks[i].PeerAssociated = fes[forces.FEID(fs.InterFELinks[i].PeerFE)] != nil
 				}

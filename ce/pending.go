@@ -15,6 +15,7 @@ type pending struct {
 	nexthops changeSet // by family and nexthop row
 	groups   changeSet // by family and ECMP group row
 	egress   changeSet // by family and nexthop row
+	conn     changeSet // by family and connected row
 	// What the FE holds, so a row set and deleted again before it was ever
 	// sent is dropped instead of becoming a DEL of a row the FE never had.
 	// Rows are dense from 1, so a bitmap costs 128 KiB per million.
@@ -22,6 +23,7 @@ type pending struct {
 	feNexthops, feNexthops6 bitmap
 	feGroups, feGroups6     bitmap
 	feEgress, feEgress6     bitmap
+	feConn, feConn6         bitmap
 
 	out []Change // take's result, reused
 }
@@ -63,10 +65,17 @@ func (p *pending) egressOf(c Change) *bitmap {
 	return &p.feEgress
 }
 
+func (p *pending) connOf(c Change) *bitmap {
+	if c.ipv6() {
+		return &p.feConn6
+	}
+	return &p.feConn
+}
+
 func newPending() *pending {
 	row := func(c Change) uint32 { return c.Row }
 	id := func(c Change) uint32 { return c.ID }
-	return &pending{routes: newChangeSet(row), nexthops: newChangeSet(id), groups: newChangeSet(id), egress: newChangeSet(id)}
+	return &pending{routes: newChangeSet(row), nexthops: newChangeSet(id), groups: newChangeSet(id), egress: newChangeSet(id), conn: newChangeSet(id)}
 }
 
 // changeSet is the latest change per row (or nexthop or group ID), in the
@@ -149,7 +158,7 @@ func (b bitmap) unset(i uint32) {
 }
 
 func (p *pending) len() int {
-	return len(p.routes.list) + len(p.nexthops.list) + len(p.groups.list) + len(p.egress.list)
+	return len(p.routes.list) + len(p.nexthops.list) + len(p.groups.list) + len(p.egress.list) + len(p.conn.list)
 }
 
 // synced records that the FE holds exactly these changes (the full sync).
@@ -186,6 +195,8 @@ func (p *pending) add(ch []Change) {
 			p.groups.put(c)
 		case EgressSet, EgressDel:
 			p.egress.put(c)
+		case ConnectedSet, ConnectedDel:
+			p.conn.put(c)
 		}
 	}
 }
@@ -208,7 +219,7 @@ func (p *pending) take() []Change {
 			if c.Kind != k {
 				continue
 			}
-			if (k == RouteDel || k == NexthopDel || k == GroupDel || k == EgressDel) && !have(c).has(key(c)) {
+			if (k == RouteDel || k == NexthopDel || k == GroupDel || k == EgressDel || k == ConnectedDel) && !have(c).has(key(c)) {
 				continue // never reached the FE
 			}
 			pk := pkey(c, key(c))
@@ -225,6 +236,10 @@ func (p *pending) take() []Change {
 	kind(NexthopSet, &p.nexthops, p.nexthopsOf)
 	kind(GroupSet, &p.groups, p.groupsOf)
 	kind(EgressSet, &p.egress, p.egressOf)
+	// A connected row index moves between the families' tables only
+	// through a deletion: deleted first, so no key is in both at once.
+	kind(ConnectedDel, &p.conn, p.connOf)
+	kind(ConnectedSet, &p.conn, p.connOf)
 	kind(RouteDel, &p.routes, p.rowsOf)
 	kind(RouteSet, &p.routes, p.rowsOf)
 	kind(GroupDel, &p.groups, p.groupsOf)
@@ -237,6 +252,7 @@ func (p *pending) take() []Change {
 	p.nexthops.reset()
 	p.groups.reset()
 	p.egress.reset()
+	p.conn.reset()
 	if keep(cap(out), len(out)) {
 		p.out = out
 	} else {
@@ -263,5 +279,9 @@ func (p *pending) sent(c Change) {
 		p.egressOf(c).set(c.ID)
 	case EgressDel:
 		p.egressOf(c).unset(c.ID)
+	case ConnectedSet:
+		p.connOf(c).set(c.ID)
+	case ConnectedDel:
+		p.connOf(c).unset(c.ID)
 	}
 }

@@ -59,6 +59,9 @@ type FEStatus struct {
 	// counts the nexthops whose gateway is behind this FE (egress.go).
 	InterFELinks []FELink `json:"inter_fe_links,omitempty"`
 	EgressOf     int      `json:"egress_of_nexthops"`
+	// ConnectedOf counts the connected egress rows naming this FE: its
+	// port subnets the other FEs reach through it (connegress.go).
+	ConnectedOf int `json:"egress_of_subnets"`
 }
 
 // FEPort is a port an FE reported.

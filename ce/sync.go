@@ -101,12 +101,15 @@ func (s *session) fullSync(ctx context.Context) error {
 	})
 	tables := []forces.Table{forces.TableIPv4Prefix, forces.TableIPv4NextHop}
 	v6, ecmp := s.features()
-	egress := s.hasEgress()
+	egress, conn := s.hasEgress(), s.hasConnected()
 	if ecmp {
 		tables = append(tables, forces.TableIPv4Group)
 	}
 	if egress {
 		tables = append(tables, forces.TableIPv4Egress)
+	}
+	if conn {
+		tables = append(tables, forces.TableIPv4Connected)
 	}
 	if v6 {
 		tables = append(tables, forces.TableIPv6Prefix, forces.TableIPv6NextHop)
@@ -115,6 +118,9 @@ func (s *session) fullSync(ctx context.Context) error {
 		}
 		if egress {
 			tables = append(tables, forces.TableIPv6Egress)
+		}
+		if conn {
+			tables = append(tables, forces.TableIPv6Connected)
 		}
 	}
 	for _, t := range tables {
@@ -303,6 +309,10 @@ func (c *Change) row() forces.Row {
 		return forces.Row{Op: forces.OpSet, Table: forces.TableIPv4Egress.In(v6), Index: c.ID, Egress: c.Egress}
 	case EgressDel:
 		return forces.Row{Op: forces.OpDel, Table: forces.TableIPv4Egress.In(v6), Index: c.ID}
+	case ConnectedSet:
+		return forces.Row{Op: forces.OpSet, Table: forces.TableIPv4Connected.In(v6), Index: c.ID, Prefix: c.Prefix, Egress: c.Egress}
+	case ConnectedDel:
+		return forces.Row{Op: forces.OpDel, Table: forces.TableIPv4Connected.In(v6), Index: c.ID}
 	}
 	return forces.Row{} // AppendTo refuses it
 }
@@ -326,14 +336,24 @@ func (s *session) hasEgress() bool {
 	return s.info.supports(forces.ClassIPv4NexthopEgress) && (!v6 || s.info.supports(forces.ClassIPv6NexthopEgress))
 }
 
+// hasConnected reports whether the FE has the connected egress tables
+// (both, if it has IPv6 tables), as its SupportedLFBs said.
+func (s *session) hasConnected() bool {
+	v6, _ := s.features()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info.supports(forces.ClassIPv4ConnectedEgress) && (!v6 || s.info.supports(forces.ClassIPv6ConnectedEgress))
+}
+
 // forFE fits changes to what the FE has: no IPv6 changes for an FE without
-// IPv6 tables, no egress rows for one without the egress tables, and for
+// IPv6 tables, no egress rows for one without the egress tables (nor
+// connected rows for one without the connected tables), and for
 // one without ECMP groups, no groups and ECMP routes through their group's
 // first member alone.
 func (s *session) forFE(ch []Change) []Change {
 	v6, ecmp := s.features()
-	egress := s.hasEgress()
-	if v6 && ecmp && egress {
+	egress, conn := s.hasEgress(), s.hasConnected()
+	if v6 && ecmp && egress && conn {
 		return ch
 	}
 	out := ch[:0]
@@ -342,6 +362,8 @@ func (s *session) forFE(ch []Change) []Change {
 		case !v6 && c.ipv6():
 			continue
 		case !egress && (c.Kind == EgressSet || c.Kind == EgressDel):
+			continue
+		case !conn && (c.Kind == ConnectedSet || c.Kind == ConnectedDel):
 			continue
 		case !ecmp && (c.Kind == GroupSet || c.Kind == GroupDel):
 			continue

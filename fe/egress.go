@@ -145,12 +145,19 @@ func (a *Agent) EgressRows() []EgressRow {
 }
 
 // statusHandlers are the status socket's paths beside its GET /: GET
-// /egress, the nexthop egress rows (EgressRows) as JSON.
+// /egress, the nexthop egress rows (EgressRows) as JSON, and GET
+// /connected, the connected egress rows (ConnectedRows).
 func (a *Agent) statusHandlers() status.Handlers {
 	return status.Handlers{"GET /egress": func(w http.ResponseWriter, _ *http.Request) {
 		rows := a.EgressRows()
 		if rows == nil {
 			rows = []EgressRow{}
+		}
+		status.WriteJSON(w, http.StatusOK, rows)
+	}, "GET /connected": func(w http.ResponseWriter, _ *http.Request) {
+		rows := a.ConnectedRows()
+		if rows == nil {
+			rows = []ConnectedRow{}
 		}
 		status.WriteJSON(w, http.StatusOK, rows)
 	}}

@@ -157,7 +157,7 @@ func TestRowOperationChecked(t *testing.T) {
 		}
 	}
 	a, _ := testAgent(t, Config{})
-	for _, tbl := range []forces.Table{0, forces.TableIPv6Egress + 1, 255} {
+	for _, tbl := range []forces.Table{0, forces.TableIPv6Connected + 1, 255} {
 		if err := a.table.apply(&cfgRow{Row: forces.Row{Op: forces.OpDel, Table: tbl, Index: 1}}, newDirty(), nil); err == nil {
 			t.Errorf("DEL in table %d: accepted", tbl)
 		}

@@ -39,11 +39,12 @@ type InterFEDatapath interface {
 
 // nexthopKey is the NE-wide key of a CE nexthop row: the row's number
 // and its family in the lowest bit (each family numbers its rows on its
-// own, the datapath has one key space). A row at or above
-// datapath.MaxNexthopKeys/2 has no key: ok is false, and the gateway is
+// own, the datapath has one key space, whose keys from
+// datapath.ConnectedKeyBase up are the connected rows'). A row at or above
+// datapath.ConnectedKeyBase/2 has no key: ok is false, and the gateway is
 // forwarded as if no egress row named it.
 func nexthopKey(v6 bool, row uint32) (key uint32, ok bool) {
-	if row >= datapath.MaxNexthopKeys/2 {
+	if row >= datapath.ConnectedKeyBase/2 {
 		return 0, false
 	}
 	key = row << 1

@@ -89,7 +89,7 @@ func TestRemoteNexthopMapping(t *testing.T) {
 // without inter-FE links ignores the egress rows altogether.
 func TestRemoteNotMapped(t *testing.T) {
 	a, dp := clusterAgent(t)
-	high := uint32(datapath.MaxNexthopKeys / 2)
+	high := uint32(datapath.ConnectedKeyBase / 2)
 	a.applyConfig(configMsg(t, setNH(high, "192.0.2.1"), setRoute(1, "198.51.100.0/24", high), setEgress(false, high, 2, 1)))
 	if _, ok := dp.Remote("198.51.100.0/24"); ok || dp.Gateway("198.51.100.0/24") != "192.0.2.1" {
 		t.Fatalf("row %d: %q, want the local gateway", high, dp.Gateway("198.51.100.0/24"))

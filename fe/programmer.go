@@ -86,6 +86,16 @@ type programmer struct {
 	mappedTable   *table
 	mappedVersion uint64
 	slotsMade     bool
+	// Connected subnets across FEs (connremote.go): the remote subnets
+	// programmed (they shadow CE routes of the same prefix; connRemote4
+	// is the IPv4 ones' set, for the shadow test), the connected keys
+	// programmed (key -> connected nexthop), and what they were last
+	// mapped from.
+	connRemote  map[netip.Prefix]*connRoute
+	connRemote4 map[prefix.V4]struct{}
+	connKeys    map[uint32]uint32
+	connTable   *table
+	connVersion uint64
 }
 
 func newProgrammer(log *slog.Logger, ports map[int]*port, kick chan struct{}) *programmer {
@@ -95,7 +105,8 @@ func newProgrammer(log *slog.Logger, ports map[int]*port, kick chan struct{}) *p
 		routes: newPrefixMap[prefix.V4, uint32](0), routes6: newPrefixMap[netip.Prefix, uint32](0),
 		slots: map[netip.Addr]*slot{}, slotByID: map[uint32]*slot{}, next: 1,
 		groups: map[string]*dgroup{}, groupByID: map[uint32]*dgroup{}, nextGroup: datapath.GroupIDBase,
-		keys: map[uint32]uint32{},
+		keys:       map[uint32]uint32{},
+		connRemote: map[netip.Prefix]*connRoute{}, connRemote4: map[prefix.V4]struct{}{}, connKeys: map[uint32]uint32{},
 	}
 }
 
@@ -105,7 +116,7 @@ type famProg[K comparable] struct {
 	routes   prefixMap[K, uint32]
 	reserve  func(n int) prefixMap[K, uint32] // replaces an empty routes with one sized for n
 	prefix   func(K) netip.Prefix
-	shadowed func(K) bool // a port's connected route owns the prefix
+	shadowed func(K) bool // a port's connected route (or another FE's port's) owns the prefix
 }
 
 func (pr *programmer) prog4() famProg[prefix.V4] {
@@ -114,7 +125,13 @@ func (pr *programmer) prog4() famProg[prefix.V4] {
 			pr.routes = newPrefixMap[prefix.V4, uint32](n)
 			return pr.routes
 		},
-		shadowed: func(p prefix.V4) bool { _, ok := pr.connected[p]; return ok }}
+		shadowed: func(p prefix.V4) bool {
+			_, ok := pr.connected[p]
+			if !ok && len(pr.connRemote4) > 0 {
+				_, ok = pr.connRemote4[p]
+			}
+			return ok
+		}}
 }
 
 func (pr *programmer) prog6() famProg[netip.Prefix] {
@@ -123,13 +140,20 @@ func (pr *programmer) prog6() famProg[netip.Prefix] {
 			pr.routes6 = newPrefixMap[netip.Prefix, uint32](n)
 			return pr.routes6
 		},
-		shadowed: func(p netip.Prefix) bool { _, ok := pr.connected6[p]; return ok }}
+		shadowed: func(p netip.Prefix) bool {
+			_, ok := pr.connected6[p]
+			if !ok && len(pr.connRemote) > 0 {
+				_, ok = pr.connRemote[p]
+			}
+			return ok
+		}}
 }
 
 // program brings the datapath in line with the table for everything d marks,
 // in one batch of route writes.
 func (pr *programmer) program(t *table, d *dirty) {
 	var b batch
+	pr.programConnected(t, &b) // first: it decides which prefixes CE routes may have
 	programFam(pr, t.v4, pr.prog4(), d.v4, &b)
 	programFam(pr, t.v6, pr.prog6(), d.v6, &b)
 	if pr.ife != nil && (pr.slotsMade || t != pr.mappedTable || t.egress.version != pr.mappedVersion ||

@@ -23,6 +23,8 @@ var supportedLFBs = [...]forces.SupportedLFB{
 	{Name: "SplitplaneIPv6ECMP", ClassID: forces.ClassIPv6ECMP, Version: "1.0"},
 	{Name: "SplitplaneIPv4NexthopEgress", ClassID: forces.ClassIPv4NexthopEgress, Version: "1.0"},
 	{Name: "SplitplaneIPv6NexthopEgress", ClassID: forces.ClassIPv6NexthopEgress, Version: "1.0"},
+	{Name: "SplitplaneIPv4ConnectedEgress", ClassID: forces.ClassIPv4ConnectedEgress, Version: "1.0"},
+	{Name: "SplitplaneIPv6ConnectedEgress", ClassID: forces.ClassIPv6ConnectedEgress, Version: "1.0"},
 }
 
 // answerQuery answers a Query from the FE Object LFB, the FE Protocol LFB and

@@ -21,6 +21,8 @@ func (a *Agent) Status() Status {
 		st.Routes = a.table.v4.len() + a.table.v6.len()
 		st.Nexthops = len(a.table.v4.nexthops) + len(a.table.v6.nexthops)
 		st.EgressRows, st.RemoteNexthops = a.table.egress.counts(forces.FESubID(a.id))
+		st.ConnectedRows, _ = a.table.conn.counts(forces.FESubID(a.id))
+		st.RemoteConnected = len(a.prog.connRemote)
 		st.Gateways, st.Programmed, st.DatapathErrors = len(a.prog.slots), a.prog.routes.len()+a.prog.routes6.len(), a.prog.errors
 		for _, s := range a.prog.slots {
 			if s.resolved() {

@@ -23,6 +23,9 @@ type table struct {
 	// nexthop's gateway is behind, programmed by an FE of a cluster
 	// (ife.go).
 	egress egressTables
+	// conn is the connected egress tables (connremote.go): which FE and
+	// port each port subnet is on.
+	conn connTables
 }
 
 // famTable is one address family's tables. K is the key the family's
@@ -115,12 +118,12 @@ func (t *famTable[K]) indexed(m prefixMap[K, uint32], stale []uint32) {
 }
 
 func newTable() *table {
-	return &table{v4: newFamTable(ipv4), v6: newFamTable(ipv6), egress: newEgressTables()}
+	return &table{v4: newFamTable(ipv4), v6: newFamTable(ipv6), egress: newEgressTables(), conn: newConnTables()}
 }
 
 // stage returns a copy of t to stage a transaction on.
 func (t *table) stage() *table {
-	return &table{v4: t.v4.stage(), v6: t.v6.stage(), egress: t.egress.stage()}
+	return &table{v4: t.v4.stage(), v6: t.v6.stage(), egress: t.egress.stage(), conn: t.conn.stage()}
 }
 
 func (t *famTable[K]) stage() *famTable[K] {
@@ -342,6 +345,9 @@ func (t *table) apply(r *cfgRow, d *dirty, undo *[]func()) error {
 	if r.Table.IsEgress() {
 		return t.egress.apply(&r.Row, undo)
 	}
+	if r.Table.IsConnected() {
+		return t.conn.apply(&r.Row, undo)
+	}
 	var d4 *famDirty[prefix.V4]
 	var d6 *famDirty[netip.Prefix]
 	if d != nil {
@@ -370,7 +376,7 @@ func checkRow(r *forces.Row) error {
 	switch {
 	case r.Op != forces.OpSet && r.Op != forces.OpDel:
 		return reject(forces.ResultNotSupported, "%v of a route table: only SET and DEL are supported", r.Op)
-	case r.Table < forces.TableIPv4Prefix || r.Table > forces.TableIPv6Egress:
+	case r.Table < forces.TableIPv4Prefix || r.Table > forces.TableIPv6Connected:
 		return reject(forces.ResultLFBNotFound, "route table %d does not exist", r.Table)
 	case r.Whole && r.Op != forces.OpDel:
 		return reject(forces.ResultInvalidPath, "%v of a whole route table: only DEL is supported", r.Op)

@@ -74,6 +74,11 @@ type FEStatus struct {
 	VLB *FEVLBStatus `json:"vlb,omitempty"`
 	// PerCPU are the same counters for each CPU: which core did the work.
 	PerCPU []FECounters `json:"counters_per_cpu"`
+	// ConnectedRows counts the CE's connected egress rows the FE holds,
+	// RemoteConnected the subnets of other FEs' ports it forwards to over
+	// the inter-FE links (a datapath route each).
+	ConnectedRows   int `json:"connected_rows"`
+	RemoteConnected int `json:"remote_connected"`
 }
 
 // FEInterFELinkStatus is one inter-FE link of the FE in its status: its

@@ -73,6 +73,10 @@ func ClassName(id uint32) string {
 		return "SplitplaneIPv4NexthopEgress"
 	case ClassIPv6NexthopEgress:
 		return "SplitplaneIPv6NexthopEgress"
+	case ClassIPv4ConnectedEgress:
+		return "SplitplaneIPv4ConnectedEgress"
+	case ClassIPv6ConnectedEgress:
+		return "SplitplaneIPv6ConnectedEgress"
 	}
 	return fmt.Sprintf("LFBClass(%d)", id)
 }

@@ -23,8 +23,12 @@ const (
 	// port its gateway is behind.
 	TableIPv4Egress
 	TableIPv6Egress
+	// The connected egress tables (connected.go): per port subnet, the FE
+	// and port it is on.
+	TableIPv4Connected
+	TableIPv6Connected
 
-	lastTable = TableIPv6Egress
+	lastTable = TableIPv6Connected
 )
 
 // routeInstance is the one instance of each route LFB an FE has.
@@ -39,6 +43,9 @@ var tableClass = [...]uint32{
 	TableIPv6Group:   ClassIPv6ECMP,
 	TableIPv4Egress:  ClassIPv4NexthopEgress,
 	TableIPv6Egress:  ClassIPv6NexthopEgress,
+
+	TableIPv4Connected: ClassIPv4ConnectedEgress,
+	TableIPv6Connected: ClassIPv6ConnectedEgress,
 }
 
 var tableComponent = [...]uint32{
@@ -50,6 +57,9 @@ var tableComponent = [...]uint32{
 	TableIPv6Group:   CompECMPGroupTable,
 	TableIPv4Egress:  CompNexthopEgressTable,
 	TableIPv6Egress:  CompNexthopEgressTable,
+
+	TableIPv4Connected: CompConnectedEgressTable,
+	TableIPv6Connected: CompConnectedEgressTable,
 }
 
 // TableOfClass returns the route table held by LFB class, if it holds one.
@@ -70,7 +80,7 @@ func (t Table) Component() uint32 { return tableComponent[t] }
 
 // IPv6 reports whether t is an IPv6 table.
 func (t Table) IPv6() bool {
-	return t == TableIPv6Egress || t >= TableIPv6Prefix && t <= TableIPv6Group
+	return t == TableIPv6Egress || t == TableIPv6Connected || t >= TableIPv6Prefix && t <= TableIPv6Group
 }
 
 // In returns t's counterpart in IPv6 when v6, in IPv4 otherwise.
@@ -80,6 +90,10 @@ func (t Table) In(v6 bool) Table {
 		return TableIPv6Egress
 	case t.IsEgress():
 		return TableIPv4Egress
+	case t.IsConnected() && v6:
+		return TableIPv6Connected
+	case t.IsConnected():
+		return TableIPv4Connected
 	case v6 && t < TableIPv6Prefix:
 		return t + TableIPv6Prefix - TableIPv4Prefix
 	case !v6 && t >= TableIPv6Prefix:
@@ -100,6 +114,9 @@ func (t Table) IsGroup() bool { return t == TableIPv4Group || t == TableIPv6Grou
 // IsEgress reports whether t is a nexthop egress table.
 func (t Table) IsEgress() bool { return t == TableIPv4Egress || t == TableIPv6Egress }
 
+// IsConnected reports whether t is a connected egress table.
+func (t Table) IsConnected() bool { return t == TableIPv4Connected || t == TableIPv6Connected }
+
 // Row is one operation on a route table: a SET or DEL of the row at Index,
 // or, with Whole, a DEL of the whole table. A SET carries the row's value in
 // the fields of its table's kind; the others stay zero.
@@ -110,7 +127,7 @@ type Row struct {
 	Index uint32 // the row, unless Whole
 
 	// Prefix rows: the prefix (masked), the next-hop row it goes through or,
-	// with ECMP, the group row.
+	// with ECMP, the group row. Connected egress rows: the port's subnet.
 	Prefix      netip.Prefix
 	HopSelector uint32
 	ECMP        bool
@@ -122,7 +139,8 @@ type Row struct {
 	Members []uint32
 
 	// Egress rows (Index is the nexthop row): the FE and port its gateway
-	// is behind.
+	// is behind. Connected egress rows (Index is the connected row): the FE
+	// and port the subnet (Prefix) is on.
 	Egress NexthopEgressInfo
 }
 
@@ -153,6 +171,8 @@ func (r *Row) AppendTo(w *ConfigWriter, scratch []byte) ([]byte, error) {
 			data, err = IPv6NextHopInfo{NextHop: r.NextHop}.AppendFullData(scratch[:0])
 		case TableIPv4Egress, TableIPv6Egress:
 			data, err = r.Egress.AppendFullData(scratch[:0])
+		case TableIPv4Connected, TableIPv6Connected:
+			data, err = ConnectedEgressInfo{Prefix: r.Prefix, FE: r.Egress.FE, Port: r.Egress.Port}.AppendFullData(scratch[:0], r.Table.IPv6())
 		default:
 			data, err = ECMPGroupInfo{Members: r.Members}.AppendFullData(scratch[:0])
 		}
@@ -244,6 +264,11 @@ func (r *Row) Decode(it *Item) error {
 		}
 	case TableIPv4Egress, TableIPv6Egress:
 		r.Egress, err = ParseNexthopEgressInfo(it.FullData)
+	case TableIPv4Connected, TableIPv6Connected:
+		var c ConnectedEgressInfo
+		if c, err = ParseConnectedEgressInfo(it.FullData, t.IPv6()); err == nil {
+			r.Prefix, r.Egress = c.Prefix, NexthopEgressInfo{FE: c.FE, Port: c.Port}
+		}
 	default:
 		var g ECMPGroupInfo
 		if g, err = ParseECMPGroupInfo(it.FullData); err == nil {

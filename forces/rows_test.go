@@ -20,8 +20,10 @@ func sampleRows() []Row {
 		{Op: OpSet, Table: TableIPv6Prefix, Index: 1, Prefix: netip.MustParsePrefix("2001:db8:1::/48"), HopSelector: 4, ECMP: true},
 		{Op: OpSet, Table: TableIPv4Egress, Index: 7, Egress: NexthopEgressInfo{FE: 2, Port: 5}},
 		{Op: OpSet, Table: TableIPv6Egress, Index: 8, Egress: NexthopEgressInfo{FE: 1, Port: 9}},
+		{Op: OpSet, Table: TableIPv4Connected, Index: 0, Prefix: netip.MustParsePrefix("10.20.2.0/24"), Egress: NexthopEgressInfo{FE: 2, Port: 4}},
+		{Op: OpSet, Table: TableIPv6Connected, Index: 4095, Prefix: netip.MustParsePrefix("fd00:20:2::/64"), Egress: NexthopEgressInfo{FE: 2, Port: 4}},
 	}
-	for t := TableIPv4Prefix; t <= TableIPv6Egress; t++ {
+	for t := TableIPv4Prefix; t <= lastTable; t++ {
 		rows = append(rows, Row{Op: OpDel, Table: t, Index: 11}, Row{Op: OpDel, Table: t, Whole: true})
 	}
 	return rows
@@ -123,7 +125,7 @@ func FuzzDecodeRow(f *testing.F) {
 }
 
 func TestTableIn(t *testing.T) {
-	pairs := [][2]Table{{TableIPv4Prefix, TableIPv6Prefix}, {TableIPv4NextHop, TableIPv6NextHop}, {TableIPv4Group, TableIPv6Group}, {TableIPv4Egress, TableIPv6Egress}}
+	pairs := [][2]Table{{TableIPv4Prefix, TableIPv6Prefix}, {TableIPv4NextHop, TableIPv6NextHop}, {TableIPv4Group, TableIPv6Group}, {TableIPv4Egress, TableIPv6Egress}, {TableIPv4Connected, TableIPv6Connected}}
 	for _, p := range pairs {
 		for _, from := range p {
 			if got := from.In(false); got != p[0] || got.IPv6() {

@@ -52,8 +52,12 @@ import (
 
 // Limits of inter-FE forwarding; they match bpf/maps.h.
 const (
-	MaxFEs         = 64    // FE IDs are 1 .. MaxFEs-1
-	MaxNexthopKeys = 65536 // NE nexthop keys are 0 .. MaxNexthopKeys-1
+	MaxFEs         = 64                      // FE IDs are 1 .. MaxFEs-1
+	MaxNexthopKeys = ConnectedKeyBase + 4096 // NE nexthop keys are 0 .. MaxNexthopKeys-1
+	// ConnectedKeyBase splits the key space: the keys below it are the
+	// CE's nexthop rows', those from it up its connected egress rows'
+	// (ConnectedKeyBase + row, fe/connremote.go).
+	ConnectedKeyBase = 65536
 	// SpillScale is the hash range the spill share is taken from: a flow
 	// goes through an intermediate when hash % SpillScale < spill.
 	SpillScale = 1024

@@ -394,6 +394,15 @@ func (d *Datapath) gateway(id uint32) string {
 	return nh.Gateway.String()
 }
 
+// gwString renders a nexthop's gateway, "connected" for a port's
+// connected nexthop (none).
+func gwString(nh datapath.Nexthop) string {
+	if !nh.Gateway.IsValid() {
+		return "connected"
+	}
+	return nh.Gateway.String()
+}
+
 func remoteString(r datapath.RemoteNexthop) string {
 	return fmt.Sprintf("fe %d key %d port %d", r.FE, r.Key, r.Port)
 }
@@ -462,7 +471,7 @@ func (d *Datapath) String() string {
 	}
 	var nhs, groups []string
 	for _, nh := range d.nexthops {
-		nhs = append(nhs, fmt.Sprintf("nexthop via %s dev %d src %s", nh.Gateway, nh.Ifindex, nh.SrcMAC))
+		nhs = append(nhs, fmt.Sprintf("nexthop via %s dev %d src %s", gwString(nh), nh.Ifindex, nh.SrcMAC))
 	}
 	for _, r := range d.remotes {
 		nhs = append(nhs, "nexthop remote "+remoteString(r))
@@ -470,7 +479,7 @@ func (d *Datapath) String() string {
 	for key, id := range d.keys {
 		to := "missing"
 		if nh, ok := d.nexthops[id]; ok {
-			to = nh.Gateway.String()
+			to = gwString(nh)
 		}
 		nhs = append(nhs, fmt.Sprintf("nexthop key %d to %s", key, to))
 	}
@@ -485,7 +494,7 @@ func (d *Datapath) String() string {
 		if members, ok := d.groups[id]; ok {
 			add("route %s via %s", p, d.members(members))
 		} else if nh, ok := d.nexthops[id]; ok {
-			add("route %s via %s dev %d", p, nh.Gateway, nh.Ifindex)
+			add("route %s via %s dev %d", p, gwString(nh), nh.Ifindex)
 		} else if r, ok := d.remotes[id]; ok {
 			add("route %s via %s", p, remoteString(r))
 		} else {

@@ -475,7 +475,9 @@ struct {
 // FE IDs index arrays, so they are below MAX_FES (a power of two: masks
 // rely on it). ife.go repeats these.
 #define MAX_FES 64
-#define MAX_NH_KEYS 65536 // NE-wide nexthop keys are 0 .. MAX_NH_KEYS-1
+// NE-wide nexthop keys are 0 .. MAX_NH_KEYS-1: the CE's nexthop rows below
+// 65536, its connected egress rows (4096) from there.
+#define MAX_NH_KEYS (65536 + 4096)
 #define SPILL_SCALE 1024 // spill is in 1/1024ths of the flows
 
 // The metadata TLV types (forces/ife) the program sends and reads.
