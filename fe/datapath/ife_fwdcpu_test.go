@@ -14,9 +14,9 @@ import (
 
 // TestIFEForwardCPUs: with forward CPUs, a packet for a nexthop behind
 // another FE that arrives on the control CPU is steered, unmodified, to a
-// forward CPU, which encapsulates it, as any packet to forward: the
-// control core does no inter-FE work. On a forward CPU it is encapsulated
-// where it arrives.
+// forward CPU, which encapsulates it, as any packet to forward; so are
+// inter-FE frames to deliver or pass on: the control core does no
+// inter-FE work. On a forward CPU each is handled where it arrives.
 func TestIFEForwardCPUs(t *testing.T) {
 	needCPUs(t, 2)
 	netnstest.Run(t, func(h *netlink.Handle) {
@@ -55,8 +55,34 @@ func TestIFEForwardCPUs(t *testing.T) {
 		}
 		unpin()
 
+		// Frames from other FEs, to deliver or to pass on: steered too,
+		// unmodified, by the flow hash they carry.
+		ife := map[string][]byte{
+			"delivery": ifeFrame(t, 2, forFE(ifeSelf, ifeKey), udpFrame("203.0.113.9", 64)),
+			"transit":  ifeFrame(t, 2, forFE(3, ifeKey), udpFrame("203.0.113.9", 64)),
+		}
+		unpin = pinCPU(t, 0)
+		for name, frame := range ife {
+			before := counters(t, f.d)
+			ret, out := runIn(t, f.d, f.link[2], frame)
+			if ret != xdpRedirect || !bytes.Equal(out[:len(frame)], frame) {
+				t.Errorf("%s on CPU 0: returned %d; want XDP_REDIRECT to CPU 1, unmodified", name, ret)
+			}
+			checkDelta(t, before, counters(t, f.d), map[string]uint64{"rx": 1, "to_fe_cpu": 1})
+		}
+		unpin()
+
 		unpin = pinCPU(t, 1)
 		defer unpin()
+		for name, want := range map[string]string{"delivery": "ife_decap", "transit": "ife_transit"} {
+			before := counters(t, f.d)
+			if ret, _ := runIn(t, f.d, f.link[2], ife[name]); ret != xdpRedirect {
+				t.Errorf("%s on CPU 1: returned %d, want XDP_REDIRECT", name, ret)
+			}
+			if d := delta(before, counters(t, f.d)); d[want] != 1 || d["to_fe_cpu"] != 0 {
+				t.Errorf("%s on CPU 1: counters moved %v; want %s here", name, d, want)
+			}
+		}
 		for name, frame := range frames {
 			before := counters(t, f.d)
 			ret, out := runIn(t, f.d, f.in, frame)

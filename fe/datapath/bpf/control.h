@@ -18,6 +18,9 @@
 // CPU: router counts only its rx (the forward CPU counts the rest) and
 // returns XDP_REDIRECT.
 #define ACT_TO_FE_CPU 0x101
+// ACT_IFE_STEER is what ife_rx returns for an inter-FE frame that route
+// is to steer to a forward CPU (ife.h). Never returned by route.
+#define ACT_IFE_STEER 0x103
 
 // is_bgp says whether a TCP packet has port 179 on either side.
 static __always_inline int is_bgp(__be16 sport, __be16 dport)

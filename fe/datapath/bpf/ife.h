@@ -438,17 +438,19 @@ __attribute__((noinline)) int ife_probe(struct xdp_md *ctx)
 
 // ife_rx handles a frame of EtherType 0xED3E that arrived on the port in
 // slot. Only on an inter-FE link is it an IFE frame; elsewhere it is any
-// other EtherType's frame, for the kernel. on_fe_cpu is router's: set on
-// a forward CPU, which handles what it gets and steers nothing again.
-// Called, not inlined, for the reason ife_encap is.
-__attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot, __u32 on_fe_cpu)
+// other EtherType's frame, for the kernel. With steer set (forward CPUs
+// do the forwarding, and this is not one), a frame to deliver or pass on
+// is left untouched and uncounted: ife_rx stores its flow hash in *hash
+// and returns ACT_IFE_STEER for route to steer it. Called, not inlined,
+// for the reason ife_encap is.
+__attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot, __u32 steer, __u32 *hash)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct ife_meta im = {};
 	struct mesh *m;
-	__u32 *is_link, zero = 0, metalen, n;
+	__u32 *is_link, zero = 0, metalen;
 	int probe;
 
 	is_link = bpf_map_lookup_elem(&ife_ports, &slot);
@@ -478,10 +480,13 @@ __attribute__((noinline)) int ife_rx(struct xdp_md *ctx, __u32 slot, __u32 on_fe
 		return drop(STAT_DROP_IFE_MALFORMED);
 	// Delivery and transit are forwarding: on the forward CPUs when there
 	// are some, by the flow hash the frame carries (or, without one, the
-	// nexthop key: still one CPU for a flow).
-	if (!on_fe_cpu && (n = fwd_steer_count()) &&
-	    steer_fe_cpu((im.seen & IFE_SEEN_HASH) ? im.hash : im.key, n))
-		return ACT_TO_FE_CPU;
+	// nexthop key: still one CPU for a flow). route steers: cpu_map must
+	// not be used by code the forward CPUs' CPUMAP program holds, or the
+	// map, which holds that program, and the program hold each other.
+	if (steer && hash) {
+		*hash = (im.seen & IFE_SEEN_HASH) ? im.hash : im.key;
+		return ACT_IFE_STEER;
+	}
 	m = bpf_map_lookup_elem(&mesh_map, &zero);
 	if (!m || !m->self_fe)
 		return drop(STAT_DROP_IFE_NO_LINK);

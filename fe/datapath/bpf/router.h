@@ -224,6 +224,8 @@ static __always_inline int route(struct xdp_md *volatile *ctxp, void *data, void
 				 const int on_fe_cpu, __u32 slot)
 {
 	struct ethhdr *eth = data;
+	__u32 steer, hash = 0;
+	int action;
 
 	if (!on_fe_cpu)
 		stat_add(STAT_RX, 1);
@@ -238,7 +240,17 @@ static __always_inline int route(struct xdp_md *volatile *ctxp, void *data, void
 	case bpf_htons(ETH_P_8021AD):
 		return pass(STAT_PASS_VLAN);
 	case bpf_htons(ETH_P_IFE):
-		return ife_rx(*ctxp, slot, on_fe_cpu);
+		// Delivery and transit are forwarding, steered to the forward
+		// CPUs as any (here: on_fe_cpu is a constant, so the CPUMAP
+		// program holds no use of cpu_map).
+		steer = !on_fe_cpu ? fwd_steer_count() : 0;
+		action = ife_rx(*ctxp, slot, steer, &hash);
+		if (action != ACT_IFE_STEER)
+			return action;
+		if (steer && steer_fe_cpu(hash, steer))
+			return ACT_TO_FE_CPU;
+		// No cpu_map entry for that CPU (the set is changing): here.
+		return ife_rx(*ctxp, slot, 0, &hash);
 	default:
 		return pass(STAT_PASS_NOT_IPV4);
 	}
