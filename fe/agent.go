@@ -89,6 +89,7 @@ type Agent struct {
 	classifier classifierState        // control flows steered (classifier.go)
 	links      map[int]*ifeLink       // inter-FE links by port (ife.go); nil: not in a cluster
 	vlb        *vlb                   // spill shares of the links (vlb.go); nil: not in a cluster
+	veths      []*vethPort            // veth ports watched for lost redirects (vethcheck.go), set before the loop runs
 
 	corr       atomic.Uint64                        // correlators of the FE's own messages
 	ceID       atomic.Value                         // forces.ID of the associated CE
@@ -222,6 +223,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		if links, err = a.lookupPorts(); err != nil {
 			return err
 		}
+		a.raiseLinkMTUs(links)
+		a.enableKernelForwarding(kernelForwarding)
+		a.veths = vethPortsOf(links)
 	}
 	dp, err := a.load()
 	if err != nil {
@@ -276,6 +280,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); a.watchLinks(ctx) }()
 	go func() { defer wg.Done(); a.watchNeighbors(ctx) }()
 	go func() { defer wg.Done(); a.resolveLoop(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.watchVeths(ctx, dp, a.veths) }()
 	if vdp, ok := dp.(vlbDatapath); ok && a.vlb != nil {
 		if err := a.prom.Register(vlbCollector{a.vlb}); err != nil {
 			a.log.Warn("fe: vlb metrics not registered", "err", err)

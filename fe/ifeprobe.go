@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces/ife"
+	"github.com/vishvananda/netlink"
 )
 
 // Liveness of the inter-FE links (docs/cluster.md, "Liveness"). A link's
@@ -313,5 +314,29 @@ func (a *Agent) warnLinkMTUs() {
 	for _, pr := range checkLinkMTUs(a.cfg.InterFELinks, mtus) {
 		a.log.Warn("fe: inter-FE link MTU too small for the ports' largest packets; those go to the kernel (pass_mtu)",
 			"port", pr.port, "peer_fe", pr.peerFE, "mtu", pr.mtu, "mtu_needed", pr.need)
+	}
+}
+
+// raiseLinkMTUs sets the MTU of each inter-FE link that checkLinkMTUs
+// finds too small to what it needs, before the ports are set up: the link
+// carries only frames between FEs, and with an MTU of 1500 on both sides
+// (veth's and most switches' default) every full-size packet to another FE
+// would go to the kernel. Each FE raises its own end; a device that
+// refuses keeps its MTU, and warnLinkMTUs says so.
+func (a *Agent) raiseLinkMTUs(links []netlink.Link) {
+	mtus := map[string]int{}
+	byName := map[string]netlink.Link{}
+	for _, l := range links {
+		mtus[l.Attrs().Name], byName[l.Attrs().Name] = l.Attrs().MTU, l
+	}
+	for _, pr := range checkLinkMTUs(a.cfg.InterFELinks, mtus) {
+		l := byName[pr.port]
+		if err := netlink.LinkSetMTU(l, pr.need); err != nil {
+			a.log.Warn("fe: inter-FE link MTU could not be raised", "port", pr.port, "peer_fe", pr.peerFE, "mtu", pr.mtu, "mtu_needed", pr.need, "err", err)
+			continue
+		}
+		l.Attrs().MTU = pr.need
+		a.log.Info("fe: inter-FE link MTU raised to carry the ports' largest packets encapsulated",
+			"port", pr.port, "peer_fe", pr.peerFE, "from", pr.mtu, "to", pr.need)
 	}
 }

@@ -97,6 +97,8 @@ var (
 		"Frame bytes (without FCS) the XDP program forwarded out of the port.", []string{"port"}, nil)
 	fePortPassed = prometheus.NewDesc("splitplane_fe_port_passed_packets_total",
 		"Packets received on the port that XDP passed to the kernel.", []string{"port"}, nil)
+	fePortRedirectLost = prometheus.NewDesc("splitplane_fe_port_redirect_lost_packets_total",
+		"Packets XDP forwarded out of the port (a veth) that the kernel dropped: the veth's peer has neither XDP nor GRO.", []string{"port"}, nil)
 
 	feLinkAlive = prometheus.NewDesc("splitplane_fe_inter_fe_link_alive",
 		"1 when the inter-FE link's peer FE answers its probes (its datapath runs) and the link is declared.", []string{"port", "peer_fe"}, nil)
@@ -107,7 +109,7 @@ func (fc *feCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{feCounterErrors, feAssociated, feLowUp, feProtocolErrors, feRedirected, feRedirectDropped,
 		feInjected, feEvents, feRoutes, feNexthops, feGroups, feProgrammed, feGateways, feResolved, feDPGroups, feNeighbors,
 		feDPErrors, feKernelRoutes, feKernelErrors, feRx, fePackets, feFwdBytes, feFwd6,
-		fePortUp, fePortRx, fePortRxBytes, fePortTx, fePortTxBytes, fePortPassed, feLinkAlive} {
+		fePortUp, fePortRx, fePortRxBytes, fePortTx, fePortTxBytes, fePortPassed, feLinkAlive, fePortRedirectLost} {
 		ch <- d
 	}
 }
@@ -241,6 +243,11 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(fePortTx, pc.TxPackets, p.name)
 		counter(fePortTxBytes, pc.TxBytes, p.name)
 		counter(fePortPassed, pc.Passed, p.name)
+		for _, v := range a.veths {
+			if v.ifindex == p.ifindex {
+				counter(fePortRedirectLost, v.lost.Load(), p.name)
+			}
+		}
 	}
 }
 

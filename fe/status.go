@@ -65,6 +65,11 @@ func (a *Agent) Status() Status {
 		if pc, err := dp.PortCounters(); err == nil {
 			for i := range st.Ports {
 				st.Ports[i].Counters = forces.FEPortCounters(pc[st.Ports[i].Ifindex])
+				for _, v := range a.veths {
+					if v.ifindex == st.Ports[i].Ifindex {
+						st.Ports[i].RedirectLost = v.lost.Load()
+					}
+				}
 			}
 		}
 	}

@@ -138,6 +138,10 @@ type FEPortStatus struct {
 	Up      bool           `json:"up"`
 	// Counters are the XDP program's packets and bytes on this port.
 	Counters FEPortCounters `json:"counters"`
+	// RedirectLost counts the frames the XDP program sent out of this port
+	// (a veth in native mode) that the kernel dropped: the veth's peer has
+	// neither XDP nor GRO (fe/vethcheck.go).
+	RedirectLost uint64 `json:"redirect_lost,omitempty"`
 }
 
 // FEPortCounters are the fast path's counters of one port since it was
