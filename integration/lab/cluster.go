@@ -165,9 +165,10 @@ func (o *Options) upMesh(ctx context.Context) error {
 }
 
 // upClusterHosts gives each cluster host its site addresses and its
-// default routes, which send from them: a reply to a host's link address
-// could only come back from its own FE (the other FEs have no route to
-// FE n's connected subnet), one to its site address from any FE.
+// default routes, which send from them, so that the lab's traffic crosses
+// FEs through routes with a gateway (static routes to the sites); a host's
+// link address is reached across FEs too, through the connected egress
+// rows (TestClusterConnected).
 func (o *Options) upClusterHosts() error {
 	for n := 1; n <= o.Cluster; n++ {
 		h := o.ClusterHost(n)
