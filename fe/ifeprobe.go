@@ -11,11 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces/ife"
-	"github.com/vishvananda/netlink"
 )
 
 // Liveness of the inter-FE links (docs/cluster.md, "Liveness"). A link's

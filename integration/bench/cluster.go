@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/splitplane/splitplane/integration/bench/gen"
 	"golang.org/x/sys/unix"
+
+	"github.com/splitplane/splitplane/integration/bench/gen"
 )
 
 // Metric names of `splitplane bench cluster` (Cluster). They are fixed:
