@@ -76,29 +76,10 @@ func (c *connTables) apply(r *forces.Row, undo *[]func()) error {
 	if r.Index >= forces.MaxConnectedRows {
 		return reject(forces.ResultValueOutOfRange, "connected egress row %d: outside 0..%d", r.Index, forces.MaxConnectedRows-1)
 	}
-	old, had := (*m)[r.Index]
-	if r.Op == forces.OpSet {
-		if o, ok := other[r.Index]; ok {
-			return reject(forces.ResultInvalidParameters, "connected egress row %d (%v): the row holds %v in the other family's table", r.Index, r.Prefix, o.Prefix)
-		}
-		(*m)[r.Index] = forces.ConnectedEgressInfo{Prefix: r.Prefix, FE: r.Egress.FE, Port: r.Egress.Port}
-	} else {
-		if !had {
-			return reject(forces.ResultNotFound, "connected egress row %d does not exist", r.Index)
-		}
-		delete(*m, r.Index)
+	if o, ok := other[r.Index]; ok && r.Op == forces.OpSet {
+		return reject(forces.ResultInvalidParameters, "connected egress row %d (%v): the row holds %v in the other family's table", r.Index, r.Prefix, o.Prefix)
 	}
-	if undo != nil {
-		tbl, idx := *m, r.Index
-		*undo = append(*undo, func() {
-			if had {
-				tbl[idx] = old
-			} else {
-				delete(tbl, idx)
-			}
-		})
-	}
-	return nil
+	return putRow(*m, r, forces.ConnectedEgressInfo{Prefix: r.Prefix, FE: r.Egress.FE, Port: r.Egress.Port}, "connected egress", undo)
 }
 
 // counts returns how many rows there are and how many name another FE

@@ -73,22 +73,29 @@ func (e *egressTables) apply(r *forces.Row, undo *[]func()) error {
 	if r.Index == 0 || r.Index > forces.MaxNexthopID {
 		return reject(forces.ResultValueOutOfRange, "nexthop egress row %d: outside 1..%d", r.Index, forces.MaxNexthopID)
 	}
-	old, had := (*m)[r.Index]
+	return putRow(*m, r, r.Egress, "nexthop egress", undo)
+}
+
+// putRow sets row r.Index of m to v, or deletes it (r.Op), recording how
+// to reverse it in undo (nil: no undo); deleting a row that does not exist
+// is refused, naming the table as what.
+func putRow[V any](m map[uint32]V, r *forces.Row, v V, what string, undo *[]func()) error {
+	old, had := m[r.Index]
 	if r.Op == forces.OpSet {
-		(*m)[r.Index] = r.Egress
+		m[r.Index] = v
 	} else {
 		if !had {
-			return reject(forces.ResultNotFound, "nexthop egress row %d does not exist", r.Index)
+			return reject(forces.ResultNotFound, "%s row %d does not exist", what, r.Index)
 		}
-		delete(*m, r.Index)
+		delete(m, r.Index)
 	}
 	if undo != nil {
-		tbl, idx := *m, r.Index
+		idx := r.Index
 		*undo = append(*undo, func() {
 			if had {
-				tbl[idx] = old
+				m[idx] = old
 			} else {
-				delete(tbl, idx)
+				delete(m, idx)
 			}
 		})
 	}

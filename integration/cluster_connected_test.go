@@ -1,10 +1,8 @@
 package integration_test
 
 import (
-	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,18 +45,7 @@ func remoteConnected(t *testing.T, o lab.Options, n int) int {
 func TestClusterConnected(t *testing.T) {
 	requireLab(t)
 	const n = 3
-	o := lab.Options{Name: "spw", Dir: filepath.Join(t.TempDir(), "lab"), Binary: buildBinary(t), Cluster: n, Routes: 10}
-	t.Cleanup(func() {
-		if err := lab.Down(o); err != nil {
-			t.Errorf("cleanup lab down: %v", err)
-		}
-	})
-	logsOnFailure(t, o)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := lab.Up(ctx, o); err != nil {
-		t.Fatalf("lab up --cluster %d: %v", n, err)
-	}
+	o := upCluster(t, "spw", n, 10)
 	h1, h3 := o.ClusterHost(1), o.ClusterHost(3)
 	fe3 := o.Namespace("rtr3")
 	ip := func(ns string, args ...string) {

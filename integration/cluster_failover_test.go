@@ -3,7 +3,6 @@ package integration_test
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -71,17 +70,7 @@ var pingReceived = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received
 // detection time holds, and FE 1 marks ife2 not alive.
 func TestClusterFailover(t *testing.T) {
 	requireLab(t)
-	bin := buildBinary(t)
-	o := lab.Options{Name: "spf", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Cluster: 3}
-	t.Cleanup(func() {
-		if err := lab.Down(o); err != nil {
-			t.Errorf("cleanup lab down: %v", err)
-		}
-	})
-	logsOnFailure(t, o)
-	if out, err := splitplane(t, bin, "lab", "up", "--cluster", "3", "--name", o.Name, "--dir", o.Dir); err != nil {
-		t.Fatalf("lab up --cluster 3: %v\n%s", err, out)
-	}
+	o := upCluster(t, "spf", 3, 0)
 	h1, h3 := o.ClusterHost(1), o.ClusterHost(3)
 	site3 := h3.SiteAddr.String()
 	eventually(t, 15*time.Second, "host 1 reaches host 3's site", func() error { return pingFromHost(h1.Namespace, site3, 1, 0) })
@@ -192,17 +181,7 @@ func transitOf(t *testing.T, o lab.Options, n int) uint64 {
 // than the detection time holds, long before the CE could have said.
 func TestClusterFailoverIntermediate(t *testing.T) {
 	requireLab(t)
-	bin := buildBinary(t)
-	o := lab.Options{Name: "spv", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin, Cluster: 4}
-	t.Cleanup(func() {
-		if err := lab.Down(o); err != nil {
-			t.Errorf("cleanup lab down: %v", err)
-		}
-	})
-	logsOnFailure(t, o)
-	if out, err := splitplane(t, bin, "lab", "up", "--cluster", "4", "--name", o.Name, "--dir", o.Dir); err != nil {
-		t.Fatalf("lab up --cluster 4: %v\n%s", err, out)
-	}
+	o := upCluster(t, "spv", 4, 0)
 	h1, h3 := o.ClusterHost(1), o.ClusterHost(3)
 	site3 := h3.SiteAddr.String()
 	eventually(t, 15*time.Second, "host 1 reaches host 3's site", func() error { return pingFromHost(h1.Namespace, site3, 1, 0) })

@@ -1,8 +1,10 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,4 +115,24 @@ func checkCrossFE(t *testing.T, o lab.Options, n int, via bool) {
 			t.Errorf("FE %d's kernel forwarded %d datagrams; the XDP datapath should have forwarded them all:\n%s", i+1, after.forw[i]-before.forw[i], report())
 		}
 	}
+}
+
+// upCluster brings up a cluster lab of n FEs named name, with routes BGP
+// routes, for a test, and takes it down when the test ends (the logs
+// shown if it failed).
+func upCluster(t *testing.T, name string, n, routes int) lab.Options {
+	t.Helper()
+	o := lab.Options{Name: name, Dir: filepath.Join(t.TempDir(), "lab"), Binary: buildBinary(t), Cluster: n, Routes: routes}
+	t.Cleanup(func() {
+		if err := lab.Down(o); err != nil {
+			t.Errorf("cleanup lab down: %v", err)
+		}
+	})
+	logsOnFailure(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := lab.Up(ctx, o); err != nil {
+		t.Fatalf("lab up --cluster %d: %v", n, err)
+	}
+	return o
 }

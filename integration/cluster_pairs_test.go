@@ -1,13 +1,9 @@
 package integration_test
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/splitplane/splitplane/integration/lab"
 )
 
 // TestClusterLabAllPairs: in a cluster of four FEs (the lab's largest),
@@ -17,18 +13,7 @@ import (
 func TestClusterLabAllPairs(t *testing.T) {
 	requireLab(t)
 	const n = 4
-	o := lab.Options{Name: "spq", Dir: filepath.Join(t.TempDir(), "lab"), Binary: buildBinary(t), Cluster: n, Routes: 10}
-	t.Cleanup(func() {
-		if err := lab.Down(o); err != nil {
-			t.Errorf("cleanup lab down: %v", err)
-		}
-	})
-	logsOnFailure(t, o)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := lab.Up(ctx, o); err != nil {
-		t.Fatalf("lab up --cluster %d: %v", n, err)
-	}
+	o := upCluster(t, "spq", n, 10)
 	// Warm up: each FE learns its peers' MACs and its host's.
 	for src := 1; src <= n; src++ {
 		for dst := 1; dst <= n; dst++ {
