@@ -1,7 +1,6 @@
 package fe
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -17,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/splitplane/splitplane/forces/ife"
+	"github.com/splitplane/splitplane/internal/logtest"
 )
 
 // fakePeer is the other end of an inter-FE link as the probe socket sees
@@ -91,31 +91,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("%s: not within 5s", what)
 }
 
-// syncBuffer is a log sink safe for the probers' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // An inter-FE link whose peer stops answering the probes goes down in the
 // datapath after inter_fe_probe_misses intervals, the other link staying
 // up, and comes back at the first reply; the status and the log say so.
 // Replies from another FE than the link's peer do not count.
 func TestProbeLiveness(t *testing.T) {
 	a, dp := clusterAgent(t)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	a.log = slog.New(slog.NewTextHandler(&logs, nil))
 	a.cfg.InterFEProbeInterval, a.cfg.InterFEProbeMisses = 10*time.Millisecond, 3
 	a.do(func() {
@@ -249,7 +231,7 @@ func TestCheckLinkMTUs(t *testing.T) {
 // The agent warns at start for a link below the MTU it needs, naming it.
 func TestWarnLinkMTUs(t *testing.T) {
 	a, _ := testAgent(t, Config{ID: 1, Ports: []string{"p7", "ife2"}, InterFELinks: []InterFELink{{Port: "ife2", PeerFE: 2}}})
-	var logs syncBuffer
+	var logs logtest.Buffer
 	a.log = slog.New(slog.NewTextHandler(&logs, nil))
 	a.ports[7].mtu = 1500
 	a.ports[8] = &port{Name: "ife2", Ifindex: 8, Up: true, mac: peerMAC(9), mtu: 1500}

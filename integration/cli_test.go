@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/splitplane/splitplane/internal/logtest"
 )
 
 // Bad configuration and bad arguments are refused at start with an error that
@@ -135,7 +135,7 @@ func testNetns(t *testing.T, name string) string {
 // proc is a daemon a test started.
 type proc struct {
 	cmd  *exec.Cmd
-	out  syncBuffer
+	out  logtest.Buffer
 	done chan struct{} // closed when it has exited
 }
 
@@ -174,24 +174,6 @@ func (p *proc) stop() int {
 		<-p.done
 	}
 	return p.cmd.ProcessState.ExitCode()
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's output and a test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The daemons run as an unprivileged user (nobody, no capabilities) stop at

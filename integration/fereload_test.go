@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splitplane/splitplane/fe"
+	"github.com/splitplane/splitplane/internal/logtest"
 	"github.com/splitplane/splitplane/internal/status"
 )
 
@@ -52,7 +53,7 @@ func TestFEReloadOnSIGHUP(t *testing.T) {
 	config("fr0", 1000)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, bin, "fe", "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
