@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,62 @@ func TestDoSResilience(t *testing.T) {
 	// CPUMAP (a keepalive every 3 s, each way).
 	if on.Datapath["control_cpu_rx"] == 0 {
 		t.Errorf("protection on: no BGP packet steered to the control CPU: %v", on.Datapath)
+	}
+}
+
+// Each attack kind alone, beside the forwarded flood, protection on: the
+// BGP session holds and every route change arrives whichever attack comes,
+// and each run sends its attack and none of the others.
+func TestDoSEachAttack(t *testing.T) {
+	requireLab(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: one for the control plane, one for the floods")
+	}
+	bin := buildBinary(t)
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rs, err := lab.DoS(ctx, lab.DoSOptions{
+		Name: "spdose", Dir: filepath.Join(t.TempDir(), "lab"), Binary: bin,
+		Routes: 1000, Duration: 10 * time.Second, UpdateInterval: time.Second,
+		Protection: "on", Each: true, Out: &progress,
+	})
+	if err != nil {
+		t.Fatalf("lab dos --each: %v\n%s", err, progress.String())
+	}
+	var table bytes.Buffer
+	if err := lab.PrintDoS(&table, rs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	kinds := lab.AttackKinds()
+	if len(rs) != 1+len(kinds) || rs[0].Attack != lab.AttackAll {
+		t.Fatalf("want every attack, then each of %v alone; got %d results", kinds, len(rs))
+	}
+	for i, kind := range kinds {
+		r := rs[1+i]
+		if r.Attack != kind || !r.Protection {
+			t.Errorf("run %d: attack %q protection %v, want %q on", 1+i, r.Attack, r.Protection, kind)
+			continue
+		}
+		if r.SessionDrops != 0 {
+			t.Errorf("%s alone: the BGP session dropped %d times (down %s, last: %s)", kind, r.SessionDrops, r.SessionDown, r.LastDown)
+		}
+		if r.UpdatesSent < 5 || r.UpdatesArrived != r.UpdatesSent {
+			t.Errorf("%s alone: %d of %d route changes reached the FE's datapath (want all, at least 5)", kind, r.UpdatesArrived, r.UpdatesSent)
+		}
+		if r.Offered[kind] == 0 || r.Offered["forward"] == 0 {
+			t.Errorf("%s alone: offered %v: the attack or the forwarded flood sent nothing", kind, r.Offered)
+		}
+		for _, other := range kinds {
+			if other != kind && r.Offered[other] != 0 {
+				t.Errorf("%s alone: the %s flood ran too (%.0f pps)", kind, other, r.Offered[other])
+			}
+		}
+	}
+	for _, m := range lab.DoSMetrics(rs) {
+		if strings.HasPrefix(m.Metric, lab.MetricDoSSessionDrops) && m.Value != 0 {
+			t.Errorf("%s = %v", m.Metric, m.Value)
+		}
 	}
 }

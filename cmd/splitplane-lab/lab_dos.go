@@ -30,15 +30,20 @@ func labDosCmd(lo *lab.Options, noBinary *error) *cobra.Command {
 with the FE's classifier (protection on) and once without (off), and for
 --duration in each mode floods the router's upstream port from the peer's side
 at the generator's full rate (XDP live frames, on CPU 1): UDP to be forwarded
-to host B, TCP SYNs to the BGP port and UDP to closed ports of the router, both
-from spoofed sources. Meanwhile the peer announces and withdraws 203.0.113.0/24
+to host B and the attack: TCP SYNs and spoofed "established" ACKs to the BGP
+port, UDP to closed ports of the router (all from spoofed sources), UDP whose
+TTL expires at the router, ARP requests for its address. With --each, every
+attack kind then runs alone beside the forwarded flood, --duration each, in
+the same lab. Meanwhile the peer announces and withdraws 203.0.113.0/24
 every --update-interval and each change is timed until the FE's XDP program
 forwards to it (or stops). The two modes are printed side by side; with --json
 one object per line:
   dos_bgp_session_drops    times the BGP session (hold time 9s) left Established
   dos_update_delay_p99_ms  peer's announcement or withdrawal until the FE's datapath has it
   dos_forward_pps          forwarded packets per second received at host B
-  dos_attack_pps           attack packets per second offered (SYN + UDP)
+  dos_attack_pps           attack packets per second offered (SYN + UDP + TTL + ACK + ARP)
+and with --each, for every attack kind alone (syn, udp, ttl, ack, arp):
+  dos_bgp_session_drops_KIND, dos_update_delay_p99_ms_KIND
 each with protection on, its baseline the same with protection off.
 Where each flow is processed, and why: docs/architecture.md, "The DoS test".`,
 		Args: cobra.NoArgs,
@@ -88,6 +93,7 @@ Where each flow is processed, and why: docs/architecture.md, "The DoS test".`,
 	cmd.Flags().DurationVar(&o.UpdateInterval, "update-interval", 2*time.Second, "how often the peer announces or withdraws the probe prefix")
 	cmd.Flags().IntVar(&o.Routes, "routes", 10000, "prefixes the peer announces; the floods go to hosts inside them")
 	cmd.Flags().StringVar(&o.Protection, "protection", "both", "which modes to run: on, off or both")
+	cmd.Flags().BoolVar(&o.Each, "each", false, "then run each attack kind alone (with the forwarded flood), --duration each")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
 	return cmd
 }

@@ -53,6 +53,10 @@ type DoSOptions struct {
 	UpdateInterval time.Duration
 	// Protection is "on", "off" or "both" (the default): which modes run.
 	Protection string
+	// Each adds, in each mode's lab after every attack together, a run of
+	// Duration for each attack kind alone beside the forwarded flood: the
+	// session must hold whichever attack comes.
+	Each bool
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 }
@@ -98,10 +102,14 @@ func (o *DoSOptions) defaults() error {
 	return nil
 }
 
-// DoSResult is one mode's run.
+// DoSResult is one run: a mode under an attack.
 type DoSResult struct {
-	Protection bool          `json:"protection"`
-	Duration   time.Duration `json:"duration_ns"`
+	Protection bool `json:"protection"`
+	// Attack is AttackAll (every attack flood together) or the one attack
+	// flood of the run ("syn", "udp", "ttl", "ack", "arp"); the forwarded
+	// flood runs beside it either way.
+	Attack   string        `json:"attack"`
+	Duration time.Duration `json:"duration_ns"`
 
 	// The BGP session, from the peer's side.
 	SessionDrops int           `json:"bgp_session_drops"`
@@ -155,6 +163,19 @@ func (r DoSResult) AttackOffered() float64 {
 	return sum
 }
 
+// AttackAll is DoSResult.Attack of the run with every attack flood at once.
+const AttackAll = "all"
+
+// AttackKinds are the attack floods by name, in the order DoSOptions.Each
+// runs them.
+func AttackKinds() []string {
+	var out []string
+	for _, f := range attackFloods {
+		out = append(out, floodName(f))
+	}
+	return out
+}
+
 // The CPUs of the test: the control core, and the forward core where the
 // generators run and the floods arrive.
 const (
@@ -164,8 +185,9 @@ const (
 
 // DoS runs the DoS-resilience test: for each mode asked for (protection on
 // first), a lab of its own is brought up, set up as described at the top of
-// this file, flooded for Duration while the probes run, and taken down.
-// Needs root, two CPUs and the lab's tools.
+// this file, flooded for Duration while the probes run (and, with Each, again
+// for each attack kind alone), and taken down. The results are in that
+// order. Needs root, two CPUs and the lab's tools.
 func DoS(ctx context.Context, o DoSOptions) ([]DoSResult, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -184,11 +206,11 @@ func DoS(ctx context.Context, o DoSOptions) ([]DoSResult, error) {
 	}
 	var out []DoSResult
 	for _, protect := range modes {
-		r, err := dosMode(ctx, o, protect)
+		rs, err := dosMode(ctx, o, protect)
+		out = append(out, rs...)
 		if err != nil {
 			return out, fmt.Errorf("protection %s: %w", onOff(protect), err)
 		}
-		out = append(out, r)
 	}
 	return out, nil
 }
@@ -200,18 +222,19 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// dosMode runs one mode in a lab of its own.
-func dosMode(ctx context.Context, o DoSOptions, protect bool) (r DoSResult, err error) {
+// dosMode runs one mode in a lab of its own: every attack together, then
+// with o.Each each alone.
+func dosMode(ctx context.Context, o DoSOptions, protect bool) (rs []DoSResult, err error) {
 	say := func(format string, args ...any) {
 		fmt.Fprintf(o.Out, "dos (protection %s): "+format+"\n", append([]any{onOff(protect)}, args...)...)
 	}
 	lo := Options{Name: o.Name, Dir: o.Dir, Binary: o.Binary, Routes: o.Routes, NoProtection: !protect, Out: o.Out}
 	if err := lo.defaults(); err != nil {
-		return r, err
+		return nil, err
 	}
 	say("lab %s up, %d routes", lo.Name, lo.Routes)
 	if err := Up(ctx, lo); err != nil {
-		return r, err
+		return nil, err
 	}
 	defer func() {
 		say("lab down")
@@ -220,39 +243,77 @@ func dosMode(ctx context.Context, o DoSOptions, protect bool) (r DoSResult, err 
 		}
 	}()
 	if err := dosPorts(ctx, &lo, protect); err != nil {
-		return r, err
+		return nil, err
 	}
 	sk, err := newSink(&lo)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	defer func() { err = errors.Join(err, sk.detach()) }()
 	fl, err := newFloods(&lo, dosFloodCPU)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	defer fl.close()
 	if err := pinQueues(&lo, fl); err != nil {
-		return r, err
+		return nil, err
 	}
 	if s, err := lo.loadState(); err == nil {
 		if err := pinProcessTo(s.Processes["peer"], dosControlCPU); err != nil {
-			return r, fmt.Errorf("the BGP peer: %w", err)
+			return nil, fmt.Errorf("the BGP peer: %w", err)
 		}
 	}
+	runs := [][]int{append([]int{floodForward}, attackFloods...)}
+	if o.Each {
+		for _, f := range attackFloods {
+			runs = append(runs, []int{floodForward, f})
+		}
+	}
+	for i, kinds := range runs {
+		attack := AttackAll
+		if i > 0 {
+			attack = floodName(kinds[1])
+			// The run before may have taken the session down.
+			if err := dosReady(ctx, &lo); err != nil {
+				return rs, fmt.Errorf("before the %s flood: %w", attack, err)
+			}
+		}
+		say("%s: floods on CPU %d for %s (+2s to settle), route updates every %s", attackLabel(attack), dosFloodCPU, o.Duration, o.UpdateInterval)
+		r, err := dosRun(ctx, o, &lo, fl, sk, kinds)
+		if err != nil {
+			return rs, fmt.Errorf("%s: %w", attackLabel(attack), err)
+		}
+		r.Protection, r.Attack = protect, attack
+		say("%s: session drops %d, updates %d/%d, forwarded %.2f Mpps, attack offered %.2f Mpps", attackLabel(attack),
+			r.SessionDrops, r.UpdatesArrived, r.UpdatesSent, r.Forwarded/1e6, r.AttackOffered()/1e6)
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
 
-	say("floods on CPU %d for %s (+2s to settle), route updates every %s", dosFloodCPU, o.Duration, o.UpdateInterval)
-	fl.start(ctx)
+// attackLabel names a run's attack in progress lines and tables.
+func attackLabel(attack string) string {
+	if attack == AttackAll {
+		return "every attack"
+	}
+	return attack + " flood alone"
+}
+
+// dosRun floods the lab with the floods kinds for o.Duration (after 2 s to
+// settle) while the probes run, and measures.
+func dosRun(ctx context.Context, o DoSOptions, lo *Options, fl *floods, sk *sink, kinds []int) (DoSResult, error) {
+	fl.start(ctx, kinds)
 	if err := sleepCtx(ctx, 2*time.Second); err != nil {
-		return r, err
+		return DoSResult{}, errors.Join(err, fl.halt())
 	}
-	sw, err := watchSession(ctx, &lo)
+	sw, err := watchSession(ctx, lo)
 	if err != nil {
-		return r, errors.Join(err, fl.halt())
+		return DoSResult{}, errors.Join(err, fl.halt())
 	}
-	before, err := takeSnapshot(&lo, fl, sk)
+	before, err := takeSnapshot(lo, fl, sk)
 	if err != nil {
-		return r, errors.Join(err, fl.halt())
+		_, _ = sw.result()
+		return DoSResult{}, errors.Join(err, fl.halt())
 	}
 	// The prober makes changes until the window ends, then gives the last
 	// one up to the hold time to arrive, the floods still running.
@@ -265,7 +326,7 @@ func dosMode(ctx context.Context, o DoSOptions, protect bool) (r DoSResult, err 
 	pc := make(chan probed, 1)
 	end := before.at.Add(o.Duration)
 	go func() {
-		u, err := probeUpdates(pctx, &lo, o.UpdateInterval, end, 9*time.Second)
+		u, err := probeUpdates(pctx, lo, o.UpdateInterval, end, 9*time.Second)
 		pc <- probed{u, err}
 	}()
 	var p probed
@@ -279,7 +340,7 @@ func dosMode(ctx context.Context, o DoSOptions, protect bool) (r DoSResult, err 
 	case <-time.After(time.Until(end)):
 	case <-ctx.Done():
 	}
-	after, serr := takeSnapshot(&lo, fl, sk)
+	after, serr := takeSnapshot(lo, fl, sk)
 	if !proberDone {
 		p = <-pc
 	}
@@ -287,12 +348,26 @@ func dosMode(ctx context.Context, o DoSOptions, protect bool) (r DoSResult, err 
 	sess, werr := sw.result()
 	herr := fl.halt()
 	if err := errors.Join(ctx.Err(), p.err, serr, werr, herr); err != nil {
-		return r, err
+		return DoSResult{}, err
 	}
-	r = results(protect, before, after, sess, p.u)
-	say("session drops %d, updates %d/%d, forwarded %.2f Mpps, attack offered %.2f Mpps",
-		r.SessionDrops, r.UpdatesArrived, r.UpdatesSent, r.Forwarded/1e6, r.AttackOffered()/1e6)
-	return r, nil
+	return results(before, after, sess, p.u), nil
+}
+
+// dosReady waits until the session is established and the FE has every
+// route again.
+func dosReady(ctx context.Context, o *Options) error {
+	want := o.Routes + 2
+	return o.waitFor(ctx, 60*time.Second, func(st Status) error {
+		switch {
+		case st.BGPState != "established":
+			return fmt.Errorf("bgp session %q", st.BGPState)
+		case !st.FEAssociated:
+			return errors.New("FE not associated")
+		case st.FERoutes < want:
+			return fmt.Errorf("%d of %d routes in the FE", st.FERoutes, want)
+		}
+		return nil
+	})
 }
 
 // dosPorts gives the router's port to-peer two receive queues with threaded
@@ -318,18 +393,7 @@ func dosPorts(ctx context.Context, o *Options, protect bool) error {
 	if err := Restart(*o, "fe", false); err != nil {
 		return err
 	}
-	want := o.Routes + 2
-	return o.waitFor(ctx, 60*time.Second, func(st Status) error {
-		switch {
-		case st.BGPState != "established":
-			return fmt.Errorf("bgp session %q", st.BGPState)
-		case !st.FEAssociated:
-			return errors.New("FE not associated")
-		case st.FERoutes < want:
-			return fmt.Errorf("%d of %d routes in the FE", st.FERoutes, want)
-		}
-		return nil
-	})
+	return dosReady(ctx, o)
 }
 
 // pinQueues pins the NAPI kthreads of to-peer's two receive queues, queue 0
@@ -431,8 +495,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// results turns two snapshots and the probes into a DoSResult.
-func results(protect bool, a, b snapshot, s session, u updates) DoSResult {
+// results turns two snapshots and the probes into a DoSResult (its mode and
+// attack left for the caller).
+func results(a, b snapshot, s session, u updates) DoSResult {
 	dt := b.at.Sub(a.at).Seconds()
 	rate := func(x, y uint64) float64 {
 		if y < x {
@@ -441,7 +506,7 @@ func results(protect bool, a, b snapshot, s session, u updates) DoSResult {
 		return float64(y-x) / dt
 	}
 	r := DoSResult{
-		Protection: protect, Duration: b.at.Sub(a.at),
+		Duration:     b.at.Sub(a.at),
 		SessionDrops: s.Drops, SessionDown: s.Down, LastDown: s.LastDown,
 		UpdatesSent: u.Sent, UpdatesArrived: u.Arrived,
 		Offered:   map[string]float64{},

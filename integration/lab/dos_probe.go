@@ -124,7 +124,8 @@ type updates struct {
 // change every interval until end, and times each until the FE's datapath
 // has it, probing every millisecond. The last change gets until end+grace;
 // a change not in the datapath by then, or when ctx ends, has not arrived.
-// The prefix must not be routed at the start.
+// The prefix must be withdrawn at the start (it may take until grace to
+// leave the datapath), and is withdrawn again at the end.
 func probeUpdates(ctx context.Context, o *Options, interval time.Duration, end time.Time, grace time.Duration) (updates, error) {
 	var u updates
 	err := nsthread.Run(o.Namespace("rtr"), func() error {
@@ -133,10 +134,26 @@ func probeUpdates(ctx context.Context, o *Options, interval time.Duration, end t
 			return err
 		}
 		defer p.close()
-		if r, err := p.routed(); err != nil || r {
-			return fmt.Errorf("the FE forwards to %s before the test announces it (%v)", probeDst(), err)
+		// A run before this one (another attack in the same lab) may
+		// have left the prefix announced and withdrawn it at its end.
+		for wait := time.Now().Add(grace); ; time.Sleep(10 * time.Millisecond) {
+			r, err := p.routed()
+			if err != nil {
+				return err
+			}
+			if !r {
+				break
+			}
+			if time.Now().After(wait) {
+				return fmt.Errorf("the FE forwards to %s before the test announces it", probeDst())
+			}
 		}
 		announced := false
+		defer func() {
+			if announced { // leave the prefix withdrawn for the next run
+				_ = status.Post(o.Socket("peer"), "/withdraw", url.Values{"prefix": {ProbePrefix().String()}})
+			}
+		}()
 		for next := time.Now(); next.Before(end); next = next.Add(interval) {
 			if err := sleepCtx(ctx, time.Until(next)); err != nil {
 				return nil

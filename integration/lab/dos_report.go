@@ -32,12 +32,43 @@ type DoSMetric struct {
 	BaselineValue *float64 `json:"baseline_value,omitempty"`
 }
 
-// DoSMetrics returns the four figures of the test: with protection on (or,
-// when only protection off ran, of that run, without baselines), each with
-// the protection-off figure as its baseline when both ran.
+type dosFigure struct {
+	name, unit string
+	get        func(DoSResult) float64
+}
+
+var (
+	dosDrops = dosFigure{MetricDoSSessionDrops, "drops", func(r DoSResult) float64 { return float64(r.SessionDrops) }}
+	dosDelay = dosFigure{MetricDoSDelayP99, "ms", func(r DoSResult) float64 { return ms(r.DelayP99) }}
+)
+
+// DoSMetrics returns the four figures of the run with every attack: with
+// protection on (or, when only protection off ran, of that run, without
+// baselines), each with the protection-off figure as its baseline when both
+// ran. Runs of one attack alone (DoSOptions.Each) add its session drops and
+// update delay, named with the attack as suffix: dos_bgp_session_drops_syn.
 func DoSMetrics(rs []DoSResult) []DoSMetric {
+	var out []DoSMetric
+	out = append(out, dosFigures(rs, AttackAll, "", dosDrops, dosDelay,
+		dosFigure{MetricDoSForwardPPS, "pps", func(r DoSResult) float64 { return math.Round(r.Forwarded) }},
+		dosFigure{MetricDoSAttackPPS, "pps", func(r DoSResult) float64 { return math.Round(r.AttackOffered()) }},
+	)...)
+	for _, kind := range AttackKinds() {
+		out = append(out, dosFigures(rs, kind, "_"+kind, dosDrops, dosDelay)...)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// dosFigures are the figures of the runs under attack, named with suffix.
+func dosFigures(rs []DoSResult, attack, suffix string, figures ...dosFigure) []DoSMetric {
 	var on, off *DoSResult
 	for i := range rs {
+		if a := rs[i].Attack; a != attack && (a != "" || attack != AttackAll) {
+			continue
+		}
 		if rs[i].Protection {
 			on = &rs[i]
 		} else {
@@ -51,21 +82,13 @@ func DoSMetrics(rs []DoSResult) []DoSMetric {
 	if head == nil {
 		return nil
 	}
-	figures := []struct {
-		name, unit string
-		get        func(DoSResult) float64
-	}{
-		{MetricDoSSessionDrops, "drops", func(r DoSResult) float64 { return float64(r.SessionDrops) }},
-		{MetricDoSDelayP99, "ms", func(r DoSResult) float64 { return ms(r.DelayP99) }},
-		{MetricDoSForwardPPS, "pps", func(r DoSResult) float64 { return math.Round(r.Forwarded) }},
-		{MetricDoSAttackPPS, "pps", func(r DoSResult) float64 { return math.Round(r.AttackOffered()) }},
-	}
 	var out []DoSMetric
 	for _, f := range figures {
-		m := DoSMetric{Metric: f.name, Value: f.get(*head), Unit: f.unit}
+		name := f.name + suffix
+		m := DoSMetric{Metric: name, Value: f.get(*head), Unit: f.unit}
 		if base != nil {
 			v := f.get(*base)
-			m.Baseline, m.BaselineValue = f.name+DoSBaselineSuffix, &v
+			m.Baseline, m.BaselineValue = name+DoSBaselineSuffix, &v
 		}
 		out = append(out, m)
 	}
@@ -74,8 +97,34 @@ func DoSMetrics(rs []DoSResult) []DoSMetric {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 
-// PrintDoS writes the modes side by side as a table.
+// PrintDoS writes the modes side by side as a table, for every attack
+// together; then, when there were runs of one attack alone, a table of those.
 func PrintDoS(w io.Writer, rs []DoSResult) error {
+	var all, each []DoSResult
+	for _, r := range rs {
+		if r.Attack == "" || r.Attack == AttackAll {
+			all = append(all, r)
+		} else {
+			each = append(each, r)
+		}
+	}
+	if err := printDoSAll(w, all); err != nil {
+		return err
+	}
+	if len(each) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\neach attack alone, beside the forwarded flood:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "attack\tprotection\tBGP session drops\troute updates\tupdate delay p99\tattack offered\tforwarded")
+	for _, r := range each {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d of %d\t%.1f ms\t%s\t%s\n", r.Attack, onOff(r.Protection), r.SessionDrops,
+			r.UpdatesArrived, r.UpdatesSent, ms(r.DelayP99), pps(r.AttackOffered()), pps(r.Forwarded))
+	}
+	return tw.Flush()
+}
+
+func printDoSAll(w io.Writer, rs []DoSResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(label string, f func(DoSResult) string) {
 		cells := []string{label}

@@ -67,6 +67,48 @@ func TestDoSMetrics(t *testing.T) {
 	}
 }
 
+// Runs of one attack alone give figures named by the attack, each with its
+// protection-off run as baseline, after the four of every attack together.
+func TestDoSMetricsEach(t *testing.T) {
+	rs := []DoSResult{
+		{Protection: true, Attack: AttackAll},
+		{Protection: true, Attack: "syn", DelayP99: 5 * time.Millisecond},
+		{Protection: true, Attack: "arp"},
+		{Attack: AttackAll, SessionDrops: 1},
+		{Attack: "syn", SessionDrops: 3},
+		{Attack: "arp", SessionDrops: 2, DelayP99: time.Second},
+	}
+	got := map[string]DoSMetric{}
+	var order []string
+	for _, m := range DoSMetrics(rs) {
+		got[m.Metric] = m
+		order = append(order, m.Metric)
+	}
+	want := []string{"dos_bgp_session_drops", "dos_update_delay_p99_ms", "dos_forward_pps", "dos_attack_pps",
+		"dos_bgp_session_drops_syn", "dos_update_delay_p99_ms_syn", "dos_bgp_session_drops_arp", "dos_update_delay_p99_ms_arp"}
+	if strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Fatalf("figures %v, want %v", order, want)
+	}
+	for name, v := range map[string][2]float64{
+		"dos_bgp_session_drops": {0, 1}, "dos_bgp_session_drops_syn": {0, 3}, "dos_bgp_session_drops_arp": {0, 2},
+		"dos_update_delay_p99_ms_syn": {5, 0}, "dos_update_delay_p99_ms_arp": {0, 1000},
+	} {
+		m := got[name]
+		if m.Value != v[0] || m.BaselineValue == nil || *m.BaselineValue != v[1] || m.Baseline != name+DoSBaselineSuffix {
+			t.Errorf("%s: %+v (baseline %v), want %v against %v", name, m, m.BaselineValue, v[0], v[1])
+		}
+	}
+	var b bytes.Buffer
+	if err := PrintDoS(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"each attack alone", "syn  ", "arp  "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 func TestPrintDoS(t *testing.T) {
 	r := DoSResult{Protection: true, Duration: 15 * time.Second, UpdatesSent: 15, UpdatesArrived: 15,
 		Offered: map[string]float64{"forward": 2e6, "syn": 2e6, "udp": 2e6, "ttl": 1e6, "ack": 1e6, "arp": 3e5}, Forwarded: 567300,

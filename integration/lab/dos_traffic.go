@@ -230,12 +230,14 @@ func (f *floods) burst(kind int, n uint32) error {
 	})
 }
 
-// start starts one thread per flood, each pinned to the generators' CPU in
-// the peer's namespace, sending until stop.
-func (f *floods) start(ctx context.Context) {
+// start starts one thread for each of the floods kinds, each pinned to the
+// generators' CPU in the peer's namespace, sending until halt. Floods may
+// start again after halt, with other kinds; the counts go on.
+func (f *floods) start(ctx context.Context, kinds []int) {
 	ctx, f.stop = context.WithCancel(ctx)
 	f.started = time.Now()
-	for i, g := range f.gens {
+	for _, i := range kinds {
+		g := f.gens[i]
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
