@@ -139,6 +139,9 @@ type routerObjects struct {
 	FibTbl8          *ebpf.Map     `ebpf:"fib_tbl8"`
 	Fib6Tbl16        *ebpf.Map     `ebpf:"fib6_tbl16"`
 	Fib6Tbl8         *ebpf.Map     `ebpf:"fib6_tbl8"`
+	DxrDirect        *ebpf.Map     `ebpf:"dxr_direct"`
+	DxrRanges        *ebpf.Map     `ebpf:"dxr_ranges"`
+	DxrValues        *ebpf.Map     `ebpf:"dxr_values"`
 	Nexthops         *ebpf.Map     `ebpf:"nexthops"`
 	NhGroups         *ebpf.Map     `ebpf:"nh_groups"`
 	Neighbors        *ebpf.Map     `ebpf:"neighbors"`
@@ -172,7 +175,7 @@ type routerObjects struct {
 }
 
 func (o *routerObjects) Close() error {
-	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
+	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.DxrDirect, o.DxrRanges, o.DxrValues, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash, o.PortInfo, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
 		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer, o.MeshMap, o.FeLinks, o.IfePorts, o.NhKeys, o.FeDemand)
@@ -372,10 +375,23 @@ func (d *Datapath) initFIB() error {
 	if len(tbl16) != fib6Tbl16Entries || len(tbl8v6)%fibGroupEntries != 0 {
 		return fmt.Errorf("IPv6 FIB: tables of %d and %d entries do not match fib6.go", len(tbl16), len(tbl8v6))
 	}
+	var dxrs [3][]uint32
+	for i, m := range []*ebpf.Map{d.objs.DxrDirect, d.objs.DxrRanges, d.objs.DxrValues} {
+		t, unmap, err := mmapU32Array(m)
+		if err != nil {
+			return fmt.Errorf("FIB range table: %w", err)
+		}
+		d.unmaps = append(d.unmaps, unmap)
+		dxrs[i] = t
+	}
+	if len(dxrs[0]) != dxrChunks || len(dxrs[1])%dxrRowEntries != 0 || len(dxrs[2]) != dxrValueCount {
+		return fmt.Errorf("FIB range table: tables of %d, %d and %d entries do not match dxr.go", len(dxrs[0]), len(dxrs[1]), len(dxrs[2]))
+	}
 	if d.rcu, err = newRCUBarrier(); err != nil {
 		return fmt.Errorf("FIB: %w", err)
 	}
 	d.fib = newFIB(tbl24, tbl8, d.rcu.wait)
+	newDXR(d.fib, dxrs[0], dxrs[1], dxrs[2], d.rcu.wait)
 	d.fib6 = newFIB6(tbl16, tbl8v6, d.rcu.wait)
 	return nil
 }

@@ -83,6 +83,9 @@ type fib struct {
 	// grace returns when no reader can still use a tbl24 entry that was
 	// overwritten before it was called.
 	grace func() error
+	// dxr, if set, is the range table derived from tbl24 and tbl8 after
+	// every change (dxr.go).
+	dxr *dxr
 }
 
 func newFIB(tbl24, tbl8 []uint32, grace func() error) *fib {
@@ -182,6 +185,15 @@ func (f *fib) apply(routes []pfx.V4, nexthops []uint32) {
 			f.prefetch(routes[order[j+prefetch.Ahead]])
 		}
 		f.insert(routes[i], nexthops[i])
+	}
+	f.derive(routes)
+}
+
+// derive brings the range table up to date with a change of routes.
+func (f *fib) derive(routes []pfx.V4) {
+	if f.dxr != nil {
+		f.dxr.markV4(routes)
+		f.dxr.update()
 	}
 }
 
@@ -336,6 +348,7 @@ func (f *fib) deleteChecked(routes []pfx.V4) {
 			f.remove(p)
 		}
 	}
+	f.derive(routes)
 }
 
 // remove deletes one route if present: its entries get the next shorter

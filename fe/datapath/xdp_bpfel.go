@@ -44,6 +44,11 @@ type xdpCtlFlowStats struct {
 	BadCsum uint64
 }
 
+type xdpDxrRow struct {
+	_ structs.HostLayout
+	E [4096]uint32
+}
+
 type xdpFeConfig struct {
 	_             structs.HostLayout
 	ControlCpu    uint32
@@ -214,6 +219,9 @@ const (
 	xdpMapControlFlows      = "control_flows"
 	xdpMapControlFlows6     = "control_flows6"
 	xdpMapCpuMap            = "cpu_map"
+	xdpMapDxrDirect         = "dxr_direct"
+	xdpMapDxrRanges         = "dxr_ranges"
+	xdpMapDxrValues         = "dxr_values"
 	xdpMapFeConfigMap       = "fe_config_map"
 	xdpMapFeDemandMap       = "fe_demand_map"
 	xdpMapFeLinks           = "fe_links"
@@ -302,6 +310,9 @@ type xdpMapSpecs struct {
 	ControlFlows  *ebpf.MapSpec `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
+	DxrDirect     *ebpf.MapSpec `ebpf:"dxr_direct"`
+	DxrRanges     *ebpf.MapSpec `ebpf:"dxr_ranges"`
+	DxrValues     *ebpf.MapSpec `ebpf:"dxr_values"`
 	FeConfigMap   *ebpf.MapSpec `ebpf:"fe_config_map"`
 	FeDemandMap   *ebpf.MapSpec `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.MapSpec `ebpf:"fe_links"`
@@ -362,6 +373,9 @@ type xdpMaps struct {
 	ControlFlows  *ebpf.Map `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
+	DxrDirect     *ebpf.Map `ebpf:"dxr_direct"`
+	DxrRanges     *ebpf.Map `ebpf:"dxr_ranges"`
+	DxrValues     *ebpf.Map `ebpf:"dxr_values"`
 	FeConfigMap   *ebpf.Map `ebpf:"fe_config_map"`
 	FeDemandMap   *ebpf.Map `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.Map `ebpf:"fe_links"`
@@ -396,6 +410,9 @@ func (m *xdpMaps) Close() error {
 		m.ControlFlows,
 		m.ControlFlows6,
 		m.CpuMap,
+		m.DxrDirect,
+		m.DxrRanges,
+		m.DxrValues,
 		m.FeConfigMap,
 		m.FeDemandMap,
 		m.FeLinks,

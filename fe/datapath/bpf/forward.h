@@ -83,13 +83,12 @@ static __always_inline int pass(__u32 reason)
 	return XDP_PASS;
 }
 
-// fib_lookup stores the nexthop id for daddr in *nh_id and returns 1, or
-// returns 0 when no route matches. Each entry is read exactly once
-// (volatile), so the group flag and the group index come from the same value
-// even while the Go side rewrites the entry.
-static __always_inline int fib_lookup(__be32 daddr, __u32 *nh_id)
+// tbl24_lookup returns the DIR-24-8 entry for addr (host order), 0 if none.
+// Each entry is read exactly once (volatile), so the group flag and the
+// group index come from the same value even while the Go side rewrites the
+// entry.
+static __always_inline __u32 tbl24_lookup(__u32 addr)
 {
-	__u32 addr = bpf_ntohl(daddr);
 	__u32 key = addr >> 16;
 	struct fib_row *row;
 	__u32 e;
@@ -105,6 +104,83 @@ static __always_inline int fib_lookup(__be32 daddr, __u32 *nh_id)
 			return 0;
 		e = *(volatile __u32 *)&row->e[addr & 0xff];
 	}
+	return e;
+}
+
+// dxr_search returns the value index of the last of the 2^k ranges at
+// word base of dxr_ranges that starts at or before addr's place in its /16:
+// a binary search of exactly k steps (the block is padded to 2^k by
+// repeating its last range), all in one row.
+static __always_inline __u32 dxr_search(__u32 d, __u32 addr)
+{
+	__u32 base = d & DXR_BASE_MASK, k = (d >> DXR_LOG_SHIFT) & 0xf;
+	__u32 key = base / DXR_ROW, off = base % DXR_ROW, i = 0, j;
+	struct dxr_row *row;
+	int s;
+
+	row = bpf_map_lookup_elem(&dxr_ranges, &key);
+	if (!row)
+		return 0;
+	if (d & DXR_SHORT) {
+		const __u16 *h = (const __u16 *)row->e;
+		__u16 lo = addr & 0xff00;
+
+		off *= 2;
+#pragma unroll
+		for (s = 7; s >= 0; s--) {
+			j = i | (1u << s);
+			if (s < k && (h[(off + j) & (2 * DXR_ROW - 1)] & 0xff00) <= lo)
+				i = j;
+		}
+		return h[(off + i) & (2 * DXR_ROW - 1)] & 0xff;
+	}
+#pragma unroll
+	for (s = 11; s >= 0; s--) {
+		j = i | (1u << s);
+		if (s < k && (row->e[(off + j) & (DXR_ROW - 1)] >> 16) <= (addr & 0xffff))
+			i = j;
+	}
+	return row->e[(off + i) & (DXR_ROW - 1)] & 0xffff;
+}
+
+// fib_lookup stores the nexthop id for daddr in *nh_id and returns 1, or
+// returns 0 when no route matches: the range table first (dxr.go), and
+// DIR-24-8 for the /16s it does not hold. A published block is never
+// changed, so only the direct entry needs a single read.
+static __always_inline int fib_lookup(__be32 daddr, __u32 *nh_id)
+{
+	__u32 addr = bpf_ntohl(daddr);
+	__u32 key = addr >> 24;
+	struct fib_row *row;
+	__u32 d, e;
+
+	row = bpf_map_lookup_elem(&dxr_direct, &key);
+	if (!row)
+		return 0;
+	d = *(volatile __u32 *)&row->e[(addr >> 16) & 0xff];
+	if (d & DXR_RANGES) {
+		key = dxr_search(d, addr);
+		row = bpf_map_lookup_elem(&dxr_values, &(__u32){ key / FIB_ROW });
+		if (!row)
+			return 0;
+		e = row->e[key % FIB_ROW];
+	} else if (d & DXR_TBL24) {
+		e = tbl24_lookup(addr);
+	} else {
+		e = d;
+	}
+	if (!(e & FIB_VALID))
+		return 0;
+	*nh_id = e & FIB_NEXTHOP_MASK;
+	return 1;
+}
+
+// fib_lookup_tbl24 is fib_lookup on DIR-24-8 alone, the baseline of the
+// range table in the benchmarks.
+static __always_inline int fib_lookup_tbl24(__be32 daddr, __u32 *nh_id)
+{
+	__u32 e = tbl24_lookup(bpf_ntohl(daddr));
+
 	if (!(e & FIB_VALID))
 		return 0;
 	*nh_id = e & FIB_NEXTHOP_MASK;

@@ -47,6 +47,24 @@
 #define FIB_NEXTHOP_MASK 0x1ffff // nexthop ids and NH_GROUP_BASE + group
 #define FIB_GROUP_MASK 0xffffff
 
+// The range table (DXR) in front of DIR-24-8; dxr.go repeats these and
+// explains the layout. A dxr_direct entry, indexed by the top 16 bits of
+// the destination, is a FIB entry for the whole /16 (0 or FIB_VALID | id),
+// DXR_TBL24 (look the /16 up in fib_tbl24 and fib_tbl8), or DXR_RANGES |
+// log2(range count) << DXR_LOG_SHIFT | first word in dxr_ranges, with
+// DXR_SHORT for 16-bit range entries (start & 0xff00 | value index) instead
+// of 32-bit ones (start << 16 | value index). A block never crosses a row
+// of dxr_ranges. dxr_values maps a value index to its FIB entry.
+#define DXR_ROW 4096
+#define DXR_RANGE_ROWS 1024
+#define DXR_DIRECT_ROWS 256 // of FIB_ROW entries: 65536
+#define DXR_VALUE_ROWS 256  // of FIB_ROW entries: 65536
+#define DXR_RANGES (1u << 31)
+#define DXR_TBL24 (1u << 29)
+#define DXR_SHORT (1u << 28)
+#define DXR_LOG_SHIFT 24
+#define DXR_BASE_MASK 0xffffff
+
 // IPv6 stride table; fib6.go repeats these. Entries are encoded as in the
 // IPv4 table. fib6_tbl16 is indexed by the first two address bytes (one row
 // per first byte); an entry with FIB_GROUP points at a group of fib6_tbl8
@@ -185,6 +203,34 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fib_row);
 } fib_tbl8 SEC(".maps");
+
+struct dxr_row {
+	__u32 e[DXR_ROW];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DXR_DIRECT_ROWS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fib_row);
+} dxr_direct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DXR_RANGE_ROWS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct dxr_row);
+} dxr_ranges SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DXR_VALUE_ROWS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fib_row);
+} dxr_values SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

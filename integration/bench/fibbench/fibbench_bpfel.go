@@ -44,6 +44,11 @@ type fibbenchCtlFlowStats struct {
 	BadCsum uint64
 }
 
+type fibbenchDxrRow struct {
+	_ structs.HostLayout
+	E [4096]uint32
+}
+
 type fibbenchFeConfig struct {
 	_             structs.HostLayout
 	ControlCpu    uint32
@@ -165,6 +170,9 @@ const (
 	fibbenchMapControlFlows       = "control_flows"
 	fibbenchMapControlFlows6      = "control_flows6"
 	fibbenchMapCpuMap             = "cpu_map"
+	fibbenchMapDxrDirect          = "dxr_direct"
+	fibbenchMapDxrRanges          = "dxr_ranges"
+	fibbenchMapDxrValues          = "dxr_values"
 	fibbenchMapFeConfigMap        = "fe_config_map"
 	fibbenchMapFeDemandMap        = "fe_demand_map"
 	fibbenchMapFeLinks            = "fe_links"
@@ -264,6 +272,9 @@ type fibbenchMapSpecs struct {
 	ControlFlows  *ebpf.MapSpec `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
+	DxrDirect     *ebpf.MapSpec `ebpf:"dxr_direct"`
+	DxrRanges     *ebpf.MapSpec `ebpf:"dxr_ranges"`
+	DxrValues     *ebpf.MapSpec `ebpf:"dxr_values"`
 	FeConfigMap   *ebpf.MapSpec `ebpf:"fe_config_map"`
 	FeDemandMap   *ebpf.MapSpec `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.MapSpec `ebpf:"fe_links"`
@@ -331,6 +342,9 @@ type fibbenchMaps struct {
 	ControlFlows  *ebpf.Map `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
+	DxrDirect     *ebpf.Map `ebpf:"dxr_direct"`
+	DxrRanges     *ebpf.Map `ebpf:"dxr_ranges"`
+	DxrValues     *ebpf.Map `ebpf:"dxr_values"`
 	FeConfigMap   *ebpf.Map `ebpf:"fe_config_map"`
 	FeDemandMap   *ebpf.Map `ebpf:"fe_demand_map"`
 	FeLinks       *ebpf.Map `ebpf:"fe_links"`
@@ -367,6 +381,9 @@ func (m *fibbenchMaps) Close() error {
 		m.ControlFlows,
 		m.ControlFlows6,
 		m.CpuMap,
+		m.DxrDirect,
+		m.DxrRanges,
+		m.DxrValues,
 		m.FeConfigMap,
 		m.FeDemandMap,
 		m.FeLinks,
