@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/splitplane/splitplane/fe/datapath"
 	"github.com/splitplane/splitplane/forces"
 )
 
@@ -100,6 +101,12 @@ var (
 	fePortRedirectLost = prometheus.NewDesc("splitplane_fe_port_redirect_lost_packets_total",
 		"Packets XDP forwarded out of the port (a veth) that the kernel dropped: the veth's peer has neither XDP nor GRO.", []string{"port"}, nil)
 
+	feFIBChunks = prometheus.NewDesc("splitplane_fe_datapath_fib_chunks",
+		"The IPv4 FIB's /16s by how a lookup finds them: one entry for the whole /16 (leaf), a block of range entries of 16 or 32 bits (ranges16, ranges32), or DIR-24-8 when the /16 did not fit the range table (dir24_8).",
+		[]string{"form"}, nil)
+	feFIBBytes = prometheus.NewDesc("splitplane_fe_datapath_fib_lookup_bytes",
+		"Bytes of the IPv4 FIB an XDP lookup can read (the range table, and DIR-24-8 for the /16s it holds).", nil, nil)
+
 	feLinkAlive = prometheus.NewDesc("splitplane_fe_inter_fe_link_alive",
 		"1 when the inter-FE link's peer FE answers its probes (its datapath runs) and the link is declared.", []string{"port", "peer_fe"}, nil)
 )
@@ -109,7 +116,7 @@ func (fc *feCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{feCounterErrors, feAssociated, feLowUp, feProtocolErrors, feRedirected, feRedirectDropped,
 		feInjected, feEvents, feRoutes, feNexthops, feGroups, feProgrammed, feGateways, feResolved, feDPGroups, feNeighbors,
 		feDPErrors, feKernelRoutes, feKernelErrors, feRx, fePackets, feFwdBytes, feFwd6,
-		fePortUp, fePortRx, fePortRxBytes, fePortTx, fePortTxBytes, fePortPassed, feLinkAlive, fePortRedirectLost} {
+		fePortUp, fePortRx, fePortRxBytes, fePortTx, fePortTxBytes, fePortPassed, feLinkAlive, fePortRedirectLost, feFIBChunks, feFIBBytes} {
 		ch <- d
 	}
 }
@@ -197,6 +204,18 @@ func (fc *feCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if dp == nil {
 		return // not loaded yet
+	}
+
+	if fs, ok := dp.(interface {
+		FIBStats() (datapath.FIBStats, error)
+	}); ok {
+		if st, err := fs.FIBStats(); err == nil {
+			gauge(feFIBChunks, float64(st.LeafChunks), "leaf")
+			gauge(feFIBChunks, float64(st.ShortChunks), "ranges16")
+			gauge(feFIBChunks, float64(st.RangeChunks-st.ShortChunks), "ranges32")
+			gauge(feFIBChunks, float64(st.TBL24Chunks), "dir24_8")
+			gauge(feFIBBytes, float64(st.LookupBytes))
+		}
 	}
 
 	perCPU, err := dp.CPUCounters()

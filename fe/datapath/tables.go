@@ -331,3 +331,28 @@ func ifName(ifindex int) string {
 	}
 	return fmt.Sprintf("ifindex %d", ifindex)
 }
+
+// FIBStats says how the IPv4 FIB is held: the range table's chunks (/16s)
+// by form, and the bytes a lookup can read.
+type FIBStats struct {
+	DXRStats
+	// LookupBytes is DXRStats.Bytes: what the lookups of this table read.
+	// DIR24_8Bytes is what they would read from DIR-24-8 alone (tbl24 and
+	// the tbl8 groups in use).
+	LookupBytes, DIR24_8Bytes int
+}
+
+// FIBStats returns the IPv4 FIB's statistics.
+func (d *Datapath) FIBStats() (FIBStats, error) {
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return FIBStats{}, ErrClosed
+	}
+	s := d.fib.dxr.statsNow()
+	return FIBStats{
+		DXRStats:     s,
+		LookupBytes:  s.Bytes(),
+		DIR24_8Bytes: 4 * (fibTbl24Entries + (d.fib.groupsInUse()-len(d.fib.quarantine))*fibGroupEntries),
+	}, nil
+}
