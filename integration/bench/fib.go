@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"slices"
 
 	"github.com/splitplane/splitplane/integration/bench/fibbench"
 )
@@ -16,7 +17,8 @@ func FIB6Sizes() []int { return []int{1_000, 100_000} }
 // FIB measures the XDP datapath's FIBs: lookup cost with random destinations
 // at each size (IPv4 DIR-24-8 at sizes, the IPv6 stride table at sizes6,
 // each against the kernel's LPM trie at the largest) and the install rate
-// of the largest IPv4 table. It needs root (it loads BPF).
+// of the largest IPv4 table, and the range table with an edge-shaped table
+// of the largest size (fibbench.FIBEdge). It needs root (it loads BPF).
 func FIB(ctx context.Context, sizes, sizes6 []int, rounds int) ([]Result, error) {
 	figs, err := fibbench.FIB(ctx, sizes, rounds)
 	if err != nil {
@@ -27,6 +29,13 @@ func FIB(ctx context.Context, sizes, sizes6 []int, rounds int) ([]Result, error)
 		return nil, err
 	}
 	figs = append(figs, figs6...)
+	if len(sizes) > 0 {
+		edge, err := fibbench.FIBEdge(ctx, slices.Max(sizes), rounds)
+		if err != nil {
+			return nil, err
+		}
+		figs = append(figs, edge...)
+	}
 	out := make([]Result, len(figs))
 	for i, f := range figs {
 		out[i] = Result{Metric: f.Metric, Value: f.Value, Unit: f.Unit, Baseline: f.Baseline, BaselineValue: f.BaselineValue}

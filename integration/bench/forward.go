@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -105,7 +106,13 @@ func ForwardMetrics(routes int) (forward, kernel, vsLimit string) {
 //     bare redirect with one lookup of the destination in the same FIB
 //     before it and no other work (fibbench.Object.AttachRedirectLookup): what the
 //     lookup's memory access alone costs, so the most a forwarder doing
-//     one such lookup per packet can reach.
+//     one such lookup per packet can reach; router_vs_lookup_SIZE is
+//     forward_pps_SIZE against it;
+//   - forward_pps_SIZE_edge and forward_pps_SIZE_edge_zipf: the datapath
+//     with the edge-shaped table (fibbench.EdgeRoutes: the same prefixes
+//     over four upstreams), destinations uniform over the prefixes and
+//     Zipf over them (fibbench.InsideDestinations), against
+//     redirect_limit_pps.
 //
 // The topology is three namespaces, gen -- router -- sink, joined by veth
 // pairs, created for the run and deleted at its end (also on error or
@@ -175,12 +182,49 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		return nil, fmt.Errorf("bench forward: datapath: %w", err)
 	}
 	defer b.Close()
+	// The edge-shaped table: the same prefixes over four upstreams, in a
+	// datapath of its own; its traffic uniform over the prefixes, as
+	// above, or Zipf.
+	edge, err := fibbench.EdgeRoutes(opts.Routes, opts.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("bench forward: %w", err)
+	}
+	de, be, err := t.loadDatapathRoutes(edge, true)
+	if err != nil {
+		return nil, fmt.Errorf("bench forward: edge datapath: %w", err)
+	}
+	defer be.Close()
+	zipf, err := zipfDestinations(edge, opts.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("bench forward: %w", err)
+	}
+	if st, err := de.FIBStats(); err == nil {
+		progress("edge table: %d routes over %d upstreams, FIB lookups read %.2f MB (DIR-24-8 alone: %.1f MB)",
+			len(edge), fibbench.EdgeUpstreams, float64(st.LookupBytes)/1e6, float64(st.DIR24_8Bytes)/1e6)
+	}
+	uniform := destinations(prefixes, opts.Seed)
+	traffic := func(dsts []netip.Addr) error {
+		return g.SetTraffic(gen.Header{
+			SrcMAC: fwdMAC(roleGen), DstMAC: fwdMAC(roleRtrIn), Src: fwdAddr(roleGen),
+			SrcPort: 40000, DstPort: 9, TTL: 64,
+		}, dsts)
+	}
+	with := func(dsts []netip.Addr, run func() (float64, error)) func() (float64, error) {
+		return func() (float64, error) {
+			if err := traffic(dsts); err != nil {
+				return 0, err
+			}
+			return run()
+		}
+	}
 
 	modes := []fwdMode{
-		{name: "xdp router", run: func() (float64, error) { return t.measureDatapath(ctx, g, d, opts.Duration) }},
-		{name: "kernel", run: func() (float64, error) { return t.measureKernel(ctx, g, opts.Duration) }},
-		{name: "bare redirect", run: func() (float64, error) { return t.measureBare(ctx, g, opts.Duration) }},
-		{name: "lookup + redirect", run: func() (float64, error) { return t.measureLookupRedirect(ctx, g, b, opts.Duration) }},
+		{name: "xdp router", run: with(uniform, func() (float64, error) { return t.measureDatapath(ctx, g, d, opts.Duration) })},
+		{name: "kernel", run: with(uniform, func() (float64, error) { return t.measureKernel(ctx, g, opts.Duration) })},
+		{name: "bare redirect", run: with(uniform, func() (float64, error) { return t.measureBare(ctx, g, opts.Duration) })},
+		{name: "lookup + redirect", run: with(uniform, func() (float64, error) { return t.measureLookupRedirect(ctx, g, b, opts.Duration) })},
+		{name: "xdp router, edge table", run: with(uniform, func() (float64, error) { return t.measureDatapath(ctx, g, de, opts.Duration) })},
+		{name: "xdp router, edge table, zipf", run: with(zipf, func() (float64, error) { return t.measureDatapath(ctx, g, de, opts.Duration) })},
 	}
 	rates := make([][]float64, len(modes))
 	for r := range opts.Rounds {
@@ -199,8 +243,10 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		progress("round %d/%d: %s", r+1, opts.Rounds, strings.Join(line, ", "))
 	}
 	fwd, kern, limit, lookup := median(rates[0]), median(rates[1]), median(rates[2]), median(rates[3])
+	edgeUniform, edgeZipf := median(rates[4]), median(rates[5])
 	fwdName, kernName, vsName := ForwardMetrics(opts.Routes)
 	lookupName, lookupVs := LookupRedirectMetrics(opts.Routes)
+	edgeName, zipfName, vsLookup := EdgeForwardMetrics(opts.Routes)
 	return []Result{
 		{Metric: fwdName, Value: fwd, Unit: "pps", Baseline: kernName, BaselineValue: kern},
 		{Metric: kernName, Value: kern, Unit: "pps"},
@@ -208,7 +254,37 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		{Metric: vsName, Value: fwd / limit, Unit: "ratio", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
 		{Metric: lookupName, Value: lookup, Unit: "pps", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
 		{Metric: lookupVs, Value: lookup / limit, Unit: "ratio", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
+		{Metric: vsLookup, Value: fwd, Unit: "pps", Baseline: lookupName, BaselineValue: lookup},
+		{Metric: edgeName, Value: edgeUniform, Unit: "pps", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
+		{Metric: zipfName, Value: edgeZipf, Unit: "pps", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
 	}, nil
+}
+
+// EdgeForwardMetrics returns the names of Forward's figures of the
+// edge-shaped table, uniform and Zipf destinations, both against
+// redirect_limit_pps, and of the router against the lookup-only redirect
+// (forward_pps_1m_edge, forward_pps_1m_edge_zipf, router_vs_lookup_1m for
+// 1M routes).
+func EdgeForwardMetrics(routes int) (edge, zipf, routerVsLookup string) {
+	l := fibbench.SizeLabel(routes)
+	return "forward_pps_" + l + "_edge", "forward_pps_" + l + "_edge_zipf", "router_vs_lookup_" + l
+}
+
+// zipfDestinations returns one generator slot's worth of addresses inside
+// the routes' prefixes, the prefixes drawn with Zipf popularity
+// (fibbench.InsideDestinations).
+func zipfDestinations(routes []datapath.Route, seed int64) ([]netip.Addr, error) {
+	be, err := fibbench.InsideDestinations(routes, gen.MaxDsts, true, seed)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, len(be))
+	for i, v := range be {
+		var a [4]byte
+		binary.NativeEndian.PutUint32(a[:], v) // as the BPF program reads it
+		out[i] = netip.AddrFrom4(a)
+	}
+	return out, nil
 }
 
 type fwdMode struct {
@@ -419,7 +495,18 @@ func (t *fwdTopo) installKernelRoutes(ctx context.Context, prefixes []netip.Pref
 // attached only while its mode is measured. With baselines it is the
 // benchmarks' BPF object instead (fibbench.Load: the same router, built
 // from the same pipeline, and beside it the baselines), returned as b too.
-func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *datapath.Datapath, b *fibbench.Object, err error) {
+func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (*datapath.Datapath, *fibbench.Object, error) {
+	routes := make([]datapath.Route, len(prefixes))
+	for i, p := range prefixes {
+		routes[i] = datapath.Route{Prefix: p, Nexthop: 1}
+	}
+	return t.loadDatapathRoutes(routes, baselines)
+}
+
+// loadDatapathRoutes is loadDatapath with the routes given: their nexthops
+// 1 to fibbench.EdgeUpstreams all lead to the sink (through the same port,
+// as upstreams behind one switch would).
+func (t *fwdTopo) loadDatapathRoutes(routes []datapath.Route, baselines bool) (_ *datapath.Datapath, b *fibbench.Object, err error) {
 	var d *datapath.Datapath
 	if baselines {
 		if b, err = fibbench.Load(fibbench.Options{}); err == nil {
@@ -439,8 +526,10 @@ func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *data
 		}
 	}()
 	out := t.ifindex[roleRtrOut]
-	if err := d.SetNexthop(1, datapath.Nexthop{Ifindex: out, Gateway: fwdAddr(roleSink), SrcMAC: fwdMAC(roleRtrOut)}); err != nil {
-		return nil, nil, err
+	for id := uint32(1); id <= fibbench.EdgeUpstreams; id++ {
+		if err := d.SetNexthop(id, datapath.Nexthop{Ifindex: out, Gateway: fwdAddr(roleSink), SrcMAC: fwdMAC(roleRtrOut)}); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := d.SetNeighbor(out, fwdAddr(roleSink), fwdMAC(roleSink)); err != nil {
 		return nil, nil, err
@@ -452,10 +541,6 @@ func (t *fwdTopo) loadDatapath(prefixes []netip.Prefix, baselines bool) (_ *data
 		if err := d.SetLocalAddr(fwdAddr(p)); err != nil {
 			return nil, nil, err
 		}
-	}
-	routes := make([]datapath.Route, len(prefixes))
-	for i, p := range prefixes {
-		routes[i] = datapath.Route{Prefix: p, Nexthop: 1}
 	}
 	if err := d.SetRoutes(routes); err != nil {
 		return nil, nil, err

@@ -47,6 +47,9 @@ func TestForward(t *testing.T) {
 		vsName:                             {Unit: "ratio", Baseline: MetricRedirectLimitPPS},
 		"lookup_redirect_pps_10k":          {Unit: "pps", Baseline: MetricRedirectLimitPPS},
 		"lookup_redirect_pps_10k_vs_limit": {Unit: "ratio", Baseline: MetricRedirectLimitPPS},
+		"router_vs_lookup_10k":             {Unit: "pps", Baseline: "lookup_redirect_pps_10k"},
+		"forward_pps_10k_edge":             {Unit: "pps", Baseline: MetricRedirectLimitPPS},
+		"forward_pps_10k_edge_zipf":        {Unit: "pps", Baseline: MetricRedirectLimitPPS},
 	}
 	for name, w := range want {
 		r, ok := got[name]

@@ -13,7 +13,8 @@
 //     checked; unset (as for `bench forward`), the verifier removes both
 //     as dead code and the programs do what the FE's do.
 //   - xdp_router_trie: the same router with the kernel's LPM tries in
-//     place of the FIBs, the baseline of the lookup benchmarks.
+//     place of the FIBs, the baseline of the lookup benchmarks;
+//     xdp_router_tbl24 with DIR-24-8 alone (no range table in front).
 //   - xdp_redirect_lookup: a bare redirect after one IPv4 FIB lookup, the
 //     baseline of `bench forward`.
 
@@ -29,6 +30,7 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 // The variants of router(): the lookup hook_lookup4 and hook_lookup6 use.
 #define VARIANT_FIB 0
 #define VARIANT_TRIE 1
+#define VARIANT_TBL24 2 // DIR-24-8 alone, without the range table in front
 
 // When set before load, every run replaces the destination address with the
 // next one of bench_dsts (bench_dsts6), so that a BPF_PROG_TEST_RUN
@@ -101,6 +103,8 @@ static __always_inline int hook_lookup4(__be32 daddr, __u32 *nh_id, const int va
 {
 	if (variant == VARIANT_TRIE)
 		return trie_lookup(daddr, nh_id);
+	if (variant == VARIANT_TBL24)
+		return fib_lookup_tbl24(daddr, nh_id);
 	return fib_lookup(daddr, nh_id);
 }
 
@@ -177,6 +181,14 @@ SEC("xdp")
 int xdp_router_trie(struct xdp_md *ctx)
 {
 	return router(ctx, VARIANT_TRIE, 0);
+}
+
+// xdp_router_tbl24 is the router reading DIR-24-8 only, as the FE did
+// before the range table: the baseline of the range table's figures.
+SEC("xdp")
+int xdp_router_tbl24(struct xdp_md *ctx)
+{
+	return router(ctx, VARIANT_TBL24, 0);
 }
 
 // bench_redirect_port is the ifindex xdp_redirect_lookup sends to (a tx_ports

@@ -206,6 +206,7 @@ const (
 	fibbenchProgXdpForwardCpumap  = "xdp_forward_cpumap"
 	fibbenchProgXdpRedirectLookup = "xdp_redirect_lookup"
 	fibbenchProgXdpRouter         = "xdp_router"
+	fibbenchProgXdpRouterTbl24    = "xdp_router_tbl24"
 	fibbenchProgXdpRouterTrie     = "xdp_router_trie"
 	fibbenchVarBenchDsts          = "bench_dsts"
 	fibbenchVarBenchDsts6         = "bench_dsts6"
@@ -262,6 +263,7 @@ type fibbenchProgramSpecs struct {
 	XdpForwardCpumap  *ebpf.ProgramSpec `ebpf:"xdp_forward_cpumap"`
 	XdpRedirectLookup *ebpf.ProgramSpec `ebpf:"xdp_redirect_lookup"`
 	XdpRouter         *ebpf.ProgramSpec `ebpf:"xdp_router"`
+	XdpRouterTbl24    *ebpf.ProgramSpec `ebpf:"xdp_router_tbl24"`
 	XdpRouterTrie     *ebpf.ProgramSpec `ebpf:"xdp_router_trie"`
 }
 
@@ -437,6 +439,7 @@ type fibbenchPrograms struct {
 	XdpForwardCpumap  *ebpf.Program `ebpf:"xdp_forward_cpumap"`
 	XdpRedirectLookup *ebpf.Program `ebpf:"xdp_redirect_lookup"`
 	XdpRouter         *ebpf.Program `ebpf:"xdp_router"`
+	XdpRouterTbl24    *ebpf.Program `ebpf:"xdp_router_tbl24"`
 	XdpRouterTrie     *ebpf.Program `ebpf:"xdp_router_trie"`
 }
 
@@ -446,6 +449,7 @@ func (p *fibbenchPrograms) Close() error {
 		p.XdpForwardCpumap,
 		p.XdpRedirectLookup,
 		p.XdpRouter,
+		p.XdpRouterTbl24,
 		p.XdpRouterTrie,
 	)
 }

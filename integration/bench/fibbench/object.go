@@ -64,6 +64,7 @@ type Object struct {
 // extraObjects are what fibbench.c holds beyond the FE's programs and maps.
 type extraObjects struct {
 	XdpRouterTrie     *ebpf.Program  `ebpf:"xdp_router_trie"`
+	XdpRouterTbl24    *ebpf.Program  `ebpf:"xdp_router_tbl24"`
 	XdpRedirectLookup *ebpf.Program  `ebpf:"xdp_redirect_lookup"`
 	Routes            *ebpf.Map      `ebpf:"routes"`
 	Routes6           *ebpf.Map      `ebpf:"routes6"`
@@ -75,7 +76,7 @@ type extraObjects struct {
 
 func (o *extraObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.XdpRouterTrie, o.XdpRedirectLookup, o.Routes, o.Routes6, o.TxPorts} {
+	for _, c := range []interface{ Close() error }{o.XdpRouterTrie, o.XdpRouterTbl24, o.XdpRedirectLookup, o.Routes, o.Routes6, o.TxPorts} {
 		if err := c.Close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -110,6 +111,11 @@ func (o *Object) Close() error {
 // tries (SetTrieRoutes) in place of the FIBs.
 func (o *Object) TrieProgram() *ebpf.Program {
 	return o.objs.XdpRouterTrie
+}
+
+// TBL24Program returns xdp_router_tbl24, the router reading DIR-24-8 alone.
+func (o *Object) TBL24Program() *ebpf.Program {
+	return o.objs.XdpRouterTbl24
 }
 
 // AddTxPort makes ifindex a redirect target, as Attach does for a port, for
