@@ -187,4 +187,3 @@ func TestDXREdgeTable(t *testing.T) {
 		t.Errorf("lookup memory %d bytes, want under 8 MiB", s.Bytes())
 	}
 }
-
