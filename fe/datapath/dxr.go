@@ -36,6 +36,12 @@ import (
 //     (DXR_SHORT in the direct entry), half the memory;
 //   - dxr_values[index]: the FIB entry.
 //
+// The router's own IPv4 addresses are in the range table too, as ranges of
+// one address whose entry is FIB_VALID | FIB_LOCAL: the one lookup of a
+// packet tells a packet for the router from one to forward, and no hash
+// of the local addresses is read on the way (a /16 on DIR-24-8 still reads
+// local_addrs).
+//
 // DIR-24-8 (fib.go) stays the control structure: it computes the longest
 // matches, and dxr derives each changed chunk's ranges from its 256 tbl24
 // entries (and their tbl8 groups) after every batch. A chunk is switched
@@ -54,6 +60,7 @@ const (
 	dxrLogShift   = 24
 	dxrBaseMask   = 0xffffff
 	dxrValueCount = 1 << 16 // dxr_values entries (DXR_VALUES); index 0 is "no route"
+	fibLocal      = 1 << 27 // FIB_LOCAL: with fibValid, an address of the router
 
 	// DXRRangeRows is the default of dxr_ranges' rows (16 KiB each): 4M
 	// ranges, room for an edge-shaped table of several million routes.
@@ -108,6 +115,11 @@ type dxr struct {
 	quarValues []uint16
 	grace      func() error
 
+	// locals are the router's IPv4 addresses (host order); local24
+	// counts them per /24.
+	locals  map[uint32]struct{}
+	local24 map[uint32]int
+
 	// dirty marks the chunks to rebuild, listed in dirtyList.
 	dirty     []bool
 	dirtyList []uint32
@@ -160,6 +172,8 @@ func newDXR(f *fib, direct, ranges, values []uint32, grace func() error) *dxr {
 		refs:       make([]uint32, len(values)),
 		grace:      grace,
 		dirty:      make([]bool, dxrChunks),
+		locals:     make(map[uint32]struct{}),
+		local24:    make(map[uint32]int),
 	}
 	for i := range x.free {
 		x.free[i] = make(map[uint32]struct{})
@@ -176,6 +190,33 @@ func newDXR(f *fib, direct, ranges, values []uint32, grace func() error) *dxr {
 	return x
 }
 
+// setLocal adds (on) or removes the router's address a and rebuilds its
+// chunk.
+func (x *dxr) setLocal(a uint32, on bool) {
+	_, had := x.locals[a]
+	switch {
+	case on && !had:
+		x.locals[a] = struct{}{}
+		x.local24[a>>8]++
+	case !on && had:
+		delete(x.locals, a)
+		if x.local24[a>>8]--; x.local24[a>>8] == 0 {
+			delete(x.local24, a>>8)
+		}
+	default:
+		return
+	}
+	x.mark(a >> 16)
+	x.update()
+}
+
+func (x *dxr) mark(c uint32) {
+	if !x.dirty[c] {
+		x.dirty[c] = true
+		x.dirtyList = append(x.dirtyList, c)
+	}
+}
+
 // markV4 marks the chunks the prefixes touch.
 func (x *dxr) markV4(ps []pfx.V4) {
 	for _, p := range ps {
@@ -184,10 +225,7 @@ func (x *dxr) markV4(ps []pfx.V4) {
 			n = 1 << (16 - p.Bits())
 		}
 		for c := first; c < first+n; c++ {
-			if !x.dirty[c] {
-				x.dirty[c] = true
-				x.dirtyList = append(x.dirtyList, c)
-			}
+			x.mark(c)
 		}
 	}
 }
@@ -201,25 +239,35 @@ func (x *dxr) update() {
 	x.dirtyList = x.dirtyList[:0]
 }
 
-// scan lists chunk c's ranges from tbl24 and tbl8 into x.starts and x.vals.
+// scan lists chunk c's ranges from tbl24 and tbl8, with the router's own
+// addresses, into x.starts and x.vals.
 func (x *dxr) scan(c uint32) {
 	x.starts, x.vals = x.starts[:0], x.vals[:0]
 	prev := uint32(fibGroup) // no value has the group flag
+	emit := func(start int, v uint32) {
+		if v != prev {
+			x.starts, x.vals = append(x.starts, uint16(start)), append(x.vals, v)
+			prev = v
+		}
+	}
 	t24 := x.f.tbl24[c<<8 : c<<8+fibGroupEntries]
 	for i, e := range t24 {
-		if e&fibGroup == 0 {
-			if e != prev {
-				x.starts, x.vals = append(x.starts, uint16(i<<8)), append(x.vals, e)
-				prev = e
-			}
+		locals := len(x.local24) > 0 && x.local24[c<<8|uint32(i)] > 0
+		if e&fibGroup == 0 && !locals {
+			emit(i<<8, e)
 			continue
 		}
-		base := (e & fibGroupMask) * fibGroupEntries
-		for j, v := range x.f.tbl8[base : base+fibGroupEntries] {
-			if v != prev {
-				x.starts, x.vals = append(x.starts, uint16(i<<8|j)), append(x.vals, v)
-				prev = v
+		for j := range fibGroupEntries {
+			v := e
+			if e&fibGroup != 0 {
+				v = x.f.tbl8[(e&fibGroupMask)*fibGroupEntries+uint32(j)]
 			}
+			if locals {
+				if _, ok := x.locals[c<<16|uint32(i)<<8|uint32(j)]; ok {
+					v = fibValid | fibLocal
+				}
+			}
+			emit(i<<8|j, v)
 		}
 	}
 }

@@ -47,6 +47,31 @@ func TestDXRKernel(t *testing.T) {
 	}
 	check("range table")
 
+	// The router's own address is found in the range table: with its
+	// local_addrs entry removed behind the datapath's back, a packet to it
+	// still goes to the kernel, and the addresses around it are forwarded.
+	if err := d.SetLocalAddr(netip.MustParseAddr("20.0.0.77")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.objs.LocalAddrs.Delete(be32(netip.MustParseAddr("20.0.0.77"))); err != nil {
+		t.Fatal(err)
+	}
+	if nh, ok := runLookup(t, d, uintOf(netip.MustParseAddr("20.0.0.77"))); ok {
+		t.Errorf("20.0.0.77, a local address, forwarded to nexthop %d", nh)
+	}
+	for _, a := range []string{"20.0.0.76", "20.0.0.78"} {
+		if nh, ok := runLookup(t, d, uintOf(netip.MustParseAddr(a))); !ok || nh != 1 {
+			t.Errorf("%s beside the local address: nexthop %d (forwarded %v), want 1", a, nh, ok)
+		}
+	}
+	if err := d.objs.LocalAddrs.Put(be32(netip.MustParseAddr("20.0.0.77")), uint8(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeleteLocalAddr(netip.MustParseAddr("20.0.0.77")); err != nil {
+		t.Fatal(err)
+	}
+	check("local address removed")
+
 	// The program reads the range table, not tbl24: with the /16s' tbl24
 	// rows cleared behind the FIB's back, the answers stay.
 	d.fibMu.Lock()

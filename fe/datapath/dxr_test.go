@@ -187,3 +187,40 @@ func TestDXREdgeTable(t *testing.T) {
 		t.Errorf("lookup memory %d bytes, want under 8 MiB", s.Bytes())
 	}
 }
+
+// TestDXRLocal: the router's addresses are ranges of their own, over
+// whatever route covers them, and leave no trace when removed.
+func TestDXRLocal(t *testing.T) {
+	f, x, _ := memDXR(DXRRangeRows, dxrValueCount)
+	d := dxrDriver(f, x)
+	if err := d.set([]Route{{netip.MustParsePrefix("20.0.0.0/16"), 3}, {netip.MustParsePrefix("20.0.7.0/25"), 4}}); err != nil {
+		t.Fatal(err)
+	}
+	before := x.statsNow()
+	locals := []uint32{20<<24 | 5, 20<<24 | 7<<8 | 9, 20<<24 | 7<<8 | 200, 21<<24 | 1}
+	for _, a := range locals {
+		x.setLocal(a, true)
+	}
+	x.setLocal(locals[0], true) // twice: no change
+	for _, a := range locals {
+		if e := x.lookup(a); e != fibValid|fibLocal {
+			t.Errorf("%s: entry %#x, want local", addrOf(a), e)
+		}
+	}
+	for a, want := range map[uint32]uint32{20<<24 | 4: 3, 20<<24 | 6: 3, 20<<24 | 7<<8 | 8: 4, 20<<24 | 7<<8 | 10: 4, 20<<24 | 7<<8 | 201: 3} {
+		if e := x.lookup(a); e != fibValid|want {
+			t.Errorf("%s: entry %#x, want nexthop %d", addrOf(a), e, want)
+		}
+	}
+	if e := x.lookup(21<<24 | 2); e != 0 {
+		t.Errorf("21.0.0.2: entry %#x, want no route", e)
+	}
+	checkDXRStats(t, x)
+	for _, a := range locals {
+		x.setLocal(a, false)
+	}
+	if after := x.statsNow(); after != before {
+		t.Errorf("after removing the addresses %+v, before adding them %+v", after, before)
+	}
+	checkDXRStats(t, x)
+}

@@ -214,7 +214,7 @@ func (d *Datapath) SetLocalAddr(ip netip.Addr) error {
 	if err := m.Put(key, uint8(1)); err != nil {
 		return fmt.Errorf("set local address %s: %w", ip, err)
 	}
-	return nil
+	return d.setLocalRange(ip, true)
 }
 
 // DeleteLocalAddr unmarks ip; a missing address gives an error wrapping
@@ -224,7 +224,27 @@ func (d *Datapath) DeleteLocalAddr(ip netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("delete local address: %w", err)
 	}
+	if err := d.setLocalRange(ip, false); err != nil {
+		return err
+	}
 	return deleteKey(m, key, "delete local address "+ip.String())
+}
+
+// setLocalRange puts an IPv4 address of the router into the range table
+// (on) or takes it out; local_addrs keeps it too, for the /16s on
+// DIR-24-8 and the packets with options.
+func (d *Datapath) setLocalRange(ip netip.Addr, on bool) error {
+	if !ip.Unmap().Is4() {
+		return nil
+	}
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib == nil {
+		return ErrClosed
+	}
+	a := ip.Unmap().As4()
+	d.fib.dxr.setLocal(uint32(a[0])<<24|uint32(a[1])<<16|uint32(a[2])<<8|uint32(a[3]), on)
+	return nil
 }
 
 func (d *Datapath) localKey(ip netip.Addr) (*ebpf.Map, any, error) {

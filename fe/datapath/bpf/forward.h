@@ -143,10 +143,17 @@ static __always_inline __u32 dxr_search(__u32 d, __u32 addr)
 	return row->e[(off + i) & (DXR_ROW - 1)] & 0xffff;
 }
 
-// fib_lookup stores the nexthop id for daddr in *nh_id and returns 1, or
-// returns 0 when no route matches: the range table first (dxr.go), and
-// DIR-24-8 for the /16s it does not hold. A published block is never
-// changed, so only the direct entry needs a single read.
+// What fib_lookup finds: no route, a route, or an address of the router.
+#define LOOKUP_NONE 0
+#define LOOKUP_ROUTE 1
+#define LOOKUP_LOCAL 2
+
+// fib_lookup stores the nexthop id for daddr in *nh_id and returns
+// LOOKUP_ROUTE, or returns LOOKUP_LOCAL for an address of the router and
+// LOOKUP_NONE when no route matches: the range table first (dxr.go), which
+// holds the router's addresses too, and DIR-24-8 with local_addrs for the
+// /16s it does not hold. A published block is never changed, so only the
+// direct entry needs a single read.
 static __always_inline int fib_lookup(__be32 daddr, __u32 *nh_id)
 {
 	__u32 addr = bpf_ntohl(daddr);
@@ -164,27 +171,34 @@ static __always_inline int fib_lookup(__be32 daddr, __u32 *nh_id)
 		if (!row)
 			return 0;
 		e = row->e[key % FIB_ROW];
+		if (e & FIB_LOCAL)
+			return LOOKUP_LOCAL;
 	} else if (d & DXR_TBL24) {
+		if (bpf_map_lookup_elem(&local_addrs, &daddr))
+			return LOOKUP_LOCAL;
 		e = tbl24_lookup(addr);
 	} else {
 		e = d;
 	}
 	if (!(e & FIB_VALID))
-		return 0;
+		return LOOKUP_NONE;
 	*nh_id = e & FIB_NEXTHOP_MASK;
-	return 1;
+	return LOOKUP_ROUTE;
 }
 
-// fib_lookup_tbl24 is fib_lookup on DIR-24-8 alone, the baseline of the
-// range table in the benchmarks.
+// fib_lookup_tbl24 is fib_lookup on DIR-24-8 and local_addrs alone, the
+// baseline of the range table in the benchmarks.
 static __always_inline int fib_lookup_tbl24(__be32 daddr, __u32 *nh_id)
 {
-	__u32 e = tbl24_lookup(bpf_ntohl(daddr));
+	__u32 e;
 
+	if (bpf_map_lookup_elem(&local_addrs, &daddr))
+		return LOOKUP_LOCAL;
+	e = tbl24_lookup(bpf_ntohl(daddr));
 	if (!(e & FIB_VALID))
-		return 0;
+		return LOOKUP_NONE;
 	*nh_id = e & FIB_NEXTHOP_MASK;
-	return 1;
+	return LOOKUP_ROUTE;
 }
 
 // fib6_lookup is fib_lookup for IPv6: the first two bytes of daddr index

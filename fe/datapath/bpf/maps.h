@@ -63,6 +63,9 @@
 #define DXR_TBL24 (1u << 29)
 #define DXR_SHORT (1u << 28)
 #define DXR_LOG_SHIFT 24
+// In a FIB entry of the range table, with FIB_VALID: an address of the
+// router (fib_lookup returns LOOKUP_LOCAL).
+#define FIB_LOCAL (1u << 27)
 #define DXR_BASE_MASK 0xffffff
 
 // IPv6 stride table; fib6.go repeats these. Entries are encoded as in the

@@ -8,7 +8,9 @@
 // nothing costs nothing:
 //
 //   hook_lookup4(daddr, &nh_id, variant), hook_lookup6(&daddr6, &nh_id, variant):
-//     the route lookup, 1 with *nh_id set or 0 for no route. variant is the
+//     the route lookup, 1 with *nh_id set or 0 for no route; for IPv4
+//     LOOKUP_ROUTE, LOOKUP_NONE or LOOKUP_LOCAL (an address of the router,
+//     which hook_lookup4 answers itself: fib_lookup does). variant is the
 //     constant the program passed to router(), so that one object can hold
 //     programs with different lookups (the FE's: fib_lookup, fib6_lookup).
 //   hook_dst4(ip), hook_dst6(ip6): called once the header is checked and
@@ -44,7 +46,7 @@ static __always_inline int router4(struct xdp_md *volatile *ctxp, struct ethhdr 
 	__be32 daddr;
 	__u16 tot_len;
 	__u8 d0;
-	int reason;
+	int reason, found;
 
 	if ((void *)(ip + 1) > data_end)
 		return pass(STAT_PASS_TRUNCATED);
@@ -82,7 +84,9 @@ static __always_inline int router4(struct xdp_md *volatile *ctxp, struct ethhdr 
 	}
 	if (d0 == 0 || d0 == 127)
 		return drop(STAT_DROP_MARTIAN_DST);
-	if (bpf_map_lookup_elem(&local_addrs, &daddr))
+	// One lookup tells the router's own addresses from the rest.
+	found = hook_lookup4(daddr, &nh_id, variant);
+	if (found == LOOKUP_LOCAL)
 		return on_fe_cpu ? pass(STAT_PASS_LOCAL) : for_us4(ip, data_end);
 	// Only for forwarded packets: a 169.254/16 peer of the router itself
 	// (as on some cloud interconnects) is legitimate, and the kernel
@@ -91,8 +95,7 @@ static __always_inline int router4(struct xdp_md *volatile *ctxp, struct ethhdr 
 		return drop(STAT_DROP_MARTIAN_SRC);
 	if (ip->ttl <= 1 && !hook_ignore_ttl())
 		return pass(STAT_PASS_TTL);
-
-	if (!hook_lookup4(daddr, &nh_id, variant))
+	if (found != LOOKUP_ROUTE)
 		return pass(STAT_PASS_NO_ROUTE);
 	if (nh_id >= NH_GROUP_BASE) {
 		reason = group_member(&nh_id, flow_hash4(ip, data_end));

@@ -101,8 +101,11 @@ static __always_inline int trie6_lookup(const struct in6_addr *daddr, __u32 *nh_
 
 static __always_inline int hook_lookup4(__be32 daddr, __u32 *nh_id, const int variant)
 {
-	if (variant == VARIANT_TRIE)
+	if (variant == VARIANT_TRIE) {
+		if (bpf_map_lookup_elem(&local_addrs, &daddr))
+			return LOOKUP_LOCAL;
 		return trie_lookup(daddr, nh_id);
+	}
 	if (variant == VARIANT_TBL24)
 		return fib_lookup_tbl24(daddr, nh_id);
 	return fib_lookup(daddr, nh_id);
@@ -210,7 +213,7 @@ int xdp_redirect_lookup(struct xdp_md *ctx)
 
 	if ((void *)(ip + 1) > data_end)
 		return XDP_PASS;
-	if (!fib_lookup(ip->daddr, &nh))
+	if (fib_lookup(ip->daddr, &nh) != LOOKUP_ROUTE)
 		return XDP_PASS;
 	return bpf_redirect_map(&tx_ports, bench_redirect_port, XDP_PASS);
 }
