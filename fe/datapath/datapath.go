@@ -123,6 +123,11 @@ type Datapath struct {
 	cfg     xdpFeConfig
 	fwdCPUs []int
 
+	// nhMu serialises the writes of nexthops and neighbours, which keep
+	// the gateways' MACs in the nexthops (nhmac.go).
+	nhMu sync.Mutex
+	nh   nhMACs
+
 	// ifeMu serialises inter-FE forwarding's writes (ife.go); it is taken
 	// before mu.
 	ifeMu sync.Mutex

@@ -322,7 +322,7 @@ func (d *Datapath) SetRemoteNexthop(id uint32, r RemoteNexthop) error {
 	binary.NativeEndian.PutUint32(v.Gateway6[0:], r.FE)
 	binary.NativeEndian.PutUint32(v.Gateway6[4:], r.Key)
 	binary.NativeEndian.PutUint32(v.Gateway6[8:], r.Port)
-	if err := d.objs.Nexthops.Put(id, &v); err != nil {
+	if err := d.putNexthop(id, v, gwRef{}); err != nil {
 		return fmt.Errorf("set remote nexthop %d: %w", id, err)
 	}
 	return nil

@@ -137,6 +137,7 @@ func (d *Datapath) SetNexthop(id uint32, nh Nexthop) error {
 		return fmt.Errorf("set nexthop %d: %w", id, err)
 	}
 	v := xdpNexthop{Ifindex: uint32(nh.Ifindex)}
+	var ref gwRef
 	if gw := nh.Gateway; gw.IsValid() && !gw.IsUnspecified() {
 		is6, err := checkAddr("gateway", gw)
 		if err != nil {
@@ -147,9 +148,10 @@ func (d *Datapath) SetNexthop(id uint32, nh Nexthop) error {
 		} else {
 			v.GwFamily, v.Gateway = gwIPv4, be32(gw)
 		}
+		ref = gwRef{nh.Ifindex, gw}
 	}
 	copy(v.Smac[:], nh.SrcMAC)
-	if err := d.objs.Nexthops.Put(id, &v); err != nil {
+	if err := d.putNexthop(id, v, ref); err != nil {
 		return fmt.Errorf("set nexthop %d: %w", id, err)
 	}
 	return nil
@@ -169,7 +171,7 @@ func (d *Datapath) DeleteNexthop(id uint32) error {
 		return fmt.Errorf("delete nexthop %d: %w", id, ErrNotFound)
 	}
 	// Array slots cannot be deleted; ifindex 0 marks them empty.
-	if err := d.objs.Nexthops.Put(id, &xdpNexthop{}); err != nil {
+	if err := d.putNexthop(id, xdpNexthop{}, gwRef{}); err != nil {
 		return fmt.Errorf("delete nexthop %d: %w", id, err)
 	}
 	return nil
@@ -186,7 +188,12 @@ func (d *Datapath) SetNeighbor(ifindex int, ip netip.Addr, mac net.HardwareAddr)
 	}
 	var v xdpNeigh
 	copy(v.Mac[:], mac)
+	d.nhMu.Lock()
+	defer d.nhMu.Unlock()
 	if err := d.neighMap(ip).Put(key, &v); err != nil {
+		return fmt.Errorf("set neighbor %s on %s: %w", ip, ifName(ifindex), err)
+	}
+	if err := d.neighborChanged(gwRef{ifindex, ip}, mac); err != nil {
 		return fmt.Errorf("set neighbor %s on %s: %w", ip, ifName(ifindex), err)
 	}
 	return nil
@@ -199,7 +206,15 @@ func (d *Datapath) DeleteNeighbor(ifindex int, ip netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("delete neighbor: %w", err)
 	}
-	return deleteKey(d.neighMap(ip), key, fmt.Sprintf("delete neighbor %s on %s", ip, ifName(ifindex)))
+	what := fmt.Sprintf("delete neighbor %s on %s", ip, ifName(ifindex))
+	d.nhMu.Lock()
+	defer d.nhMu.Unlock()
+	// The nexthops first: from then on they read the neighbour hash, and
+	// find the entry gone.
+	if err := d.neighborChanged(gwRef{ifindex, ip}, nil); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return deleteKey(d.neighMap(ip), key, what)
 }
 
 // SetLocalAddr marks ip (IPv4 or IPv6) as an address of the router: packets

@@ -426,7 +426,12 @@ static __always_inline int egress(__u32 nh_id, __be32 daddr, const struct in6_ad
 	// Stored first: a remote nexthop (GW_REMOTE) returns
 	// STAT_PASS_NO_NEIGH, and the caller then sends it to its FE.
 	*nhp = nh;
-	neigh = neigh_lookup(nh, daddr, daddr6);
+	// A gateway's MAC is in the nexthop once resolved; only connected
+	// routes (the destination is the neighbour) read the neighbour hash.
+	if (nh->dmac_ok)
+		neigh = (struct neigh *)nh->dmac;
+	else
+		neigh = neigh_lookup(nh, daddr, daddr6);
 	if (!neigh)
 		return STAT_PASS_NO_NEIGH;
 	// Pick the egress before touching the frame: with XDP_PASS as the

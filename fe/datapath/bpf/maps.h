@@ -159,6 +159,12 @@ struct nexthop {
 		__u8 gateway6[16];      // IPv6 gateway when gw_family is GW_IPV6
 		struct remote_nh remote; // when gw_family is GW_REMOTE
 	};
+	// The gateway's MAC, when dmac_ok: a copy of its neighbors entry that
+	// the Go side keeps current (nhmac.go), so that a packet to a gateway
+	// reads no neighbour hash.
+	__u8 dmac[ETH_ALEN];
+	__u8 dmac_ok;
+	__u8 pad2;
 };
 
 struct neigh_key {

@@ -134,6 +134,9 @@ type fibbenchNexthop struct {
 	GwFamily uint8
 	Pad      uint8
 	Gateway6 [16]uint8
+	Dmac     [6]uint8
+	DmacOk   uint8
+	Pad2     uint8
 }
 
 type fibbenchNhGroup struct {
