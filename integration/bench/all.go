@@ -224,6 +224,7 @@ type Report struct {
 	Overhead []OverheadRow `json:"overhead,omitempty"`
 	Latency  []LatencyRow  `json:"latency,omitempty"`
 	Lookup   []LookupRow   `json:"lookup,omitempty"`
+	Edge     *EdgeRow      `json:"edge,omitempty"`
 	Scaling  []ScalingRow  `json:"scaling,omitempty"`
 	// Skipped says, per section not measured, why.
 	Skipped map[string]string `json:"skipped,omitempty"`
@@ -619,6 +620,12 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 			add(vs, MetricRedirectLimitPPS)
 		}
 		add(MetricRedirectLimitPPS, "")
+		lookup, _ := LookupRedirectMetrics(opts.BigRoutes)
+		edge, zipf, vsLookup := EdgeForwardMetrics(opts.BigRoutes)
+		add(lookup, MetricRedirectLimitPPS)
+		add(vsLookup, lookup)
+		add(edge, MetricRedirectLimitPPS)
+		add(zipf, MetricRedirectLimitPPS)
 	}
 	if opts.runs(SectionPayload) {
 		for _, p := range opts.Payloads {
@@ -663,6 +670,11 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 			add(kern, "")
 		}
 		add(fibbench.MetricFIBInstallPerSecond, "")
+		lookup, zipf, tbl, tblZipf, bytes, tblBytes, install := fibbench.EdgeMetrics(slices.Max(opts.LookupSizes))
+		add(lookup, tbl)
+		add(zipf, tblZipf)
+		add(bytes, tblBytes)
+		add(install, "")
 	}
 	if opts.runs(SectionCluster) {
 		for _, m := range ClusterMetrics() {

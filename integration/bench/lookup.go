@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,6 +127,15 @@ func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 		s.rep.Metrics = append(s.rep.Metrics, Result{Metric: m, Value: median(inside[m]), Unit: "ns"})
 	}
 	s.rep.Metrics = append(s.rep.Metrics, Result{Metric: fibbench.MetricFIBInstallPerSecond, Value: median(install), Unit: "routes/s"})
+	// The range table with the edge-shaped table of the largest size.
+	n := slices.Max(o.LookupSizes)
+	figs, err := fibbench.FIBEdge(ctx, n, o.Rounds)
+	if err != nil {
+		return fmt.Errorf("edge table, %d routes: %w", n, err)
+	}
+	for _, f := range figs {
+		s.rep.Metrics = append(s.rep.Metrics, Result{Metric: f.Metric, Value: f.Value, Unit: f.Unit, Baseline: f.Baseline, BaselineValue: f.BaselineValue})
+	}
 	return nil
 }
 

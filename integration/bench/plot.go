@@ -33,6 +33,7 @@ func rgb(c uint32) color.RGBA {
 // Plot names: WritePlots writes those the report has figures for.
 const (
 	PlotForward     = "forward.png"
+	PlotEdge        = "edge.png"
 	PlotPayloadPPS  = "payload_pps.png"
 	PlotPayloadMbps = "payload_mbps.png"
 	PlotOverhead    = "overhead.png"
@@ -223,11 +224,21 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 			sp, kern, lim = append(sp, r.Splitplane/1e6), append(kern, r.Kernel/1e6), append(lim, r.Limit/1e6)
 		}
 		p, err := barPlot("Forwarding rate, 64-byte frames, one core", "Mpps (million packets/s)", groups, []bars{
-			{"splitplane (XDP, DIR-24-8)", rgb(colSplitplane), sp},
+			{"splitplane (XDP, range table)", rgb(colSplitplane), sp},
 			{"Linux kernel forwarding (baseline)", rgb(colKernel), kern},
 			{"bare XDP redirect, no lookup (limit)", rgb(colLimit), lim},
 		})
 		if err := save(PlotForward, p, err); err != nil {
+			return written, err
+		}
+	}
+	if e := rep.Edge; e != nil {
+		groups := []string{"router", "lookup + redirect", "router, edge table", "router, edge, Zipf"}
+		p, err := barPlot(fmt.Sprintf("One lookup per packet and real-shaped tables, %s routes", fibbench.SizeLabel(e.Routes)), "Mpps (million packets/s)", groups, []bars{
+			{"splitplane and the lookup-only redirect", rgb(colSplitplane), []float64{e.Router / 1e6, e.Lookup / 1e6, e.Edge / 1e6, e.EdgeZipf / 1e6}},
+			{"bare XDP redirect, no lookup (limit)", rgb(colLimit), []float64{e.Limit / 1e6, e.Limit / 1e6, e.Limit / 1e6, e.Limit / 1e6}},
+		})
+		if err := save(PlotEdge, p, err); err != nil {
 			return written, err
 		}
 	}

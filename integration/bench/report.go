@@ -138,6 +138,28 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		img(PlotForward, "forwarding rate")
 	}
 
+	if e := rep.Edge; e != nil {
+		lookup, _ := LookupRedirectMetrics(e.Routes)
+		edge, zipf, vsLookup := EdgeForwardMetrics(e.Routes)
+		p("")
+		p("## One lookup per packet, and tables and traffic as they are")
+		p("")
+		p("The same topology and generator, %s routes, all taking turns in every round. `%s`: the router against the bare redirect with one FIB lookup before it and nothing else (what the lookup alone costs). `%s` and `%s`: the router with the edge-shaped table (the same prefixes over four upstreams, next hops per origin) and destinations uniform over its prefixes, then Zipf over them (exponent 1), each against the bare redirect.", fibbench.SizeLabel(e.Routes), vsLookup, edge, zipf)
+		p("")
+		p("| | Mpps | vs bare redirect | vs lookup + redirect |")
+		p("|---|---|---|---|")
+		p("| router (`%s`) | %s | %s | %s |", vsLookup, mpps(e.Router), num(e.Router/e.Limit, 2), num(e.Router/e.Lookup, 2))
+		p("| lookup + redirect (`%s`) | %s | %s | |", lookup, mpps(e.Lookup), num(e.Lookup/e.Limit, 2))
+		p("| router, edge table (`%s`) | %s | %s | |", edge, mpps(e.Edge), num(e.Edge/e.Limit, 2))
+		p("| router, edge table, Zipf (`%s`) | %s | %s | |", zipf, mpps(e.EdgeZipf), num(e.EdgeZipf/e.Limit, 2))
+		p("| bare redirect | %s | 1 | |", mpps(e.Limit))
+		if e.FIBBytes > 0 {
+			p("")
+			p("The edge table's FIB lookups read %.2f MB (the range table), against %.1f MB of DIR-24-8 alone.", float64(e.FIBBytes)/1e6, float64(e.DIR24_8Bytes)/1e6)
+		}
+		img(PlotEdge, "one lookup per packet, edge table, Zipf")
+	}
+
 	if len(rep.Payload) > 0 {
 		p("")
 		p("## Throughput against payload size")

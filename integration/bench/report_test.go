@@ -6,9 +6,12 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitplane/splitplane/integration/bench/fibbench"
 )
 
 // sampleReport is a report of a full run with made-up figures.
@@ -72,6 +75,20 @@ func sampleReport(t *testing.T) *Report {
 		add(kern, row.Kernel, "ns", "", 0)
 	}
 	add("fib_install_routes_per_s", 5e6, "routes/s", "", 0)
+	lookup, zipf, tbl, tblZipf, bytes, tblBytes, install := fibbench.EdgeMetrics(slices.Max(o.LookupSizes))
+	add(lookup, 60, "ns", tbl, 110)
+	add(tbl, 110, "ns", "", 0)
+	add(zipf, 45, "ns", tblZipf, 70)
+	add(tblZipf, 70, "ns", "", 0)
+	add(bytes, 4.7e6, "bytes", tblBytes, 72e6)
+	add(install, 2.5e6, "routes/s", "", 0)
+	rep.Edge = &EdgeRow{Routes: o.BigRoutes, Router: 3.7e6, Lookup: 4.1e6, Limit: 7e6, Edge: 3.6e6, EdgeZipf: 4.8e6, FIBBytes: 4.7e6, DIR24_8Bytes: 72e6}
+	lr, _ := LookupRedirectMetrics(o.BigRoutes)
+	edge, ezipf, vsLookup := EdgeForwardMetrics(o.BigRoutes)
+	add(lr, 4.1e6, "pps", MetricRedirectLimitPPS, 7e6)
+	add(vsLookup, 3.7e6, "pps", lr, 4.1e6)
+	add(edge, 3.6e6, "pps", MetricRedirectLimitPPS, 7e6)
+	add(ezipf, 4.8e6, "pps", MetricRedirectLimitPPS, 7e6)
 	add(MetricForcesCodec, 250, "ns", "copy of the encoded bytes", 7)
 	add(MetricForcesTransfer, 1e6, "entries/s", "", 0)
 	add(MetricForcesUpdate, 3e5, "entries/s", "", 0)
@@ -129,13 +146,13 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Forwarding rate", "## Throughput against payload size", "## Per-packet forwarding overhead",
-		"## End-to-end latency", "## Lookup cost against table size", "## Route programming", "## Scaling with cores", "Skipped: two CPUs", "## Inter-FE forwarding",
+		"## End-to-end latency", "## One lookup per packet", "## Lookup cost against table size", "## Route programming", "## Scaling with cores", "Skipped: two CPUs", "## Inter-FE forwarding",
 		"`splitplane bench all`", "kernel 6.18.0 (transparent huge pages: madvise; a first touch of a 4 KiB page: 4.87 µs)", "| 1400 | 1442 |", "`" + MetricPayload1400Mbps + "`", "`bird_kernel_1m_s`"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
-	for _, name := range []string{PlotForward, PlotPayloadPPS, PlotPayloadMbps, PlotOverhead, PlotLatency, PlotLookup, PlotProgramming} {
+	for _, name := range []string{PlotForward, PlotEdge, PlotPayloadPPS, PlotPayloadMbps, PlotOverhead, PlotLatency, PlotLookup, PlotProgramming} {
 		checkPNG(t, filepath.Join(dir, name))
 		if !strings.Contains(string(md), "]("+name+")") {
 			t.Errorf("report.md does not show %s", name)
@@ -227,6 +244,9 @@ func TestRequiredMetricsFull(t *testing.T) {
 		"payload_1400_mbps": "kernel_payload_1400_mbps", "forward_overhead_p50_ns_64b": "redirect_overhead_p50_ns_64b",
 		"forward_overhead_p90_ns_64b": "redirect_overhead_p90_ns_64b", "forward_pps_1k": "kernel_forward_pps_1k",
 		"kernel_fib_lookup_ns_1m": "", "forward_latency_p50_us_64b": "kernel_forward_latency_p50_us_64b",
+		// issue 24
+		"forward_pps_1m_edge": "redirect_limit_pps", "forward_pps_1m_edge_zipf": "redirect_limit_pps",
+		"router_vs_lookup_1m": "lookup_redirect_pps_1m", "fib_bytes_1m_edge": "dir24_8_bytes_1m_edge",
 		// issue 23
 		"cluster_cross_fe_pps": "cluster_local_pps", "cluster_local_pps": "", "cluster_cross_fe_vs_local": "cluster_local_pps",
 		"cluster_vlb_share_fe2": "", "cluster_reorder_pct": "", "cluster_reorder_failover_pct": "", "cluster_lost_failover_packets": "",

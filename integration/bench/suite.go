@@ -136,7 +136,7 @@ func (s *fwdSuite) run(ctx context.Context, fail func(string, error)) (err error
 			_, _, vs := ForwardMetrics(row.Routes)
 			s.rep.Metrics = append(s.rep.Metrics, Result{Metric: vs, Value: row.Splitplane / limit, Unit: "ratio", Baseline: MetricRedirectLimitPPS, BaselineValue: limit})
 		}
-		return nil
+		return s.edge(ctx)
 	})
 	section(SectionPayload, func() error { return s.payloads(ctx) })
 	section(SectionOverhead, func() error { return s.overhead(ctx) })
