@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("route list: %v\n%s", err, out)
 	}
+	checkLabFallback(t, bin, o, extra+"/32")
 	var routes []map[string]any
 	if err := json.Unmarshal([]byte(out), &routes); err != nil || len(routes) != 1 || routes[0]["origin"] != "api" || routes[0]["installed"] != true {
 		t.Fatalf("route list: %v\n%s", err, out)
@@ -243,4 +245,41 @@ func getInNetns(t *testing.T, ns, url string) string {
 		t.Fatalf("GET %s in %s: %v", url, ns, r.err)
 	}
 	return r.body
+}
+
+// checkLabFallback: with no --api and no $SPLITPLANE_API, and no CE at the
+// default socket, the CLI finds the running lab (one under
+// /run/splitplane/lab-*, where 'lab up' puts it by default; this lab's
+// directory is elsewhere, so it is linked there for the test) and says so.
+func checkLabFallback(t *testing.T, bin string, o lab.Options, prefix string) {
+	t.Helper()
+	if _, err := os.Stat("/run/splitplane/ce-api.sock"); err == nil {
+		t.Log("a CE serves /run/splitplane/ce-api.sock here: the lab fallback is not taken; not checked")
+		return
+	}
+	if others, _ := filepath.Glob("/run/splitplane/lab-*/api.sock"); len(others) > 0 {
+		t.Logf("other labs run here (%v): the fallback would have to choose; not checked", others)
+		return
+	}
+	dir := fmt.Sprintf("/run/splitplane/lab-%s-%d", o.Name, os.Getpid())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Symlink(o.Socket("api"), filepath.Join(dir, "api.sock")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "route", "list", prefix, "-o", "json")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "SPLITPLANE_API=") })
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("route list without --api: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"origin": "api"`) {
+		t.Errorf("route list without --api printed %q, want the lab's route", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), filepath.Join(dir, "api.sock")) {
+		t.Errorf("route list without --api said %q, want the lab's socket it used", stderr.String())
+	}
 }

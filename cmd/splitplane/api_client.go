@@ -117,7 +117,7 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 		def = env
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.addr, "api", def, "the CE's API: unix:PATH or tcp:HOST:PORT ($SPLITPLANE_API sets the default)")
+	pf.StringVar(&f.addr, "api", def, "the CE's API: unix:PATH or tcp:HOST:PORT ($SPLITPLANE_API sets the default; without either, and no socket there, the one running lab's)")
 	pf.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token the API requires")
 	pf.StringVar(&f.tls.Cert, "tls-cert", "", "client certificate (PEM) for mutual TLS on tcp:")
 	pf.StringVar(&f.tls.Key, "tls-key", "", "client key (PEM) for mutual TLS on tcp:")
@@ -154,6 +154,11 @@ func (f *apiFlags) dial(cmd *cobra.Command) (*apiConn, error) {
 	if f.timeout <= 0 {
 		return nil, usageError(cmd, fmt.Errorf("--timeout %v: must be positive", f.timeout))
 	}
+	addr, err := resolveAPI(cmd, f.addr, cmd.ErrOrStderr())
+	if err != nil {
+		return nil, err
+	}
+	f.addr = addr
 	var target, host string
 	switch {
 	case strings.HasPrefix(f.addr, "unix:"):
