@@ -31,6 +31,7 @@ func main() {
 	root.AddCommand(ceCmd(), feCmd())
 	root.AddCommand(externalCmds()...)
 	addAPICommands(root)
+	root.AddCommand(manCmd(root))
 	cli.UsageErrors(root)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "splitplane:", err)
