@@ -535,6 +535,7 @@ tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
 api_listen: unix:%s        # splitplane route|fe|bgp ... --api unix:THIS
 metrics_listen: 127.0.0.1:9101
+bgp_api_listen: 127.0.0.1:50051 # GoBGP's API: 'ip netns exec NS gobgp neighbor' works in the router's namespace
 control_cores: [0]              # the control core: the FE's XDP forwards on the others
 bgp_multipath: true
 neighbors:

@@ -76,12 +76,13 @@ their comments. Do not edit: change the comments in the .proto file and regenera
 The CE serves this gRPC API on ` + "`api_listen`" + ` (see [the configuration](configuration.md#ce)): by
 default the unix socket ` + "`/run/splitplane/ce-api.sock`" + `; on TCP only with mutual TLS (` + "`api_tls`" + `). A
 bearer token (` + "`api_token_file`" + `, sent as ` + "`authorization: Bearer TOKEN`" + `) can be required on either, but never
-over plaintext TCP. It has server reflection, so grpcurl needs no .proto file:
+over plaintext TCP. It has server reflection, so grpcurl needs no .proto file (go.mod pins it:
+` + "`go tool grpcurl`" + `; its ` + "`-unix`" + ` flag does not work in v1.9.3, the ` + "`unix://`" + ` address does):
 
 ` + "```sh" + `
-grpcurl -plaintext -unix /run/splitplane/ce-api.sock list
-grpcurl -plaintext -unix -d '{"route": {"prefix": "192.0.2.0/24", "next_hops": ["10.1.0.2"]}}' \
-  /run/splitplane/ce-api.sock splitplane.v1.Routes/Add
+grpcurl -plaintext unix:///run/splitplane/ce-api.sock list
+grpcurl -plaintext -d '{"route": {"prefix": "192.0.2.0/24", "next_hops": ["10.1.0.2"]}}' \
+  unix:///run/splitplane/ce-api.sock splitplane.v1.Routes/Add
 ` + "```" + `
 
 The ` + "`splitplane`" + ` CLI is a client of the same calls ([docs/cli.md](cli.md)). Go programs import
