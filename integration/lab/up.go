@@ -578,6 +578,10 @@ func (o *Options) allowedFEs() string {
 	return allowed
 }
 
+// FEMetricsPort is the port FE n serves its metrics on, on 127.0.0.1 in
+// its namespace.
+func FEMetricsPort(n int) int { return 9101 + n }
+
 // feConfig is FE n's configuration file.
 func (o *Options) feConfig(n int, tls forces.TLSConfig) string {
 	name, _ := FEName(n)
@@ -598,7 +602,8 @@ xdp_mode: %s
 heartbeat_interval: 1s
 tls: {cert: %s, key: %s, ca: %s}
 status_socket: %s
-`, n, name, ce, strings.Join(o.ports(n), ", "), o.kernelRoutes(), o.XDPMode, tls.Cert, tls.Key, tls.CA, o.Socket(name))
+metrics_listen: 127.0.0.1:%d      # Prometheus metrics (the CE's are on 9101)
+`, n, name, ce, strings.Join(o.ports(n), ", "), o.kernelRoutes(), o.XDPMode, tls.Cert, tls.Key, tls.CA, o.Socket(name), FEMetricsPort(n))
 	if o.Cluster > 0 {
 		fe += o.interFELinks(n)
 	}
