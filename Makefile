@@ -17,7 +17,7 @@ RUN_DEPS := iproute2 ethtool iputils-ping util-linux procps bpftool
 # BIRD 2, a third-party BGP peer for the interoperability test.
 GEN_DEPS := clang llvm libbpf-dev tshark bird2 frr protobuf-compiler
 
-.PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz bench clean
+.PHONY: all build run status down test unit deps gen-deps generate check-generated fmt-check vet lint fuzz bench package clean
 
 all: build
 
@@ -26,6 +26,12 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/splitplane
 	$(GO) build -o $(LABBIN) ./cmd/splitplane-lab
+
+# The Debian package (build/splitplane_VERSION_amd64.deb): the binaries, the
+# systemd units, the sysusers file, man pages, completion and the example
+# configurations under /usr/share/doc/splitplane (deploy/package).
+package:
+	GO=$(GO) deploy/package/build.sh
 
 # Install missing Debian packages (apt-get update runs only when something is missing).
 deps:
