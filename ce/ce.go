@@ -32,6 +32,7 @@ type CE struct {
 	restoredAPI []RouteOp
 	apiFile     persistStats // api_routes_file's figures (apistate.go)
 	listPace    listPacer    // spaces out listings of the whole RIB (api.go)
+	verifyLast  verifyStats  // the last check of the FEs against the FIB (verify.go)
 
 	cfg Config
 	log *slog.Logger
@@ -139,6 +140,9 @@ func New(cfg Config, log *slog.Logger) (*CE, error) {
 		feReports:   newFEReports(),
 	}
 	c.prom = metrics.New(log, &ceCollector{c: c})
+	if err := c.prom.Register(verifyCollector{&c.verifyLast}); err != nil {
+		return nil, err
+	}
 	if err := c.prom.Register(apiFileCollector{&c.apiFile}); err != nil {
 		return nil, err
 	}

@@ -24,14 +24,31 @@ func (c *CE) FEDetails(ctx context.Context, fe forces.ID) (json.RawMessage, erro
 	return s.queryStatus(ctx)
 }
 
-// queryStatus sends the status Query and waits for its response (queries
-// after discovery are serialised: the reader hands responses over one at a
-// time, matched by correlator).
+// queryStatus asks the FE for its status document.
 func (s *session) queryStatus(ctx context.Context) (json.RawMessage, error) {
+	m, err := s.query(ctx, "status", forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.FEStatusComponent}))
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range forces.Items(m) {
+		if it.Result != nil && forces.ResultCode(*it.Result) != forces.ResultSuccess {
+			return nil, fmt.Errorf("FE %s status: %s", s.fe, forces.ResultCode(*it.Result))
+		}
+		if it.HasFullData && json.Valid(it.FullData) {
+			return json.RawMessage(it.FullData), nil
+		}
+	}
+	return nil, fmt.Errorf("FE %s status: no valid document in the response", s.fe)
+}
+
+// query sends a Query of lfbs and waits for its response (queries after
+// discovery are serialised: the reader hands responses over one at a
+// time, matched by correlator). what names the query in errors.
+func (s *session) query(ctx context.Context, what string, lfbs ...forces.LFBSelect) (*forces.Message, error) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	corr := s.corr.Add(1)
-	q := forces.NewQuery(s.ce.id, s.fe, corr, forces.GetSelect(forces.PortTableClass, forces.PortTableInstance, []uint32{forces.FEStatusComponent}))
+	q := forces.NewQuery(s.ce.id, s.fe, corr, lfbs...)
 	s.queryFor.Store(corr)
 	defer s.queryFor.Store(0)
 	select {
@@ -49,17 +66,9 @@ func (s *session) queryStatus(ctx context.Context) (json.RawMessage, error) {
 			if m.Header.Correlator != corr {
 				continue // an answer that came too late for an earlier query
 			}
-			for _, it := range forces.Items(m) {
-				if it.Result != nil && forces.ResultCode(*it.Result) != forces.ResultSuccess {
-					return nil, fmt.Errorf("FE %s status: %s", s.fe, forces.ResultCode(*it.Result))
-				}
-				if it.HasFullData && json.Valid(it.FullData) {
-					return json.RawMessage(it.FullData), nil
-				}
-			}
-			return nil, fmt.Errorf("FE %s status: no valid document in the response", s.fe)
+			return m, nil
 		case <-timeout.C:
-			return nil, fmt.Errorf("FE %s status: no answer within %s", s.fe, festatusTimeout)
+			return nil, fmt.Errorf("FE %s %s: no answer within %s", s.fe, what, festatusTimeout)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -187,6 +187,10 @@ func (c *CE) loop(ctx context.Context) error {
 				send()
 			case apiList:
 				c.listOnLoop(rib, m)
+			case apiLookup:
+				lookupOnLoop(rib, eg, fes, m)
+			case apiVerifyAddrs:
+				verifyAddrsOnLoop(fib, m)
 			case apiWatch:
 				watches.add(m, fib)
 			case apiUnwatch:

@@ -116,6 +116,8 @@ func (a *Agent) answer(it forces.Item) ([]byte, forces.ResultCode) {
 			return b, forces.ResultSuccess
 		case forces.FIBKeptComponent:
 			return forces.BoolFullData(a.fibKept.Load()), forces.ResultSuccess
+		case forces.FIBLookupComponent:
+			return a.fibLookup(it.Key)
 		case forces.InterFELinksComponent:
 			b, err := forces.MarshalInterFELinks(a.interFELinks())
 			if err != nil {

@@ -71,6 +71,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	checkLabFallback(t, bin, o, extra+"/32")
 	checkStandardTools(t, o)
+	checkRouteCheck(t, o, cli) // before checkMonitoring: the verify metrics exist after a check
 	checkMonitoring(t, o)
 	var routes []map[string]any
 	if err := json.Unmarshal([]byte(out), &routes); err != nil || len(routes) != 1 || routes[0]["origin"] != "api" || routes[0]["installed"] != true {

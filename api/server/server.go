@@ -44,6 +44,10 @@ type Backend interface {
 	// ResetNeighbor brings back a BGP neighbour stopped by max_prefixes,
 	// or resets another's session.
 	ResetNeighbor(ctx context.Context, addr netip.Addr) error
+	// GetRoute looks an address up on the CE and every FE; Verify checks
+	// every FE's datapath against the FIB (samples 0: every route).
+	GetRoute(ctx context.Context, addr netip.Addr) (ce.RouteGet, error)
+	Verify(ctx context.Context, samples int) (ce.VerifyReport, error)
 }
 
 // Config says where and how the API is served.

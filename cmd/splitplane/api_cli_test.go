@@ -130,6 +130,13 @@ func (f fakeRoutes) Watch(r *splitplanev1.WatchRoutesRequest, s grpc.ServerStrea
 	return werr
 }
 
+func (f fakeRoutes) Get(_ context.Context, r *splitplanev1.GetRouteRequest) (*splitplanev1.GetRouteResponse, error) {
+	if err := f.enter("Get"); err != nil {
+		return nil, err
+	}
+	return &splitplanev1.GetRouteResponse{Address: r.GetAddress(), Kind: "no_route"}, nil
+}
+
 type fakeFEs struct {
 	splitplanev1.UnimplementedFEsServer
 	*fakeAPI
@@ -144,6 +151,13 @@ func (f fakeFEs) List(context.Context, *splitplanev1.ListFEsRequest) (*splitplan
 		fes = f.fes(f.called("FEs.List"))
 	}
 	return &splitplanev1.ListFEsResponse{Fes: fes}, nil
+}
+
+func (f fakeFEs) Verify(context.Context, *splitplanev1.VerifyFEsRequest) (*splitplanev1.VerifyFEsResponse, error) {
+	if err := f.enter("Verify"); err != nil {
+		return nil, err
+	}
+	return &splitplanev1.VerifyFEsResponse{}, nil
 }
 
 type fakeBGP struct {
@@ -491,6 +505,8 @@ func TestExitCodes(t *testing.T) {
 		{"List", []string{"route", "list"}},
 		{"Watch", []string{"route", "watch"}},
 		{"FEs.List", []string{"fe", "list"}},
+		{"Get", []string{"route", "get", "192.0.2.1"}},
+		{"Verify", []string{"fe", "verify"}},
 		{"Neighbors", []string{"bgp", "neighbors"}},
 		{"ListRules", []string{"classifier", "rules", "-o", "json"}},
 		{"FEs.List", []string{"top", "--once", "--interval", "1ms"}},

@@ -272,7 +272,7 @@ func addAPICommands(root *cobra.Command) {
 	root.AddCommand(routeCmd(), bgpCmd(), classifierCmd(), topCmd())
 	for _, c := range root.Commands() {
 		if c.Name() == "fe" {
-			c.AddCommand(feListCmd(), feMeshCmd())
+			c.AddCommand(feListCmd(), feVerifyCmd(), feMeshCmd())
 		}
 	}
 }

@@ -44,6 +44,10 @@ func exitCode(err error) int {
 	if errors.As(err, &api) {
 		return api.exitCode()
 	}
+	var d *errDiffers
+	if errors.As(err, &d) {
+		return 5
+	}
 	if errors.Is(err, cli.ErrUsage) {
 		return 2
 	}

@@ -20,11 +20,11 @@ import (
 func routeCmd() *cobra.Command {
 	var f apiFlags
 	cmd := groupCmd("route", "Add, delete, list and watch routes through the CE's API")
-	cmd.Long = "Add, delete, list and watch routes through the CE's API.\n" +
+	cmd.Long = "Add, delete, list, look up and watch routes through the CE's API.\n" +
 		"The API's routes coexist with static and BGP routes; the RIB installs, per prefix,\n" +
 		"the one with the lowest administrative distance (the API's default: 5).\n" + exitCodesHelp
 	f.register(cmd)
-	cmd.AddCommand(routeAddCmd(&f), routeDelCmd(&f), routeListCmd(&f), routeSummaryCmd(&f), routeWatchCmd(&f))
+	cmd.AddCommand(routeAddCmd(&f), routeDelCmd(&f), routeListCmd(&f), routeSummaryCmd(&f), routeWatchCmd(&f), routeGetCmd(&f))
 	return cmd
 }
 

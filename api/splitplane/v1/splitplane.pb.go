@@ -2132,6 +2132,680 @@ func (x *Rule) GetPassSteerBadCsum() uint64 {
 	return 0
 }
 
+type GetRouteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An IPv4 or IPv6 address, e.g. "198.51.100.10".
+	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRouteRequest) Reset() {
+	*x = GetRouteRequest{}
+	mi := &file_splitplane_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRouteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRouteRequest) ProtoMessage() {}
+
+func (x *GetRouteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRouteRequest.ProtoReflect.Descriptor instead.
+func (*GetRouteRequest) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetRouteRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+// GetRouteResponse is a route lookup on the CE and on every FE.
+type GetRouteResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Address string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	// What the CE's FIB says: "route", "connected" (a port subnet: the
+	// destination is the neighbour), "local" (an address of the router) or
+	// "no_route".
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The matching FIB route or port subnet ("" for no_route).
+	Prefix string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The RIB's routes for prefix, every origin (installed says which one
+	// the FIB forwards with).
+	Routes []*Route `protobuf:"bytes,4,rep,name=routes,proto3" json:"routes,omitempty"`
+	// The FIB's next hops for prefix, each with the port it is behind.
+	Hops []*RouteHop `protobuf:"bytes,5,rep,name=hops,proto3" json:"hops,omitempty"`
+	// Every associated FE's datapath, by ForCES ID.
+	Fes           []*FELookup `protobuf:"bytes,6,rep,name=fes,proto3" json:"fes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRouteResponse) Reset() {
+	*x = GetRouteResponse{}
+	mi := &file_splitplane_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRouteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRouteResponse) ProtoMessage() {}
+
+func (x *GetRouteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRouteResponse.ProtoReflect.Descriptor instead.
+func (*GetRouteResponse) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetRouteResponse) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *GetRouteResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GetRouteResponse) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *GetRouteResponse) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+func (x *GetRouteResponse) GetHops() []*RouteHop {
+	if x != nil {
+		return x.Hops
+	}
+	return nil
+}
+
+func (x *GetRouteResponse) GetFes() []*FELookup {
+	if x != nil {
+		return x.Fes
+	}
+	return nil
+}
+
+// RouteHop is a next hop of the CE's FIB and the port it is behind.
+type RouteHop struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Gateway       string                 `protobuf:"bytes,1,opt,name=gateway,proto3" json:"gateway,omitempty"` // "" for a connected subnet
+	Fe            string                 `protobuf:"bytes,2,opt,name=fe,proto3" json:"fe,omitempty"`           // the FE whose port covers the gateway ("": none that is up)
+	Port          uint32                 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`      // that port's PHYPortID
+	PortName      string                 `protobuf:"bytes,4,opt,name=port_name,json=portName,proto3" json:"port_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteHop) Reset() {
+	*x = RouteHop{}
+	mi := &file_splitplane_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteHop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteHop) ProtoMessage() {}
+
+func (x *RouteHop) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteHop.ProtoReflect.Descriptor instead.
+func (*RouteHop) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RouteHop) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *RouteHop) GetFe() string {
+	if x != nil {
+		return x.Fe
+	}
+	return ""
+}
+
+func (x *RouteHop) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *RouteHop) GetPortName() string {
+	if x != nil {
+		return x.PortName
+	}
+	return ""
+}
+
+// FELookup is what an FE's datapath does with a packet to the address.
+type FELookup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Fe    string                 `protobuf:"bytes,1,opt,name=fe,proto3" json:"fe,omitempty"` // its ForCES ID
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// "route", "local", "no_route"; "error" when the FE could not answer
+	// (error says why).
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The nexthop (or, from 65536 up, the ECMP group) its FIB returned.
+	Entry uint32   `protobuf:"varint,4,opt,name=entry,proto3" json:"entry,omitempty"`
+	Hops  []*FEHop `protobuf:"bytes,5,rep,name=hops,proto3" json:"hops,omitempty"`
+	// How the FE disagrees with the CE; empty when it agrees.
+	Differs       string `protobuf:"bytes,6,opt,name=differs,proto3" json:"differs,omitempty"`
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FELookup) Reset() {
+	*x = FELookup{}
+	mi := &file_splitplane_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FELookup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FELookup) ProtoMessage() {}
+
+func (x *FELookup) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FELookup.ProtoReflect.Descriptor instead.
+func (*FELookup) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *FELookup) GetFe() string {
+	if x != nil {
+		return x.Fe
+	}
+	return ""
+}
+
+func (x *FELookup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FELookup) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *FELookup) GetEntry() uint32 {
+	if x != nil {
+		return x.Entry
+	}
+	return 0
+}
+
+func (x *FELookup) GetHops() []*FEHop {
+	if x != nil {
+		return x.Hops
+	}
+	return nil
+}
+
+func (x *FELookup) GetDiffers() string {
+	if x != nil {
+		return x.Differs
+	}
+	return ""
+}
+
+func (x *FELookup) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// FEHop is a nexthop slot of an FE's datapath.
+type FEHop struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`          // the FE's nexthop slot
+	Gateway       string                 `protobuf:"bytes,2,opt,name=gateway,proto3" json:"gateway,omitempty"` // "" for a connected route
+	Port          uint32                 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`      // egress PHYPortID on this FE (0 for a remote hop)
+	PortName      string                 `protobuf:"bytes,4,opt,name=port_name,json=portName,proto3" json:"port_name,omitempty"`
+	SrcMac        string                 `protobuf:"bytes,5,opt,name=src_mac,json=srcMac,proto3" json:"src_mac,omitempty"`
+	DstMac        string                 `protobuf:"bytes,6,opt,name=dst_mac,json=dstMac,proto3" json:"dst_mac,omitempty"`        // "" while unresolved: the packet goes to the FE's kernel
+	RemoteFe      uint32                 `protobuf:"varint,7,opt,name=remote_fe,json=remoteFe,proto3" json:"remote_fe,omitempty"` // for a hop behind another FE: its sub-ID (remote_port its port)
+	RemotePort    uint32                 `protobuf:"varint,8,opt,name=remote_port,json=remotePort,proto3" json:"remote_port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FEHop) Reset() {
+	*x = FEHop{}
+	mi := &file_splitplane_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FEHop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FEHop) ProtoMessage() {}
+
+func (x *FEHop) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FEHop.ProtoReflect.Descriptor instead.
+func (*FEHop) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *FEHop) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *FEHop) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *FEHop) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *FEHop) GetPortName() string {
+	if x != nil {
+		return x.PortName
+	}
+	return ""
+}
+
+func (x *FEHop) GetSrcMac() string {
+	if x != nil {
+		return x.SrcMac
+	}
+	return ""
+}
+
+func (x *FEHop) GetDstMac() string {
+	if x != nil {
+		return x.DstMac
+	}
+	return ""
+}
+
+func (x *FEHop) GetRemoteFe() uint32 {
+	if x != nil {
+		return x.RemoteFe
+	}
+	return 0
+}
+
+func (x *FEHop) GetRemotePort() uint32 {
+	if x != nil {
+		return x.RemotePort
+	}
+	return 0
+}
+
+type VerifyFEsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0: every route; otherwise this many random addresses of random routes.
+	Samples       uint32 `protobuf:"varint,1,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyFEsRequest) Reset() {
+	*x = VerifyFEsRequest{}
+	mi := &file_splitplane_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyFEsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyFEsRequest) ProtoMessage() {}
+
+func (x *VerifyFEsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyFEsRequest.ProtoReflect.Descriptor instead.
+func (*VerifyFEsRequest) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *VerifyFEsRequest) GetSamples() uint32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+// VerifyFEsResponse is the outcome of a check; differs is the summary.
+type VerifyFEsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Routes    uint64                 `protobuf:"varint,1,opt,name=routes,proto3" json:"routes,omitempty"`       // FIB routes when the check began
+	Addresses uint64                 `protobuf:"varint,2,opt,name=addresses,proto3" json:"addresses,omitempty"` // addresses checked on each FE
+	Sampled   bool                   `protobuf:"varint,3,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	Fes       []*FEVerify            `protobuf:"bytes,4,rep,name=fes,proto3" json:"fes,omitempty"`
+	// Any FE differs or could not be checked.
+	Differs       bool    `protobuf:"varint,5,opt,name=differs,proto3" json:"differs,omitempty"`
+	Seconds       float64 `protobuf:"fixed64,6,opt,name=seconds,proto3" json:"seconds,omitempty"` // how long the check took
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyFEsResponse) Reset() {
+	*x = VerifyFEsResponse{}
+	mi := &file_splitplane_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyFEsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyFEsResponse) ProtoMessage() {}
+
+func (x *VerifyFEsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyFEsResponse.ProtoReflect.Descriptor instead.
+func (*VerifyFEsResponse) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *VerifyFEsResponse) GetRoutes() uint64 {
+	if x != nil {
+		return x.Routes
+	}
+	return 0
+}
+
+func (x *VerifyFEsResponse) GetAddresses() uint64 {
+	if x != nil {
+		return x.Addresses
+	}
+	return 0
+}
+
+func (x *VerifyFEsResponse) GetSampled() bool {
+	if x != nil {
+		return x.Sampled
+	}
+	return false
+}
+
+func (x *VerifyFEsResponse) GetFes() []*FEVerify {
+	if x != nil {
+		return x.Fes
+	}
+	return nil
+}
+
+func (x *VerifyFEsResponse) GetDiffers() bool {
+	if x != nil {
+		return x.Differs
+	}
+	return false
+}
+
+func (x *VerifyFEsResponse) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+// FEVerify is one FE's part of a check.
+type FEVerify struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fe            string                 `protobuf:"bytes,1,opt,name=fe,proto3" json:"fe,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Checked       uint64                 `protobuf:"varint,3,opt,name=checked,proto3" json:"checked,omitempty"`
+	Differences   uint64                 `protobuf:"varint,4,opt,name=differences,proto3" json:"differences,omitempty"` // addresses that still differed when checked again
+	Listed        []*Difference          `protobuf:"bytes,5,rep,name=listed,proto3" json:"listed,omitempty"`            // the first 100 of them
+	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`              // the FE could not be checked
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FEVerify) Reset() {
+	*x = FEVerify{}
+	mi := &file_splitplane_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FEVerify) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FEVerify) ProtoMessage() {}
+
+func (x *FEVerify) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FEVerify.ProtoReflect.Descriptor instead.
+func (*FEVerify) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *FEVerify) GetFe() string {
+	if x != nil {
+		return x.Fe
+	}
+	return ""
+}
+
+func (x *FEVerify) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FEVerify) GetChecked() uint64 {
+	if x != nil {
+		return x.Checked
+	}
+	return 0
+}
+
+func (x *FEVerify) GetDifferences() uint64 {
+	if x != nil {
+		return x.Differences
+	}
+	return 0
+}
+
+func (x *FEVerify) GetListed() []*Difference {
+	if x != nil {
+		return x.Listed
+	}
+	return nil
+}
+
+func (x *FEVerify) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Difference is an address an FE forwards otherwise than the FIB says.
+type Difference struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Why           string                 `protobuf:"bytes,2,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Difference) Reset() {
+	*x = Difference{}
+	mi := &file_splitplane_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Difference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Difference) ProtoMessage() {}
+
+func (x *Difference) ProtoReflect() protoreflect.Message {
+	mi := &file_splitplane_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Difference.ProtoReflect.Descriptor instead.
+func (*Difference) Descriptor() ([]byte, []int) {
+	return file_splitplane_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *Difference) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Difference) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 var File_splitplane_proto protoreflect.FileDescriptor
 
 const file_splitplane_proto_rawDesc = "" +
@@ -2283,7 +2957,59 @@ const file_splitplane_proto_rawDesc = "" +
 	"\bsteering\x18\x03 \x01(\tR\bsteering\x12\x18\n" +
 	"\apackets\x18\x04 \x01(\x04R\apackets\x12#\n" +
 	"\rpoliced_drops\x18\x05 \x01(\x04R\fpolicedDrops\x12-\n" +
-	"\x13pass_steer_bad_csum\x18\x06 \x01(\x04R\x10passSteerBadCsum*S\n" +
+	"\x13pass_steer_bad_csum\x18\x06 \x01(\x04R\x10passSteerBadCsum\"+\n" +
+	"\x0fGetRouteRequest\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"\xde\x01\n" +
+	"\x10GetRouteResponse\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12,\n" +
+	"\x06routes\x18\x04 \x03(\v2\x14.splitplane.v1.RouteR\x06routes\x12+\n" +
+	"\x04hops\x18\x05 \x03(\v2\x17.splitplane.v1.RouteHopR\x04hops\x12)\n" +
+	"\x03fes\x18\x06 \x03(\v2\x17.splitplane.v1.FELookupR\x03fes\"e\n" +
+	"\bRouteHop\x12\x18\n" +
+	"\agateway\x18\x01 \x01(\tR\agateway\x12\x0e\n" +
+	"\x02fe\x18\x02 \x01(\tR\x02fe\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\x12\x1b\n" +
+	"\tport_name\x18\x04 \x01(\tR\bportName\"\xb2\x01\n" +
+	"\bFELookup\x12\x0e\n" +
+	"\x02fe\x18\x01 \x01(\tR\x02fe\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05entry\x18\x04 \x01(\rR\x05entry\x12(\n" +
+	"\x04hops\x18\x05 \x03(\v2\x14.splitplane.v1.FEHopR\x04hops\x12\x18\n" +
+	"\adiffers\x18\x06 \x01(\tR\adiffers\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"\xd2\x01\n" +
+	"\x05FEHop\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
+	"\agateway\x18\x02 \x01(\tR\agateway\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\x12\x1b\n" +
+	"\tport_name\x18\x04 \x01(\tR\bportName\x12\x17\n" +
+	"\asrc_mac\x18\x05 \x01(\tR\x06srcMac\x12\x17\n" +
+	"\adst_mac\x18\x06 \x01(\tR\x06dstMac\x12\x1b\n" +
+	"\tremote_fe\x18\a \x01(\rR\bremoteFe\x12\x1f\n" +
+	"\vremote_port\x18\b \x01(\rR\n" +
+	"remotePort\",\n" +
+	"\x10VerifyFEsRequest\x12\x18\n" +
+	"\asamples\x18\x01 \x01(\rR\asamples\"\xc2\x01\n" +
+	"\x11VerifyFEsResponse\x12\x16\n" +
+	"\x06routes\x18\x01 \x01(\x04R\x06routes\x12\x1c\n" +
+	"\taddresses\x18\x02 \x01(\x04R\taddresses\x12\x18\n" +
+	"\asampled\x18\x03 \x01(\bR\asampled\x12)\n" +
+	"\x03fes\x18\x04 \x03(\v2\x17.splitplane.v1.FEVerifyR\x03fes\x12\x18\n" +
+	"\adiffers\x18\x05 \x01(\bR\adiffers\x12\x18\n" +
+	"\aseconds\x18\x06 \x01(\x01R\aseconds\"\xb3\x01\n" +
+	"\bFEVerify\x12\x0e\n" +
+	"\x02fe\x18\x01 \x01(\tR\x02fe\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\achecked\x18\x03 \x01(\x04R\achecked\x12 \n" +
+	"\vdifferences\x18\x04 \x01(\x04R\vdifferences\x121\n" +
+	"\x06listed\x18\x05 \x03(\v2\x19.splitplane.v1.DifferenceR\x06listed\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"8\n" +
+	"\n" +
+	"Difference\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03why\x18\x02 \x01(\tR\x03why*S\n" +
 	"\x06Origin\x12\x16\n" +
 	"\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2296,7 +3022,7 @@ const file_splitplane_proto_rawDesc = "" +
 	"\n" +
 	"TABLE_IPV4\x10\x01\x12\x0e\n" +
 	"\n" +
-	"TABLE_IPV6\x10\x022\xe2\x04\n" +
+	"TABLE_IPV6\x10\x022\xaa\x05\n" +
 	"\x06Routes\x12F\n" +
 	"\x03Add\x12\x1e.splitplane.v1.AddRouteRequest\x1a\x1f.splitplane.v1.AddRouteResponse\x12R\n" +
 	"\aReplace\x12\".splitplane.v1.ReplaceRouteRequest\x1a#.splitplane.v1.ReplaceRouteResponse\x12O\n" +
@@ -2305,9 +3031,11 @@ const file_splitplane_proto_rawDesc = "" +
 	"\aSummary\x12\".splitplane.v1.RouteSummaryRequest\x1a\x1b.splitplane.v1.RouteSummary\x12G\n" +
 	"\x05Watch\x12!.splitplane.v1.WatchRoutesRequest\x1a\x19.splitplane.v1.RouteEvent0\x01\x12>\n" +
 	"\x04Bulk\x12\x19.splitplane.v1.RouteBatch\x1a\x17.splitplane.v1.BatchAck(\x010\x01\x12T\n" +
-	"\vTransaction\x12!.splitplane.v1.TransactionRequest\x1a\".splitplane.v1.TransactionResponse2L\n" +
+	"\vTransaction\x12!.splitplane.v1.TransactionRequest\x1a\".splitplane.v1.TransactionResponse\x12F\n" +
+	"\x03Get\x12\x1e.splitplane.v1.GetRouteRequest\x1a\x1f.splitplane.v1.GetRouteResponse2\x99\x01\n" +
 	"\x03FEs\x12E\n" +
-	"\x04List\x12\x1d.splitplane.v1.ListFEsRequest\x1a\x1e.splitplane.v1.ListFEsResponse2\xb9\x01\n" +
+	"\x04List\x12\x1d.splitplane.v1.ListFEsRequest\x1a\x1e.splitplane.v1.ListFEsResponse\x12K\n" +
+	"\x06Verify\x12\x1f.splitplane.v1.VerifyFEsRequest\x1a .splitplane.v1.VerifyFEsResponse2\xb9\x01\n" +
 	"\x03BGP\x12V\n" +
 	"\tNeighbors\x12#.splitplane.v1.ListNeighborsRequest\x1a$.splitplane.v1.ListNeighborsResponse\x12Z\n" +
 	"\rResetNeighbor\x12#.splitplane.v1.ResetNeighborRequest\x1a$.splitplane.v1.ResetNeighborResponse2\\\n" +
@@ -2328,7 +3056,7 @@ func file_splitplane_proto_rawDescGZIP() []byte {
 }
 
 var file_splitplane_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_splitplane_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_splitplane_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_splitplane_proto_goTypes = []any{
 	(Origin)(0),                   // 0: splitplane.v1.Origin
 	(Table)(0),                    // 1: splitplane.v1.Table
@@ -2366,8 +3094,17 @@ var file_splitplane_proto_goTypes = []any{
 	(*ListRulesRequest)(nil),      // 33: splitplane.v1.ListRulesRequest
 	(*ListRulesResponse)(nil),     // 34: splitplane.v1.ListRulesResponse
 	(*Rule)(nil),                  // 35: splitplane.v1.Rule
-	nil,                           // 36: splitplane.v1.RouteSummary.UnresolvedEntry
-	nil,                           // 37: splitplane.v1.Counters.ByReasonEntry
+	(*GetRouteRequest)(nil),       // 36: splitplane.v1.GetRouteRequest
+	(*GetRouteResponse)(nil),      // 37: splitplane.v1.GetRouteResponse
+	(*RouteHop)(nil),              // 38: splitplane.v1.RouteHop
+	(*FELookup)(nil),              // 39: splitplane.v1.FELookup
+	(*FEHop)(nil),                 // 40: splitplane.v1.FEHop
+	(*VerifyFEsRequest)(nil),      // 41: splitplane.v1.VerifyFEsRequest
+	(*VerifyFEsResponse)(nil),     // 42: splitplane.v1.VerifyFEsResponse
+	(*FEVerify)(nil),              // 43: splitplane.v1.FEVerify
+	(*Difference)(nil),            // 44: splitplane.v1.Difference
+	nil,                           // 45: splitplane.v1.RouteSummary.UnresolvedEntry
+	nil,                           // 46: splitplane.v1.Counters.ByReasonEntry
 }
 var file_splitplane_proto_depIdxs = []int32{
 	0,  // 0: splitplane.v1.Route.origin:type_name -> splitplane.v1.Origin
@@ -2375,7 +3112,7 @@ var file_splitplane_proto_depIdxs = []int32{
 	6,  // 2: splitplane.v1.ReplaceRouteRequest.route:type_name -> splitplane.v1.Route
 	1,  // 3: splitplane.v1.ListRoutesRequest.table:type_name -> splitplane.v1.Table
 	0,  // 4: splitplane.v1.ListRoutesRequest.origin:type_name -> splitplane.v1.Origin
-	36, // 5: splitplane.v1.RouteSummary.unresolved:type_name -> splitplane.v1.RouteSummary.UnresolvedEntry
+	45, // 5: splitplane.v1.RouteSummary.unresolved:type_name -> splitplane.v1.RouteSummary.UnresolvedEntry
 	1,  // 6: splitplane.v1.WatchRoutesRequest.table:type_name -> splitplane.v1.Table
 	2,  // 7: splitplane.v1.RouteEvent.kind:type_name -> splitplane.v1.RouteEvent.Kind
 	3,  // 8: splitplane.v1.RouteOp.kind:type_name -> splitplane.v1.RouteOp.Kind
@@ -2387,39 +3124,49 @@ var file_splitplane_proto_depIdxs = []int32{
 	27, // 14: splitplane.v1.FE.lanes:type_name -> splitplane.v1.Lane
 	28, // 15: splitplane.v1.FE.counters:type_name -> splitplane.v1.Counters
 	28, // 16: splitplane.v1.Port.counters:type_name -> splitplane.v1.Counters
-	37, // 17: splitplane.v1.Counters.by_reason:type_name -> splitplane.v1.Counters.ByReasonEntry
+	46, // 17: splitplane.v1.Counters.by_reason:type_name -> splitplane.v1.Counters.ByReasonEntry
 	29, // 18: splitplane.v1.Counters.cpus:type_name -> splitplane.v1.CPUCounters
 	32, // 19: splitplane.v1.ListNeighborsResponse.neighbors:type_name -> splitplane.v1.Neighbor
 	35, // 20: splitplane.v1.ListRulesResponse.rules:type_name -> splitplane.v1.Rule
-	7,  // 21: splitplane.v1.Routes.Add:input_type -> splitplane.v1.AddRouteRequest
-	9,  // 22: splitplane.v1.Routes.Replace:input_type -> splitplane.v1.ReplaceRouteRequest
-	11, // 23: splitplane.v1.Routes.Delete:input_type -> splitplane.v1.DeleteRouteRequest
-	13, // 24: splitplane.v1.Routes.List:input_type -> splitplane.v1.ListRoutesRequest
-	14, // 25: splitplane.v1.Routes.Summary:input_type -> splitplane.v1.RouteSummaryRequest
-	16, // 26: splitplane.v1.Routes.Watch:input_type -> splitplane.v1.WatchRoutesRequest
-	19, // 27: splitplane.v1.Routes.Bulk:input_type -> splitplane.v1.RouteBatch
-	21, // 28: splitplane.v1.Routes.Transaction:input_type -> splitplane.v1.TransactionRequest
-	23, // 29: splitplane.v1.FEs.List:input_type -> splitplane.v1.ListFEsRequest
-	30, // 30: splitplane.v1.BGP.Neighbors:input_type -> splitplane.v1.ListNeighborsRequest
-	4,  // 31: splitplane.v1.BGP.ResetNeighbor:input_type -> splitplane.v1.ResetNeighborRequest
-	33, // 32: splitplane.v1.Classifier.ListRules:input_type -> splitplane.v1.ListRulesRequest
-	8,  // 33: splitplane.v1.Routes.Add:output_type -> splitplane.v1.AddRouteResponse
-	10, // 34: splitplane.v1.Routes.Replace:output_type -> splitplane.v1.ReplaceRouteResponse
-	12, // 35: splitplane.v1.Routes.Delete:output_type -> splitplane.v1.DeleteRouteResponse
-	6,  // 36: splitplane.v1.Routes.List:output_type -> splitplane.v1.Route
-	15, // 37: splitplane.v1.Routes.Summary:output_type -> splitplane.v1.RouteSummary
-	17, // 38: splitplane.v1.Routes.Watch:output_type -> splitplane.v1.RouteEvent
-	20, // 39: splitplane.v1.Routes.Bulk:output_type -> splitplane.v1.BatchAck
-	22, // 40: splitplane.v1.Routes.Transaction:output_type -> splitplane.v1.TransactionResponse
-	24, // 41: splitplane.v1.FEs.List:output_type -> splitplane.v1.ListFEsResponse
-	31, // 42: splitplane.v1.BGP.Neighbors:output_type -> splitplane.v1.ListNeighborsResponse
-	5,  // 43: splitplane.v1.BGP.ResetNeighbor:output_type -> splitplane.v1.ResetNeighborResponse
-	34, // 44: splitplane.v1.Classifier.ListRules:output_type -> splitplane.v1.ListRulesResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	6,  // 21: splitplane.v1.GetRouteResponse.routes:type_name -> splitplane.v1.Route
+	38, // 22: splitplane.v1.GetRouteResponse.hops:type_name -> splitplane.v1.RouteHop
+	39, // 23: splitplane.v1.GetRouteResponse.fes:type_name -> splitplane.v1.FELookup
+	40, // 24: splitplane.v1.FELookup.hops:type_name -> splitplane.v1.FEHop
+	43, // 25: splitplane.v1.VerifyFEsResponse.fes:type_name -> splitplane.v1.FEVerify
+	44, // 26: splitplane.v1.FEVerify.listed:type_name -> splitplane.v1.Difference
+	7,  // 27: splitplane.v1.Routes.Add:input_type -> splitplane.v1.AddRouteRequest
+	9,  // 28: splitplane.v1.Routes.Replace:input_type -> splitplane.v1.ReplaceRouteRequest
+	11, // 29: splitplane.v1.Routes.Delete:input_type -> splitplane.v1.DeleteRouteRequest
+	13, // 30: splitplane.v1.Routes.List:input_type -> splitplane.v1.ListRoutesRequest
+	14, // 31: splitplane.v1.Routes.Summary:input_type -> splitplane.v1.RouteSummaryRequest
+	16, // 32: splitplane.v1.Routes.Watch:input_type -> splitplane.v1.WatchRoutesRequest
+	19, // 33: splitplane.v1.Routes.Bulk:input_type -> splitplane.v1.RouteBatch
+	21, // 34: splitplane.v1.Routes.Transaction:input_type -> splitplane.v1.TransactionRequest
+	36, // 35: splitplane.v1.Routes.Get:input_type -> splitplane.v1.GetRouteRequest
+	23, // 36: splitplane.v1.FEs.List:input_type -> splitplane.v1.ListFEsRequest
+	41, // 37: splitplane.v1.FEs.Verify:input_type -> splitplane.v1.VerifyFEsRequest
+	30, // 38: splitplane.v1.BGP.Neighbors:input_type -> splitplane.v1.ListNeighborsRequest
+	4,  // 39: splitplane.v1.BGP.ResetNeighbor:input_type -> splitplane.v1.ResetNeighborRequest
+	33, // 40: splitplane.v1.Classifier.ListRules:input_type -> splitplane.v1.ListRulesRequest
+	8,  // 41: splitplane.v1.Routes.Add:output_type -> splitplane.v1.AddRouteResponse
+	10, // 42: splitplane.v1.Routes.Replace:output_type -> splitplane.v1.ReplaceRouteResponse
+	12, // 43: splitplane.v1.Routes.Delete:output_type -> splitplane.v1.DeleteRouteResponse
+	6,  // 44: splitplane.v1.Routes.List:output_type -> splitplane.v1.Route
+	15, // 45: splitplane.v1.Routes.Summary:output_type -> splitplane.v1.RouteSummary
+	17, // 46: splitplane.v1.Routes.Watch:output_type -> splitplane.v1.RouteEvent
+	20, // 47: splitplane.v1.Routes.Bulk:output_type -> splitplane.v1.BatchAck
+	22, // 48: splitplane.v1.Routes.Transaction:output_type -> splitplane.v1.TransactionResponse
+	37, // 49: splitplane.v1.Routes.Get:output_type -> splitplane.v1.GetRouteResponse
+	24, // 50: splitplane.v1.FEs.List:output_type -> splitplane.v1.ListFEsResponse
+	42, // 51: splitplane.v1.FEs.Verify:output_type -> splitplane.v1.VerifyFEsResponse
+	31, // 52: splitplane.v1.BGP.Neighbors:output_type -> splitplane.v1.ListNeighborsResponse
+	5,  // 53: splitplane.v1.BGP.ResetNeighbor:output_type -> splitplane.v1.ResetNeighborResponse
+	34, // 54: splitplane.v1.Classifier.ListRules:output_type -> splitplane.v1.ListRulesResponse
+	41, // [41:55] is the sub-list for method output_type
+	27, // [27:41] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_splitplane_proto_init() }
@@ -2433,7 +3180,7 @@ func file_splitplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitplane_proto_rawDesc), len(file_splitplane_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -36,6 +36,7 @@ const (
 	Routes_Watch_FullMethodName       = "/splitplane.v1.Routes/Watch"
 	Routes_Bulk_FullMethodName        = "/splitplane.v1.Routes/Bulk"
 	Routes_Transaction_FullMethodName = "/splitplane.v1.Routes/Transaction"
+	Routes_Get_FullMethodName         = "/splitplane.v1.Routes/Get"
 )
 
 // RoutesClient is the client API for Routes service.
@@ -71,6 +72,12 @@ type RoutesClient interface {
 	// Transaction applies operations all or nothing: towards the FEs the
 	// resulting FIB changes go as one ForCES transaction (two-phase commit).
 	Transaction(ctx context.Context, in *TransactionRequest, opts ...grpc.CallOption) (*TransactionResponse, error)
+	// Get is "ip route get": the FIB's longest match for an address (with
+	// the FEs' port subnets and the router's own addresses), the RIB's
+	// routes for that prefix, and what every associated FE's datapath does
+	// with a packet to the address, read from its fast-path tables; an FE
+	// that disagrees with the CE says how.
+	Get(ctx context.Context, in *GetRouteRequest, opts ...grpc.CallOption) (*GetRouteResponse, error)
 }
 
 type routesClient struct {
@@ -182,6 +189,16 @@ func (c *routesClient) Transaction(ctx context.Context, in *TransactionRequest, 
 	return out, nil
 }
 
+func (c *routesClient) Get(ctx context.Context, in *GetRouteRequest, opts ...grpc.CallOption) (*GetRouteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRouteResponse)
+	err := c.cc.Invoke(ctx, Routes_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoutesServer is the server API for Routes service.
 // All implementations must embed UnimplementedRoutesServer
 // for forward compatibility.
@@ -215,6 +232,12 @@ type RoutesServer interface {
 	// Transaction applies operations all or nothing: towards the FEs the
 	// resulting FIB changes go as one ForCES transaction (two-phase commit).
 	Transaction(context.Context, *TransactionRequest) (*TransactionResponse, error)
+	// Get is "ip route get": the FIB's longest match for an address (with
+	// the FEs' port subnets and the router's own addresses), the RIB's
+	// routes for that prefix, and what every associated FE's datapath does
+	// with a packet to the address, read from its fast-path tables; an FE
+	// that disagrees with the CE says how.
+	Get(context.Context, *GetRouteRequest) (*GetRouteResponse, error)
 	mustEmbedUnimplementedRoutesServer()
 }
 
@@ -248,6 +271,9 @@ func (UnimplementedRoutesServer) Bulk(grpc.BidiStreamingServer[RouteBatch, Batch
 }
 func (UnimplementedRoutesServer) Transaction(context.Context, *TransactionRequest) (*TransactionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Transaction not implemented")
+}
+func (UnimplementedRoutesServer) Get(context.Context, *GetRouteRequest) (*GetRouteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
 }
 func (UnimplementedRoutesServer) mustEmbedUnimplementedRoutesServer() {}
 func (UnimplementedRoutesServer) testEmbeddedByValue()                {}
@@ -389,6 +415,24 @@ func _Routes_Transaction_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Routes_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRouteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoutesServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Routes_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoutesServer).Get(ctx, req.(*GetRouteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Routes_ServiceDesc is the grpc.ServiceDesc for Routes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -416,6 +460,10 @@ var Routes_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Transaction",
 			Handler:    _Routes_Transaction_Handler,
 		},
+		{
+			MethodName: "Get",
+			Handler:    _Routes_Get_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -439,7 +487,8 @@ var Routes_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	FEs_List_FullMethodName = "/splitplane.v1.FEs/List"
+	FEs_List_FullMethodName   = "/splitplane.v1.FEs/List"
+	FEs_Verify_FullMethodName = "/splitplane.v1.FEs/Verify"
 )
 
 // FEsClient is the client API for FEs service.
@@ -451,6 +500,12 @@ type FEsClient interface {
 	// List lists the FEs the CE knows (associated or not since the CE
 	// started), with their ports, lanes and fast-path counters.
 	List(ctx context.Context, in *ListFEsRequest, opts ...grpc.CallOption) (*ListFEsResponse, error)
+	// Verify compares every associated FE's datapath with the CE's FIB (as
+	// SONiC's route_check): the first and last address of every route, or
+	// samples random ones, looked up on the CE and in each FE's fast-path
+	// tables; addresses that differ are checked again a second later and
+	// those that still differ are reported.
+	Verify(ctx context.Context, in *VerifyFEsRequest, opts ...grpc.CallOption) (*VerifyFEsResponse, error)
 }
 
 type fEsClient struct {
@@ -471,6 +526,16 @@ func (c *fEsClient) List(ctx context.Context, in *ListFEsRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *fEsClient) Verify(ctx context.Context, in *VerifyFEsRequest, opts ...grpc.CallOption) (*VerifyFEsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyFEsResponse)
+	err := c.cc.Invoke(ctx, FEs_Verify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FEsServer is the server API for FEs service.
 // All implementations must embed UnimplementedFEsServer
 // for forward compatibility.
@@ -480,6 +545,12 @@ type FEsServer interface {
 	// List lists the FEs the CE knows (associated or not since the CE
 	// started), with their ports, lanes and fast-path counters.
 	List(context.Context, *ListFEsRequest) (*ListFEsResponse, error)
+	// Verify compares every associated FE's datapath with the CE's FIB (as
+	// SONiC's route_check): the first and last address of every route, or
+	// samples random ones, looked up on the CE and in each FE's fast-path
+	// tables; addresses that differ are checked again a second later and
+	// those that still differ are reported.
+	Verify(context.Context, *VerifyFEsRequest) (*VerifyFEsResponse, error)
 	mustEmbedUnimplementedFEsServer()
 }
 
@@ -492,6 +563,9 @@ type UnimplementedFEsServer struct{}
 
 func (UnimplementedFEsServer) List(context.Context, *ListFEsRequest) (*ListFEsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedFEsServer) Verify(context.Context, *VerifyFEsRequest) (*VerifyFEsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Verify not implemented")
 }
 func (UnimplementedFEsServer) mustEmbedUnimplementedFEsServer() {}
 func (UnimplementedFEsServer) testEmbeddedByValue()             {}
@@ -532,6 +606,24 @@ func _FEs_List_Handler(srv interface{}, ctx context.Context, dec func(interface{
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FEs_Verify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyFEsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FEsServer).Verify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FEs_Verify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FEsServer).Verify(ctx, req.(*VerifyFEsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FEs_ServiceDesc is the grpc.ServiceDesc for FEs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -542,6 +634,10 @@ var FEs_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "List",
 			Handler:    _FEs_List_Handler,
+		},
+		{
+			MethodName: "Verify",
+			Handler:    _FEs_Verify_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
