@@ -17,7 +17,9 @@ func TestDiffers(t *testing.T) {
 	ecmp := RouteLookup{Kind: LookupRoute, Prefix: route.Prefix, NextHops: []netip.Addr{gw, gw2}}
 	conn := RouteLookup{Kind: LookupConnected, Prefix: netip.MustParsePrefix("10.0.0.0/24"), Egress: []HopEgress{{FE: fe1, Port: 3}}}
 	local := RouteLookup{Kind: LookupLocal, Prefix: conn.Prefix, Egress: conn.Egress, LocalOf: []forces.ID{fe1}}
-	fwd := func(hops ...forces.FIBLookupHop) forces.FIBLookup { return forces.FIBLookup{Kind: forces.FIBLookupRoute, ID: 1, Hops: hops} }
+	fwd := func(hops ...forces.FIBLookupHop) forces.FIBLookup {
+		return forces.FIBLookup{Kind: forces.FIBLookupRoute, ID: 1, Hops: hops}
+	}
 	for _, c := range []struct {
 		name string
 		ce   RouteLookup

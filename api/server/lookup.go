@@ -88,4 +88,3 @@ func (s *fes) Verify(ctx context.Context, req *spv1.VerifyFEsRequest) (*spv1.Ver
 	}
 	return out, nil
 }
-
