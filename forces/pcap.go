@@ -10,8 +10,8 @@ import (
 
 // Ports and addresses of the synthetic TCP streams PcapWriter records, so
 // that the direction of every message is visible: CE 127.0.0.1:6700, FE
-// 127.0.0.2:6701 (the first stream; each further stream takes the next FE
-// port). Decode with tshark -d tcp.port==6700,forces.
+// 127.0.0.2:6701 (the first stream opened; each further stream takes the
+// next FE port). Decode with tshark -d tcp.port==6700,forces.
 const (
 	PcapCEPort = 6700
 	PcapFEPort = 6701
@@ -56,16 +56,18 @@ const (
 // 1 MiB unacknowledged. IPv4 and TCP checksums are valid. Streams are never
 // closed: a capture ends when the file does.
 //
-// Wireshark's ForCES dissector (tshark 4.0 and earlier; packet-forces.c)
-// reads a message sent over TCP as starting 2 bytes into the TCP payload, a
-// TML header of an old TCP/UDP TML draft that splitplane's TML (RFC 5810
-// messages back to back) does not have, and it takes a TCP segment, or a
-// reassembled run of them, as exactly one message. So that the capture
-// decodes, every message in the recorded stream is preceded by
-// PcapTMLPrefixLen bytes: the message's first byte (version and reserved
-// bits, which the dissector shows from there) and a zero. The ForCES bytes
-// themselves are recorded unchanged, and a reader that skips the prefix gets
-// the messages exactly as sent.
+// Wireshark's ForCES dissector (as of tshark 4.0) reads a message sent over
+// TCP as starting 2 bytes into the TCP payload, after a TML header of an old
+// TCP/UDP TML draft that splitplane's TML (RFC 5810 messages back to back)
+// does not have. So that the capture decodes, every message in the recorded
+// stream is preceded by PcapTMLPrefixLen bytes, which is what that dissector
+// reads: the message's first byte (the dissector shows the version from
+// there) and a zero. The ForCES bytes themselves are recorded unchanged; a
+// reader that skips the prefix gets the messages exactly as sent. That
+// dissector also takes each TCP segment as one message and does not ask TCP
+// to reassemble, so it shows a message longer than one segment (more than
+// PcapMaxSegment-PcapTMLPrefixLen bytes) by its header only, with the later
+// segments as garbage; the bytes are whole in the file all the same.
 type PcapWriter struct {
 	mu      sync.Mutex
 	w       io.Writer
@@ -114,7 +116,8 @@ func (p *PcapWriter) newStream() *pcapStream {
 }
 
 // WriteMessage records raw, the bytes of one message, sent at t by the CE
-// (fromCE) or by the FE, on the writer's first stream. raw is not retained.
+// (fromCE) or by the FE, on one stream that all WriteMessage calls share
+// (opened by the first). raw is not retained.
 func (p *PcapWriter) WriteMessage(raw []byte, fromCE bool, t time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
