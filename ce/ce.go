@@ -109,7 +109,7 @@ func (c *CE) openPcap() (stop func(), err error) {
 		return nil, fmt.Errorf("forces_pcap %s: %w", c.cfg.ForCESPcap, err)
 	}
 	c.pcap = w
-	c.log.Info("forces: recording messages", "pcap", c.cfg.ForCESPcap, "decode", "tshark -d udp.port==6700,forces")
+	c.log.Info("forces: recording messages", "pcap", c.cfg.ForCESPcap, "decode", "tshark -d tcp.port==6700,forces")
 	return func() { f.Close() }, nil
 }
 

@@ -109,7 +109,7 @@ type Config struct {
 	allowedFEs                     []feRange // ForCESAllowedFEs, parsed by Validate
 
 	// ForCESPcap, if set, records every ForCES message sent and received in
-	// this pcap file (decode with: tshark -d udp.port==6700,forces).
+	// this pcap file, whole, as synthetic TCP streams (decode with: tshark -d tcp.port==6700,forces).
 	ForCESPcap string `yaml:"forces_pcap"`
 	// StatusSocket, if set, is a unix socket serving the CE's status as JSON.
 	StatusSocket string `yaml:"status_socket"`

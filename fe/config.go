@@ -83,7 +83,7 @@ type Config struct {
 	// host of ce_address).
 	TLSServerName string `yaml:"tls_server_name"`
 	// ForCESPcap, if set, records every ForCES message sent and received in
-	// this pcap file (decode with: tshark -d udp.port==6700,forces).
+	// this pcap file, whole, as synthetic TCP streams (decode with: tshark -d tcp.port==6700,forces).
 	ForCESPcap string `yaml:"forces_pcap"`
 	// StatusSocket, if set, is a unix socket serving the FE's status as JSON.
 	StatusSocket string `yaml:"status_socket"`

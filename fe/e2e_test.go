@@ -148,7 +148,7 @@ func TestCEAndFEOverTLS(t *testing.T) {
 		t.Fatalf("pcap %s: %v, %d bytes", pcap, err, fi.Size())
 	}
 	if _, err := exec.LookPath("tshark"); err == nil {
-		out, err := exec.Command("tshark", "-r", pcap, "-d", "udp.port==6700,forces", "-T", "fields", "-e", "forces.messagetype").Output()
+		out, err := exec.Command("tshark", "-r", pcap, "-d", "tcp.port==6700,forces", "-T", "fields", "-e", "forces.messagetype").Output()
 		if err != nil {
 			t.Fatalf("tshark: %v", err)
 		}

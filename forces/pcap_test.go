@@ -100,6 +100,118 @@ func samples(t testing.TB) []sample {
 	}
 }
 
+// bigConfig returns a valid Config of exactly size bytes (a multiple of 4):
+// LFBselect-TLVs of one SET each, as large as a TLV may be.
+func bigConfig(t testing.TB, size int) []byte {
+	t.Helper()
+	var lfbs []LFBSelect
+	for i, rest := 0, size-HeaderLen; rest > 0; i++ {
+		l := min(rest, 65532)
+		rest -= l
+		lfbs = append(lfbs, LFBSelect{ClassID: ClassIPv4UcastLPM, InstanceID: 1, Ops: []Operation{{Type: OpSet,
+			Paths: []PathData{{IDs: []uint32{CompIPv4PrefixTable, uint32(i)}, FullData: bytes.Repeat([]byte{byte(i + 1)}, l-36), HasFullData: true}}}}})
+	}
+	m := &Message{Header: Header{Version: ProtocolVersion, Type: MsgConfig, Src: testCE, Dst: testFE}, LFBs: lfbs}
+	raw, err := m.MarshalBinary()
+	if err != nil || len(raw) != size {
+		t.Fatalf("big Config: %v, %d bytes, want %d", err, len(raw), size)
+	}
+	return raw
+}
+
+// pcapMessage is one message read back from a capture.
+type pcapMessage struct {
+	raw    []byte
+	fromCE bool
+	fePort uint16
+}
+
+// readPcap parses a file written by PcapWriter: it checks every record's
+// IPv4 and TCP headers and checksums, reassembles each direction of each
+// stream in sequence order, and splits the streams into messages, returned
+// in the order their last segment appears.
+func readPcap(t *testing.T, b []byte) []pcapMessage {
+	t.Helper()
+	if len(b) < 24 || binary.LittleEndian.Uint32(b) != pcapMagicMicro || binary.LittleEndian.Uint32(b[20:]) != linktypeRaw {
+		t.Fatal("bad pcap file header")
+	}
+	type dir struct {
+		fePort uint16
+		fromCE bool
+	}
+	type state struct {
+		syn  bool
+		next uint32
+		buf  []byte
+	}
+	streams := map[dir]*state{}
+	var out []pcapMessage
+	for b = b[24:]; len(b) > 0; {
+		if len(b) < pcapRecLen {
+			t.Fatal("truncated record header")
+		}
+		capLen, origLen := binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:])
+		if capLen != origLen || int(capLen) > len(b)-pcapRecLen || capLen > pcapSnapLen {
+			t.Fatalf("record caplen %d len %d, %d bytes left", capLen, origLen, len(b)-pcapRecLen)
+		}
+		ip := b[pcapRecLen : pcapRecLen+capLen]
+		b = b[pcapRecLen+capLen:]
+		if ip[0] != 0x45 || ip[9] != 6 || int(binary.BigEndian.Uint16(ip[2:])) != len(ip) || ipChecksum(ip[:20]) != 0 {
+			t.Fatalf("bad IPv4 header % x", ip[:20])
+		}
+		seg := ip[20:]
+		if fold(onesSum(seg, onesSum(ip[12:20], 6+uint32(len(seg))))) != 0xffff {
+			t.Fatal("TCP checksum does not verify")
+		}
+		sport, dport := binary.BigEndian.Uint16(seg), binary.BigEndian.Uint16(seg[2:])
+		var d dir
+		switch {
+		case sport == PcapCEPort && bytes.Equal(ip[12:16], pcapCEAddr[:]) && bytes.Equal(ip[16:20], pcapFEAddr[:]):
+			d = dir{dport, true}
+		case dport == PcapCEPort && bytes.Equal(ip[12:16], pcapFEAddr[:]) && bytes.Equal(ip[16:20], pcapCEAddr[:]):
+			d = dir{sport, false}
+		default:
+			t.Fatalf("segment %d -> %d is not between the CE and an FE", sport, dport)
+		}
+		seq, flags, hl := binary.BigEndian.Uint32(seg[4:]), seg[13], int(seg[12]>>4)*4
+		payload := seg[hl:]
+		st := streams[d]
+		if st == nil {
+			st = &state{}
+			streams[d] = st
+		}
+		if flags&tcpSYN != 0 {
+			if st.syn {
+				t.Fatalf("second SYN on %+v", d)
+			}
+			st.syn, st.next = true, seq+1
+			continue
+		}
+		if !st.syn {
+			t.Fatalf("data before the SYN on %+v", d)
+		}
+		if seq != st.next {
+			t.Fatalf("%+v: seq %d, want %d", d, seq, st.next)
+		}
+		st.next += uint32(len(payload))
+		st.buf = append(st.buf, payload...)
+		for len(st.buf) >= PcapTMLPrefixLen+HeaderLen {
+			n := int(binary.BigEndian.Uint16(st.buf[PcapTMLPrefixLen+2:])) * 4
+			if len(st.buf) < PcapTMLPrefixLen+n {
+				break
+			}
+			out = append(out, pcapMessage{bytes.Clone(st.buf[PcapTMLPrefixLen : PcapTMLPrefixLen+n]), d.fromCE, d.fePort})
+			st.buf = st.buf[PcapTMLPrefixLen+n:]
+		}
+	}
+	for d, st := range streams {
+		if len(st.buf) != 0 {
+			t.Errorf("%+v: %d bytes left over", d, len(st.buf))
+		}
+	}
+	return out
+}
+
 func TestPcapWriterFormat(t *testing.T) {
 	var buf bytes.Buffer
 	p, err := NewPcapWriter(&buf)
@@ -112,41 +224,79 @@ func TestPcapWriterFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := buf.Bytes()
-	if len(b) != 24+16+28+len(raw) {
+	// The handshake (two SYNs with 8 bytes of options, an ACK), then the
+	// message in one segment.
+	if len(b) != 24+3*(16+40)+2*8+16+40+PcapTMLPrefixLen+len(raw) {
 		t.Fatalf("file is %d bytes", len(b))
-	}
-	if binary.LittleEndian.Uint32(b) != pcapMagicMicro || binary.LittleEndian.Uint32(b[20:]) != linktypeRaw {
-		t.Fatalf("bad file header % x", b[:24])
 	}
 	rec := b[24:]
 	if binary.LittleEndian.Uint32(rec) != 1700000000 || binary.LittleEndian.Uint32(rec[4:]) != 123456 {
 		t.Errorf("timestamp % x", rec[:8])
 	}
-	ip := rec[16:]
-	if ipChecksum(ip[:20]) != 0 {
-		t.Error("IPv4 header checksum does not verify")
+	if syn := rec[16:]; !bytes.Equal(syn[12:16], pcapFEAddr[:]) || syn[33] != tcpSYN {
+		t.Errorf("first packet is not the FE's SYN: % x", syn[:40])
 	}
-	if !bytes.Equal(ip[12:16], pcapCEAddr[:]) || binary.BigEndian.Uint16(ip[20:]) != PcapCEPort ||
-		binary.BigEndian.Uint16(ip[22:]) != PcapFEPort {
-		t.Errorf("CE->FE addressing wrong: % x", ip[:28])
+	last := b[len(b)-40-PcapTMLPrefixLen-len(raw):]
+	if !bytes.Equal(last[12:16], pcapCEAddr[:]) || binary.BigEndian.Uint16(last[20:]) != PcapCEPort ||
+		binary.BigEndian.Uint16(last[22:]) != PcapFEPort || last[33] != tcpACK|tcpPSH {
+		t.Errorf("CE->FE segment wrong: % x", last[:40])
 	}
-	if !bytes.Equal(ip[28:], raw) {
+	if !bytes.Equal(last[40:], append([]byte{raw[0], 0}, raw...)) {
 		t.Error("payload differs")
 	}
+	if got := readPcap(t, b); len(got) != 1 || !bytes.Equal(got[0].raw, raw) || !got[0].fromCE {
+		t.Errorf("read back %+v", got)
+	}
+}
 
-	// An oversized message is recorded truncated, with its original length.
-	buf.Reset()
-	p, _ = NewPcapWriter(&buf)
-	big := make([]byte, 100_000)
-	if err := p.WriteMessage(big, false, at); err != nil {
-		t.Fatal(err)
+// TestPcapWholeMessages writes messages of every size up to the largest
+// ForCES allows, in both directions and on several streams, interleaved,
+// and reads every one back bytes-identical.
+func TestPcapWholeMessages(t *testing.T) {
+	var buf bytes.Buffer
+	p, _ := NewPcapWriter(&buf)
+	ceTap, feTap := p.Tap(true), p.Tap(false)
+	type rec struct {
+		raw    []byte
+		fromCE bool
+		fePort uint16
 	}
-	rec = buf.Bytes()[24:]
-	if capLen, orig := binary.LittleEndian.Uint32(rec[8:]), binary.LittleEndian.Uint32(rec[12:]); capLen != 65535 || orig != 100_028 {
-		t.Errorf("caplen %d len %d", capLen, orig)
+	var want []rec
+	at := time.Unix(1700000000, 0)
+	hb, _ := NewHeartbeat(testCE, testFE, 1, NoACK).MarshalBinary()
+	for i, size := range []int{MaxMessageLen, 24, PcapMaxSegment - 2, PcapMaxSegment - 1, PcapMaxSegment + 2, 100_000, 2 * PcapMaxSegment, MaxMessageLen} {
+		size &^= 3
+		big := bigConfig(t, max(size, 64))
+		fromCE := i%2 == 0
+		if err := p.WriteMessage(big, fromCE, at); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rec{big, fromCE, PcapFEPort + 2})
+		// The taps' streams: the CE's sent messages come from the CE, the
+		// FE's received ones too.
+		ceTap(hb, i%3 == 0)
+		want = append(want, rec{hb, i%3 == 0, PcapFEPort})
+		feTap(big, i%3 != 0)
+		want = append(want, rec{big, i%3 == 0, PcapFEPort + 1})
 	}
-	if len(rec) != 16+65535 {
-		t.Errorf("record is %d bytes", len(rec))
+	// Enough in one direction that the receiver sends pure ACKs.
+	for range 10 {
+		big := bigConfig(t, MaxMessageLen)
+		ceTap(big, true)
+		want = append(want, rec{big, true, PcapFEPort})
+	}
+	if p.Err() != nil {
+		t.Fatal(p.Err())
+	}
+	got := readPcap(t, buf.Bytes())
+	if len(got) != len(want) {
+		t.Fatalf("read %d messages, wrote %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i].raw, want[i].raw) || got[i].fromCE != want[i].fromCE || got[i].fePort != want[i].fePort {
+			t.Errorf("message %d: read %d bytes fromCE=%v port %d, wrote %d bytes fromCE=%v port %d", i,
+				len(got[i].raw), got[i].fromCE, got[i].fePort, len(want[i].raw), want[i].fromCE, want[i].fePort)
+		}
 	}
 }
 
@@ -239,7 +389,7 @@ func TestTsharkInterop(t *testing.T) {
 
 	// Pass 1: the messages as sent.
 	out := tsharkFields(t, writeSamplePcap(t, ss, false),
-		"udp.srcport", "forces.messagetype", "forces.length", "forces.tlv.type", "forces.tlv.length",
+		"tcp.srcport", "forces.messagetype", "forces.length", "forces.tlv.type", "forces.tlv.length",
 		"_ws.expert.message")
 	if len(out) != len(ss) {
 		t.Fatalf("tshark printed %d packets, want %d", len(out), len(ss))
@@ -330,7 +480,7 @@ func TestTsharkInterop(t *testing.T) {
 // tsharkFields decodes path with tshark and returns the fields of each packet.
 func tsharkFields(t *testing.T, path string, fields ...string) [][]string {
 	t.Helper()
-	args := []string{"-r", path, "-d", "udp.port==6700,forces", "-T", "fields",
+	args := []string{"-r", path, "-d", "tcp.port==6700,forces", "-Y", "forces", "-T", "fields",
 		"-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=,"}
 	for _, f := range fields {
 		args = append(args, "-e", f)
@@ -374,4 +524,62 @@ func oneOpPerMessage(ss []sample) []sample {
 		}
 	}
 	return out
+}
+
+// TestTsharkLargeMessage has tshark read a capture holding a Config of the
+// largest size ForCES allows between two small messages: TCP sees a valid
+// stream (TCP checksums good, no analysis warnings), and the ForCES dissector
+// reads the Config's header, with its full length, and the messages around
+// it.
+//
+// tshark 4.0's ForCES dissector does not ask TCP to reassemble a message
+// that spans segments (it dissects each segment on its own), so the
+// segments after the Config's first are shown as ForCES garbage; the bytes
+// are whole in the file (TestPcapWholeMessages) for a dissector that does.
+func TestTsharkLargeMessage(t *testing.T) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("tshark not installed (apt-get install -y tshark); skipping the dissector interop test")
+	}
+	path := filepath.Join(t.TempDir(), "large.pcap")
+	var buf bytes.Buffer
+	p, _ := NewPcapWriter(&buf)
+	hb, _ := NewHeartbeat(testCE, testFE, 1, NoACK).MarshalBinary()
+	at := time.Unix(1700000000, 0)
+	p.WriteMessage(hb, true, at)
+	p.WriteMessage(bigConfig(t, MaxMessageLen), true, at.Add(time.Millisecond))
+	p.WriteMessage(hb, false, at.Add(2*time.Millisecond))
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("tshark", "-r", path, "-d", "tcp.port==6700,forces",
+		"-o", "tcp.check_checksum:TRUE", "-o", "tcp.desegment_tcp_streams:TRUE", "-T", "fields",
+		"-E", "separator=|", "-e", "tcp.len", "-e", "tcp.checksum.status", "-e", "tcp.analysis.flags",
+		"-e", "ip.checksum.status", "-e", "forces.messagetype", "-e", "forces.length").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	if testing.Verbose() {
+		t.Logf("tshark:\n%s", out)
+	}
+	rows := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	// Handshake, heartbeat, 5 segments of Config, heartbeat.
+	segs := (PcapTMLPrefixLen + MaxMessageLen + PcapMaxSegment - 1) / PcapMaxSegment
+	if len(rows) != 3+1+segs+1 {
+		t.Fatalf("tshark printed %d packets, want %d", len(rows), 3+1+segs+1)
+	}
+	for i, r := range rows {
+		f := strings.Split(r, "|")
+		if f[1] != "1" || f[2] != "" || f[3] != "2" && f[3] != "1" {
+			t.Errorf("packet %d: TCP checksum status %q, analysis %q, IP checksum status %q", i+1, f[1], f[2], f[3])
+		}
+	}
+	first := strings.Split(rows[4], "|")
+	if first[0] != strconv.Itoa(PcapMaxSegment) || first[4] != "3" || first[5] != strconv.Itoa(MaxMessageLen) {
+		t.Errorf("Config's first segment: tcp.len %s, type %s, length %s", first[0], first[4], first[5])
+	}
+	for _, i := range []int{3, len(rows) - 1} {
+		if f := strings.Split(rows[i], "|"); f[4] != "15" || f[5] != "24" {
+			t.Errorf("packet %d: type %s length %s, want a heartbeat", i+1, f[4], f[5])
+		}
+	}
 }

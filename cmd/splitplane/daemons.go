@@ -66,7 +66,7 @@ func daemonCmd(name, short string, load func(path, pcap string) (daemon, error))
 	}
 	cmd.Flags().StringVar(&path, "config", "", "configuration file (YAML)")
 	cmd.Flags().BoolVar(&check, "check", false, "validate the configuration and exit")
-	cmd.Flags().StringVar(&pcap, "forces-pcap", "", "record every ForCES message in this pcap file (tshark -d udp.port==6700,forces)")
+	cmd.Flags().StringVar(&pcap, "forces-pcap", "", "record every ForCES message in this pcap file (tshark -d tcp.port==6700,forces)")
 	cmd.MarkFlagRequired("config")
 	return cmd
 }
