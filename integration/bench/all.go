@@ -443,8 +443,8 @@ func programming(ctx context.Context, o *AllOptions, rep *Report, progress func(
 	if ctx.Err() != nil {
 		return
 	}
-	progress("programming: BGP convergence against BIRD, %d routes", o.ProgrammingRoutes)
-	copts := ConvergeOptions{Routes: o.ProgrammingRoutes, Rounds: o.ConvergeRounds, Seed: o.Seed, Binary: o.Binary, Progress: o.Progress}
+	progress("programming: BGP convergence against BIRD, GoBGP alone and FRR, and from two providers, %d routes", o.ProgrammingRoutes)
+	copts := ConvergeOptions{Routes: o.ProgrammingRoutes, Rounds: o.ConvergeRounds, Seed: o.Seed, Binary: o.Binary, Progress: o.Progress, TwoProviders: true}
 	if o.Quick {
 		copts.Settle = 500 * time.Millisecond
 	}
@@ -702,6 +702,15 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 		gConv, gRSS := GoBGPMetrics(opts.ProgrammingRoutes)
 		add(gConv, bird)
 		add(gRSS, birdRSS)
+		vsFRR, frrKernel, ceVsFRR, frrRSS := FRRMetrics(opts.ProgrammingRoutes)
+		add(vsFRR, frrKernel)
+		add(frrKernel, "")
+		add(ceVsFRR, frrRSS)
+		add(frrRSS, "")
+		add(CEOverGoBGPMetric(opts.ProgrammingRoutes), gRSS)
+		twoConv, twoRSS := TwoProvidersMetrics(opts.ProgrammingRoutes)
+		add(twoConv, conv)
+		add(twoRSS, ceRSS)
 	}
 	return req, nil
 }
