@@ -255,7 +255,6 @@ func TestRequiredMetricsFull(t *testing.T) {
 		"forward_pps_1m_edge": "redirect_limit_pps", "forward_pps_1m_edge_zipf": "redirect_limit_pps",
 		"router_vs_lookup_1m": "lookup_redirect_pps_1m", "fib_bytes_1m_edge": "dir24_8_bytes_1m_edge",
 		"converge_1m_vs_frr_s": "frr_kernel_1m_s", "frr_kernel_1m_s": "", "ce_rss_over_gobgp_mb_1m": "gobgp_alone_rss_mb_1m",
-		"converge_2x1m_s": "converge_1m_s", "ce_rss_mb_2x1m": "ce_rss_mb_1m",
 		"ce_rss_vs_frr_mb_1m": "frr_rss_mb_1m", "frr_rss_mb_1m": "",
 		// issue 23
 		"cluster_cross_fe_pps": "cluster_local_pps", "cluster_local_pps": "", "cluster_cross_fe_vs_local": "cluster_local_pps",
