@@ -129,17 +129,36 @@ func benchConvergeCmd(binary *string) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "converge",
-		Short: "Full-table BGP convergence into the FE's XDP datapath, against BIRD into the kernel; CE memory",
-		Long: `Needs root and BIRD 2 (apt-get install bird2). A BIRD sender announces --routes
-generated prefixes over eBGP, in turn to a splitplane CE (splitplane's 'ce', with
-an FE, 'fe', on a veth port with XDP, associated before the session starts) and to
-a BIRD exporting them into the Linux kernel, each in its own network namespace
-(cvg-*, deleted at the end). Median over --rounds:
+		Short: "Full-table BGP convergence into the FE's XDP datapath, against BIRD and FRR into the kernel and GoBGP alone; CE memory",
+		Long: `Needs root, BIRD 2 and FRR (apt-get install bird2 frr). A BIRD sender announces
+--routes generated prefixes over eBGP, in turn to a splitplane CE (splitplane's
+'ce', with an FE, 'fe', on a veth port with XDP, associated before the session
+starts), to a BIRD exporting them into the Linux kernel, to GoBGP alone and to
+FRR (bgpd and zebra, run by hand, zebra installing into the kernel), each in its
+own network namespace (cvg-*, deleted at the end). Median over --rounds:
   converge_1m_s   from Established (as the sender records it) until the FE has
                   every route in its datapath; against bird_kernel_1m_s, from
                   Established until the kernel's table holds every route
+  converge_1m_vs_frr_s
+                  the same, against frr_kernel_1m_s: FRR's time from
+                  Established until zebra has every route in the kernel's table
   ce_rss_mb_1m    VmRSS of the CE process, 5s after it has the whole table
                   (MB of 10^6 bytes); against bird_rss_mb_1m, the receiving BIRD's
+  ce_rss_vs_frr_mb_1m
+                  the same, against frr_rss_mb_1m: bgpd's and zebra's, summed
+  gobgp_alone_1m_s, gobgp_alone_rss_mb_1m
+                  GoBGP (as the CE embeds it) receiving the table with nothing
+                  else to do: its time and memory, against BIRD's
+  ce_rss_over_gobgp_mb_1m
+                  ce_rss_mb_1m less gobgp_alone_rss_mb_1m (the baseline): what
+                  the CE keeps beyond the GoBGP it embeds
+With --two-providers, also the edge appliance's case (deploy/examples/ce.yaml): a
+second BIRD sender, in another AS on a second FE port, announces the same table,
+and the CE runs with bgp_multipath:
+  converge_2x1m_s from the first session Established until the CE has both tables
+                  (2M paths) and the FE every route, as ECMP over both, with
+                  nothing pending; against converge_1m_s
+  ce_rss_mb_2x1m  the CE's VmRSS 5s later; against ce_rss_mb_1m
 (the size in the names follows --routes: converge_20k_s for 20000). The CE
 inherits the environment: GOGC and GOMEMLIMIT set here apply to it.`,
 		Args: cobra.NoArgs,
@@ -165,8 +184,9 @@ inherits the environment: GOGC and GOMEMLIMIT set here apply to it.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.Routes, "routes", 1_000_000, "routes the sender announces")
-	cmd.Flags().IntVar(&o.Rounds, "rounds", 1, "rounds (splitplane and BIRD take turns); each figure is the median")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 1, "rounds (splitplane, BIRD, GoBGP and FRR take turns); each figure is the median")
 	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the route generator")
+	cmd.Flags().BoolVar(&o.TwoProviders, "two-providers", false, "also two senders with the full table each into a multipath CE (converge_2x1m_s, ce_rss_mb_2x1m)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per figure and line")
 	return cmd
 }

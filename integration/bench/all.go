@@ -443,7 +443,9 @@ func programming(ctx context.Context, o *AllOptions, rep *Report, progress func(
 	if ctx.Err() != nil {
 		return
 	}
-	progress("programming: BGP convergence against BIRD, %d routes", o.ProgrammingRoutes)
+	// Not TwoProviders: at 1M routes it does not converge within the
+	// benchmark's timeout yet (bench converge --two-providers).
+	progress("programming: BGP convergence against BIRD, GoBGP alone and FRR, %d routes", o.ProgrammingRoutes)
 	copts := ConvergeOptions{Routes: o.ProgrammingRoutes, Rounds: o.ConvergeRounds, Seed: o.Seed, Binary: o.Binary, Progress: o.Progress}
 	if o.Quick {
 		copts.Settle = 500 * time.Millisecond
@@ -702,6 +704,12 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 		gConv, gRSS := GoBGPMetrics(opts.ProgrammingRoutes)
 		add(gConv, bird)
 		add(gRSS, birdRSS)
+		vsFRR, frrKernel, ceVsFRR, frrRSS := FRRMetrics(opts.ProgrammingRoutes)
+		add(vsFRR, frrKernel)
+		add(frrKernel, "")
+		add(ceVsFRR, frrRSS)
+		add(frrRSS, "")
+		add(CEOverGoBGPMetric(opts.ProgrammingRoutes), gRSS)
 	}
 	return req, nil
 }

@@ -20,6 +20,7 @@ import (
 // be written; no namespace may be left behind.
 func TestAllQuick(t *testing.T) {
 	bin := benchBinary(t, "bird", "nsenter", "ip", "ethtool")
+	requireFRR(t)
 	dir := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

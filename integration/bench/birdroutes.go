@@ -143,15 +143,18 @@ func routeSocket(ns string, groups uint32, rcvbuf int, timeout time.Duration) (i
 	return fd, nil
 }
 
-// rtprotBIRD is the protocol number BIRD's kernel protocol marks its routes
-// with (RTPROT_BIRD).
-const rtprotBIRD = 12
+// The protocol numbers the receiving daemons mark their kernel routes with:
+// BIRD's kernel protocol RTPROT_BIRD, FRR's zebra RTPROT_BGP for bgpd's.
+const (
+	rtprotBIRD = 12
+	rtprotBGP  = 186
+)
 
-// birdMainRoute reports whether a route message (its payload, a struct
-// rtmsg first) is an IPv4 route of BIRD's in the main table.
-func birdMainRoute(payload []byte) bool {
+// mainRoute reports whether a route message (its payload, a struct rtmsg
+// first) is an IPv4 route in the main table marked with protocol proto.
+func mainRoute(payload []byte, proto byte) bool {
 	// struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
-	return len(payload) >= 12 && payload[0] == unix.AF_INET && payload[4] == unix.RT_TABLE_MAIN && payload[5] == rtprotBIRD
+	return len(payload) >= 12 && payload[0] == unix.AF_INET && payload[4] == unix.RT_TABLE_MAIN && payload[5] == proto
 }
 
 // eachNetlinkMessage calls f with the type and payload of every message in b.
@@ -173,13 +176,14 @@ func eachNetlinkMessage(b []byte, f func(typ uint16, payload []byte) error) erro
 	return nil
 }
 
-// routeCounter counts BIRD's routes in a namespace's main table from the
-// kernel's route notifications (RTM_NEWROUTE less RTM_DELROUTE), and records
+// routeCounter counts one daemon's routes (those marked with its protocol
+// number) in a namespace's main table from the kernel's route notifications (RTM_NEWROUTE less RTM_DELROUTE), and records
 // when the count first reached its target. It costs the kernel nothing it
-// does not do already (BIRD listens to the same notifications), and is
+// does not do already (BIRD and zebra listen to the same notifications), and is
 // exact where polling a dump of 1M routes (about a second each) is not.
 type routeCounter struct {
 	fd      int
+	proto   byte
 	target  int
 	stopped atomic.Bool
 	done    chan struct{}
@@ -190,12 +194,12 @@ type routeCounter struct {
 	err     error
 }
 
-func newRouteCounter(ns string, target int) (*routeCounter, error) {
+func newRouteCounter(ns string, proto byte, target int) (*routeCounter, error) {
 	fd, err := routeSocket(ns, unix.RTMGRP_IPV4_ROUTE, 256<<20, 100*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
-	rc := &routeCounter{fd: fd, target: target, done: make(chan struct{})}
+	rc := &routeCounter{fd: fd, proto: proto, target: target, done: make(chan struct{})}
 	go rc.run()
 	return rc, nil
 }
@@ -218,7 +222,7 @@ func (rc *routeCounter) run() {
 		}
 		delta := 0
 		_ = eachNetlinkMessage(buf[:n], func(typ uint16, payload []byte) error {
-			if !birdMainRoute(payload) {
+			if !mainRoute(payload, rc.proto) {
 				return nil
 			}
 			switch typ {
@@ -259,8 +263,8 @@ func (rc *routeCounter) close() {
 }
 
 // countKernelRoutes dumps the main IPv4 table of namespace ns and counts
-// BIRD's routes in it.
-func countKernelRoutes(ns string) (int, error) {
+// the routes in it marked with protocol proto.
+func countKernelRoutes(ns string, proto byte) (int, error) {
 	fd, err := routeSocket(ns, 0, 64<<20, 10*time.Second)
 	if err != nil {
 		return 0, err
@@ -299,7 +303,7 @@ func countKernelRoutes(ns string) (int, error) {
 				}
 				return errDone
 			case unix.RTM_NEWROUTE:
-				if birdMainRoute(payload) {
+				if mainRoute(payload, proto) {
 					count++
 				}
 			}

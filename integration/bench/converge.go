@@ -48,6 +48,11 @@ type ConvergeOptions struct {
 	Settle time.Duration
 	// Progress, if set, receives a line per setup step and per convergence.
 	Progress io.Writer
+	// TwoProviders adds, to each round, the edge appliance's case
+	// (deploy/examples/ce.yaml): two senders, each on its own link and in
+	// its own AS, both announcing the whole table to the CE, which keeps
+	// both paths of every prefix and programs them as ECMP (bgp_multipath).
+	TwoProviders bool
 
 	// withhold makes the sender announce this many routes fewer than Routes
 	// while the benchmark waits for Routes (tests of the incomplete case).
@@ -78,11 +83,40 @@ func (o *ConvergeOptions) defaults() error {
 // Metric names of the convergence benchmark for the default 1M routes;
 // ConvergeMetrics gives them for any size.
 const (
-	MetricConverge1M   = "converge_1m_s"
-	MetricBIRDKernel1M = "bird_kernel_1m_s"
-	MetricCERSS1M      = "ce_rss_mb_1m"
-	MetricBIRDRSS1M    = "bird_rss_mb_1m"
+	MetricConverge1M    = "converge_1m_s"
+	MetricBIRDKernel1M  = "bird_kernel_1m_s"
+	MetricCERSS1M       = "ce_rss_mb_1m"
+	MetricBIRDRSS1M     = "bird_rss_mb_1m"
+	MetricVsFRR1M       = "converge_1m_vs_frr_s"
+	MetricFRRKernel1M   = "frr_kernel_1m_s"
+	MetricCEOverGoBGP1M = "ce_rss_over_gobgp_mb_1m"
+	MetricConverge2x1M  = "converge_2x1m_s"
+	MetricCERSS2x1M     = "ce_rss_mb_2x1m"
 )
+
+// FRRMetrics returns the names of Converge's figures against FRR for a
+// table of routes entries: splitplane's convergence time against FRR's
+// (bgpd and zebra into the kernel), and the CE's memory against FRR's
+// (bgpd's and zebra's, summed).
+func FRRMetrics(routes int) (vsFRR, frrKernel, ceRSSVsFRR, frrRSS string) {
+	l := fibbench.SizeLabel(routes)
+	return "converge_" + l + "_vs_frr_s", "frr_kernel_" + l + "_s", "ce_rss_vs_frr_mb_" + l, "frr_rss_mb_" + l
+}
+
+// CEOverGoBGPMetric returns the name of the CE's memory less GoBGP's alone,
+// for the same table of routes entries: what splitplane keeps beyond the
+// BGP library it embeds.
+func CEOverGoBGPMetric(routes int) string {
+	return "ce_rss_over_gobgp_mb_" + fibbench.SizeLabel(routes)
+}
+
+// TwoProvidersMetrics returns the names of Converge's figures with
+// TwoProviders, for two tables of routes entries each: the convergence
+// time and the CE's memory.
+func TwoProvidersMetrics(routes int) (converge, ceRSS string) {
+	l := "2x" + fibbench.SizeLabel(routes)
+	return "converge_" + l + "_s", "ce_rss_mb_" + l
+}
 
 // GoBGPMetrics returns the names of Converge's figures for GoBGP receiving
 // the table of routes entries alone: its time (against BIRD's) and its
@@ -124,7 +158,26 @@ func ConvergeMetrics(routes int) (converge, birdKernel, ceRSS, birdRSS string) {
 //     floor under any CE built on GoBGP;
 //   - ce_rss_mb_SIZE: VmRSS of the CE process, in MB of 10^6 bytes, after it
 //     has held the complete table for Settle; against bird_rss_mb_SIZE, the
-//     receiving BIRD's VmRSS when its table was complete.
+//     receiving BIRD's VmRSS when its table was complete;
+//   - converge_SIZE_vs_frr_s: converge_SIZE_s again, against
+//     frr_kernel_SIZE_s: the same sender, the same table, received by FRR
+//     (bgpd and zebra, Debian's frr, in a namespace of their own), zebra
+//     installing every route into the kernel's main table, timed as BIRD's
+//     (zebra marks the routes proto bgp); ce_rss_vs_frr_mb_SIZE is the CE's
+//     memory against FRR's, bgpd's and zebra's VmRSS summed when the table
+//     was complete;
+//   - ce_rss_over_gobgp_mb_SIZE: ce_rss_mb_SIZE less gobgp_alone_rss_mb_SIZE
+//     (the baseline), what the CE keeps beyond the GoBGP it embeds;
+//   - with TwoProviders, converge_2xSIZE_s and ce_rss_mb_2xSIZE: a second
+//     sender, a BIRD in AS 65011 on a link of its own (the FE has two
+//     ports), announces the same table with its own next hop; the CE runs
+//     with bgp_multipath. Both sessions are enabled together; the time runs
+//     from the first to reach Established until the CE holds both tables
+//     (every prefix received from both neighbours), the FE has every route
+//     programmed and the CE has no change pending for it, with its
+//     acknowledged changes still for a second (the CE then has handled
+//     every path GoBGP chose); against converge_SIZE_s. The CE's VmRSS after
+//     Settle, against ce_rss_mb_SIZE.
 //
 // The sender is one BIRD 2 for the whole run, its static protocol holding the
 // table (loaded before any timing) and one BGP session per receiver, enabled
@@ -147,6 +200,9 @@ func Converge(ctx context.Context, opts ConvergeOptions) (_ []Result, err error)
 		if _, err := exec.LookPath(prog); err != nil {
 			return nil, fmt.Errorf("bench converge: %s not found (apt-get install bird2 iproute2 util-linux): %w", prog, err)
 		}
+	}
+	if err := checkFRR(); err != nil {
+		return nil, fmt.Errorf("bench converge: %w", err)
 	}
 	if _, err := os.Stat(opts.Binary); err != nil {
 		return nil, fmt.Errorf("bench converge: the splitplane binary: %w", err)
@@ -181,7 +237,7 @@ func Converge(ctx context.Context, opts ConvergeOptions) (_ []Result, err error)
 		return nil, fmt.Errorf("bench converge: sender: %w", err)
 	}
 
-	var sp, bk, rss, brss, gb, grss []float64
+	var sp, bk, rss, brss, gb, grss, fk, frss, two, trss []float64
 	for r := range opts.Rounds {
 		f, err := c.splitplaneRound(ctx)
 		if err != nil {
@@ -201,27 +257,57 @@ func Converge(ctx context.Context, opts ConvergeOptions) (_ []Result, err error)
 		}
 		c.progress("round %d/%d: GoBGP alone %d routes in %.2fs (first after %.2fs, 99%% after %.2fs); VmRSS %.0f MB",
 			r+1, opts.Rounds, opts.Routes, g.all.Seconds(), g.first.Seconds(), g.p99.Seconds(), g.rss)
-		sp, bk, gb = append(sp, f.all.Seconds()), append(bk, b.all.Seconds()), append(gb, g.all.Seconds())
-		rss, brss, grss = append(rss, f.rss), append(brss, b.rss), append(grss, g.rss)
+		fr, err := c.frrRound(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench converge: FRR, round %d: %w", r+1, err)
+		}
+		c.progress("round %d/%d: FRR (bgpd, zebra) into the kernel %d routes in %.2fs (first after %.2fs, 99%% after %.2fs); bgpd and zebra VmRSS %.0f MB",
+			r+1, opts.Rounds, opts.Routes, fr.all.Seconds(), fr.first.Seconds(), fr.p99.Seconds(), fr.rss)
+		sp, bk, gb, fk = append(sp, f.all.Seconds()), append(bk, b.all.Seconds()), append(gb, g.all.Seconds()), append(fk, fr.all.Seconds())
+		rss, brss, grss, frss = append(rss, f.rss), append(brss, b.rss), append(grss, g.rss), append(frss, fr.rss)
+		if !opts.TwoProviders {
+			continue
+		}
+		t, err := c.twoProvidersRound(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench converge: two providers, round %d: %w", r+1, err)
+		}
+		c.progress("round %d/%d: splitplane, two providers, 2x%d paths in %.2fs (the second session up %+.3fs after the first; first route in the FE after %.2fs); CE VmRSS %.0f MB",
+			r+1, opts.Rounds, opts.Routes, t.all.Seconds(), t.skew.Seconds(), t.first.Seconds(), t.rss)
+		two, trss = append(two, t.all.Seconds()), append(trss, t.rss)
 	}
 	conv, bird, ceRSS, birdRSS := ConvergeMetrics(opts.Routes)
 	gConv, gRSS := GoBGPMetrics(opts.Routes)
-	return []Result{
+	vsFRR, frrKernel, ceVsFRR, frrRSS := FRRMetrics(opts.Routes)
+	results := []Result{
 		{Metric: conv, Value: median(sp), Unit: "s", Baseline: bird, BaselineValue: median(bk)},
 		{Metric: ceRSS, Value: median(rss), Unit: "MB", Baseline: birdRSS, BaselineValue: median(brss)},
 		{Metric: gConv, Value: median(gb), Unit: "s", Baseline: bird, BaselineValue: median(bk)},
 		{Metric: gRSS, Value: median(grss), Unit: "MB", Baseline: birdRSS, BaselineValue: median(brss)},
-	}, nil
+		{Metric: vsFRR, Value: median(sp), Unit: "s", Baseline: frrKernel, BaselineValue: median(fk)},
+		{Metric: ceVsFRR, Value: median(rss), Unit: "MB", Baseline: frrRSS, BaselineValue: median(frss)},
+		{Metric: CEOverGoBGPMetric(opts.Routes), Value: median(rss) - median(grss), Unit: "MB", Baseline: gRSS, BaselineValue: median(grss)},
+	}
+	if opts.TwoProviders {
+		twoConv, twoRSS := TwoProvidersMetrics(opts.Routes)
+		results = append(results,
+			Result{Metric: twoConv, Value: median(two), Unit: "s", Baseline: conv, BaselineValue: median(sp)},
+			Result{Metric: twoRSS, Value: median(trss), Unit: "MB", Baseline: ceRSS, BaselineValue: median(rss)})
+	}
+	return results, nil
 }
 
 // The benchmark's addressing, inside its own namespaces: the sender (AS
-// 65010) faces the router (AS 65001) on one link and the receiving BIRD (AS
-// 65020) on another.
+// 65010) faces the router (AS 65001) on one link, the receiving BIRD (AS
+// 65020) on another and FRR (AS 65030) on a third; with TwoProviders, the
+// second sender (AS 65011) faces the router on a link of its own.
 const (
-	cvgSenderASN = 65010
-	cvgRouterASN = 65001
-	cvgBIRDASN   = 65020
-	cvgForCES    = "127.0.0.1:6700"
+	cvgSenderASN  = 65010
+	cvgSender2ASN = 65011
+	cvgRouterASN  = 65001
+	cvgBIRDASN    = 65020
+	cvgFRRASN     = 65030
+	cvgForCES     = "127.0.0.1:6700"
 )
 
 // cvgSenderRtr is the sender's address on the router link, cvgRouter the
@@ -231,20 +317,30 @@ func cvgRouter() netip.Addr    { return netip.AddrFrom4([4]byte{10, 203, 1, 1}) 
 func cvgSenderBrd() netip.Addr { return netip.AddrFrom4([4]byte{10, 203, 2, 2}) }
 func cvgBIRD() netip.Addr      { return netip.AddrFrom4([4]byte{10, 203, 2, 1}) }
 
+// cvgSenderFRR and cvgFRR are the sender's and FRR's addresses on the FRR
+// link; cvgSender2 and cvgRouter2 the second sender's and the router's on
+// theirs.
+func cvgSenderFRR() netip.Addr { return netip.AddrFrom4([4]byte{10, 203, 3, 2}) }
+func cvgFRR() netip.Addr       { return netip.AddrFrom4([4]byte{10, 203, 3, 1}) }
+func cvgSender2() netip.Addr   { return netip.AddrFrom4([4]byte{10, 203, 4, 2}) }
+func cvgRouter2() netip.Addr   { return netip.AddrFrom4([4]byte{10, 203, 4, 1}) }
+
 // convergeRun is one Converge call: its namespaces, processes and files.
 type convergeRun struct {
 	opts    ConvergeOptions
 	dir     string
-	ns      struct{ snd, rtr, brd string }
+	ns      struct{ snd, snd2, rtr, brd, frr string }
 	created []string // namespaces to delete
 	procs   []*harness.Proc
 	sender  *harness.Proc
+	sender2 *harness.Proc // with TwoProviders
 }
 
 func newConvergeRun(opts ConvergeOptions) *convergeRun {
 	c := &convergeRun{opts: opts, dir: opts.Dir}
 	prefix := harness.FreePrefix("cvg")
-	c.ns.snd, c.ns.rtr, c.ns.brd = prefix+"-snd", prefix+"-rtr", prefix+"-brd"
+	c.ns.snd, c.ns.snd2, c.ns.rtr = prefix+"-snd", prefix+"-sn2", prefix+"-rtr"
+	c.ns.brd, c.ns.frr = prefix+"-brd", prefix+"-frr"
 	return c
 }
 
@@ -257,14 +353,25 @@ func (c *convergeRun) progress(format string, args ...any) {
 func (c *convergeRun) path(name string) string { return filepath.Join(c.dir, name) }
 
 // up creates the sender's and the router's namespaces and the link between
-// them; the receiving BIRD's namespace is made per round.
+// them, and with TwoProviders the second sender's and its link; the
+// receiving BIRD's and FRR's namespaces are made per round.
 func (c *convergeRun) up(ctx context.Context) error {
-	for _, ns := range []string{c.ns.snd, c.ns.rtr} {
+	nss := []string{c.ns.snd, c.ns.rtr}
+	if c.opts.TwoProviders {
+		nss = append(nss, c.ns.snd2)
+	}
+	for _, ns := range nss {
 		if err := c.addNamespace(ctx, ns); err != nil {
 			return err
 		}
 	}
-	return c.link(ctx, c.ns.snd, "snd0", cvgSenderRtr(), c.ns.rtr, "rtr0", cvgRouter())
+	if err := c.link(ctx, c.ns.snd, "snd0", cvgSenderRtr(), c.ns.rtr, "rtr0", cvgRouter()); err != nil {
+		return err
+	}
+	if !c.opts.TwoProviders {
+		return nil
+	}
+	return c.link(ctx, c.ns.snd2, "snd0", cvgSender2(), c.ns.rtr, "rtr1", cvgRouter2())
 }
 
 func (c *convergeRun) addNamespace(ctx context.Context, ns string) error {
@@ -290,7 +397,7 @@ func (c *convergeRun) link(ctx context.Context, ns1, if1 string, a1 netip.Addr, 
 func (c *convergeRun) delNamespace(ns string) error {
 	ctx := context.Background()
 	var errs []error
-	for _, dev := range []string{"brd0", "rtr0", "snd0", "snd1"} {
+	for _, dev := range []string{"brd0", "frr0", "rtr0", "rtr1", "snd0", "snd1", "snd2"} {
 		if exec.Command("ip", "-n", ns, "link", "show", dev).Run() == nil {
 			if err := harness.Run(ctx, "ip", "-n", ns, "link", "del", dev); err != nil {
 				errs = append(errs, err)
@@ -373,21 +480,59 @@ protocol bgp to_bird {
   connect retry time 1;
   ipv4 { import none; export all; };
 }
-`, cvgSenderRtr(), c.path("routes.conf"), cvgSenderASN, cvgRouter(), cvgRouterASN, cvgSenderBrd(), cvgBIRD(), cvgBIRDASN)
+protocol bgp to_frr {
+  disabled;
+  local %[9]s as %[3]d;
+  neighbor %[10]s as %[11]d;
+  connect delay time 1;
+  connect retry time 1;
+  ipv4 { import none; export all; };
+}
+`, cvgSenderRtr(), c.path("routes.conf"), cvgSenderASN, cvgRouter(), cvgRouterASN, cvgSenderBrd(), cvgBIRD(), cvgBIRDASN,
+		cvgSenderFRR(), cvgFRR(), cvgFRRASN)
 	if err := os.WriteFile(c.path("sender.conf"), []byte(conf), 0o644); err != nil {
 		return err
 	}
-	// The BIRD link exists for the whole run; its far end moves into each
-	// round's namespace.
-	start := time.Now()
-	p, err := c.start("sender", c.ns.snd, "bird", "-f", "-c", c.path("sender.conf"), "-s", c.path("sender.ctl"), "-P", c.path("sender.pid"))
-	if err != nil {
+	if c.sender, err = c.startBIRDSender(ctx, "sender", c.ns.snd, len(prefixes)); err != nil || !c.opts.TwoProviders {
 		return err
 	}
-	c.sender = p
-	want := len(prefixes)
-	err = c.poll(ctx, time.Minute, 100*time.Millisecond, fmt.Sprintf("the sender to load %d static routes", want), []*harness.Proc{p}, func() (bool, error) {
-		lines, err := birdCLI(c.path("sender.ctl"), "show protocols all table4")
+	conf = fmt.Sprintf(`# The second sender of 'splitplane bench converge' (two providers): the
+# same table, from another AS over another link.
+log stderr { info, warning, error, fatal };
+router id %[1]s;
+timeformat protocol iso long ms;
+protocol device { }
+protocol static table4 {
+  ipv4;
+  include "%[2]s";
+}
+protocol bgp to_ce {
+  disabled;
+  local %[1]s as %[3]d;
+  neighbor %[4]s as %[5]d;
+  connect delay time 1;
+  connect retry time 1;
+  ipv4 { import none; export all; };
+}
+`, cvgSender2(), c.path("routes.conf"), cvgSender2ASN, cvgRouter2(), cvgRouterASN)
+	if err := os.WriteFile(c.path("sender2.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	c.sender2, err = c.startBIRDSender(ctx, "sender2", c.ns.snd2, len(prefixes))
+	return err
+}
+
+// startBIRDSender starts the sender BIRD configured in DIR/NAME.conf in
+// namespace ns and waits until its static protocol holds want routes.
+func (c *convergeRun) startBIRDSender(ctx context.Context, name, ns string, want int) (*harness.Proc, error) {
+	start := time.Now()
+	ctl := c.path(name + ".ctl")
+	p, err := c.start(name, ns, "bird", "-f", "-c", c.path(name+".conf"), "-s", ctl, "-P", c.path(name+".pid"))
+	if err != nil {
+		return nil, err
+	}
+	err = c.poll(ctx, time.Minute, 100*time.Millisecond, fmt.Sprintf("the %s to load %d static routes", name, want), []*harness.Proc{p}, func() (bool, error) {
+		lines, err := birdCLI(ctl, "show protocols all table4")
 		if err != nil {
 			return false, nil // not serving yet
 		}
@@ -395,8 +540,8 @@ protocol bgp to_bird {
 		return ok && imported == want, nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.progress("sender (BIRD, namespace %s) holds %d routes, %.1fs after its start", c.ns.snd, want, time.Since(start).Seconds())
-	return nil
+	c.progress("%s (BIRD, namespace %s) holds %d routes, %.1fs after its start", name, ns, want, time.Since(start).Seconds())
+	return p, nil
 }

@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/splitplane/splitplane/internal/host"
@@ -27,71 +30,121 @@ type splitplaneFigures struct {
 	hugeMB              float64       // of its RSS then, in transparent huge pages
 }
 
-// splitplaneRound starts a CE and an FE, waits for the FE to be associated
-// and synced (empty), enables the sender's session and times the table into
-// the FE's datapath.
-func (c *convergeRun) splitplaneRound(ctx context.Context) (f splitplaneFigures, err error) {
+// cvgNeighbor is one of the CE's BGP neighbours in the benchmark.
+type cvgNeighbor struct {
+	addr netip.Addr
+	asn  int
+}
+
+// router is a round's CE and FE: their processes and status clients, and
+// when the FE associated.
+type router struct {
+	ce, fe             *harness.Proc
+	ceStatus, feStatus *statusClient
+	assoc              time.Time
+}
+
+func (r *router) close() {
+	if r.ceStatus != nil {
+		r.ceStatus.close()
+		r.feStatus.close()
+	}
+}
+
+// startRouter writes the CE's configuration (peering with neighbors, with
+// multipath if set) and the FE's (on ports), starts both and waits for the
+// FE to be associated and synced (empty). It fills r as it goes, so that a
+// deferred endRound stops what started.
+func (c *convergeRun) startRouter(ctx context.Context, r *router, neighbors []cvgNeighbor, multipath bool, ports []string) error {
+	var ns strings.Builder
+	for _, n := range neighbors {
+		fmt.Fprintf(&ns, `  - address: %s
+    asn: %d
+    connect_retry: 1s
+    import: {default: accept}   # eBGP: without it no route is accepted (RFC 8212)
+`, n.addr, n.asn)
+	}
 	ceConf := fmt.Sprintf(`# CE of 'splitplane bench converge'
 id: 1
 asn: %d
 router_id: %s
-bgp_listen_addresses: [%q]
+bgp_listen_addresses: [%s]
+bgp_multipath: %t
 forces_listen: %s
 sync_hold: 1ms   # nothing to wait for: the FE is synced (empty) before the session starts
 status_socket: %s
 api_listen: "off"
 neighbors:
-  - address: %s
-    asn: %d
-    connect_retry: 1s
-    import: {default: accept}   # eBGP: without it no route is accepted (RFC 8212)
-`, cvgRouterASN, cvgRouter(), cvgRouter().String(), cvgForCES, c.path("ce.sock"), cvgSenderRtr(), cvgSenderASN)
+%s`, cvgRouterASN, cvgRouter(), listenAddrs(len(neighbors)), multipath, cvgForCES, c.path("ce.sock"), ns.String())
 	feConf := fmt.Sprintf(`# FE of 'splitplane bench converge'
 id: 1
 name: converge-fe
 ce_address: %s
-ports: [rtr0]
+ports: [%s]
 kernel_routes: connected
 xdp_mode: native
 status_socket: %s
-`, cvgForCES, c.path("fe.sock"))
+`, cvgForCES, strings.Join(ports, ", "), c.path("fe.sock"))
 	if err := os.WriteFile(c.path("ce.yaml"), []byte(ceConf), 0o644); err != nil {
-		return f, err
+		return err
 	}
 	if err := os.WriteFile(c.path("fe.yaml"), []byte(feConf), 0o644); err != nil {
-		return f, err
+		return err
 	}
-	// The FE and the CE stop before the sender's session goes down, so
-	// that none of them spends the stop on a million withdrawals.
-	var ceProc, feProc *harness.Proc
-	enabled := false
-	defer c.endRound("to_ce", &enabled, &err, &ceProc, &feProc)
-	if ceProc, err = c.start("ce", c.ns.rtr, c.opts.Binary, "ce", "--config", c.path("ce.yaml")); err != nil {
-		return f, err
+	var err error
+	if r.ce, err = c.start("ce", c.ns.rtr, c.opts.Binary, "ce", "--config", c.path("ce.yaml")); err != nil {
+		return err
 	}
-	if feProc, err = c.start("fe", c.ns.rtr, c.opts.Binary, "fe", "--config", c.path("fe.yaml")); err != nil {
-		return f, err
+	if r.fe, err = c.start("fe", c.ns.rtr, c.opts.Binary, "fe", "--config", c.path("fe.yaml")); err != nil {
+		return err
 	}
-	daemons := []*harness.Proc{c.sender, ceProc, feProc}
-	ceStatus, feStatus := newStatusClient(c.path("ce.sock")), newStatusClient(c.path("fe.sock"))
-	defer ceStatus.close()
-	defer feStatus.close()
-
-	var assoc time.Time
-	err = c.poll(ctx, time.Minute, 50*time.Millisecond, "the FE to be associated and synced", daemons, func() (bool, error) {
+	r.ceStatus, r.feStatus = newStatusClient(c.path("ce.sock")), newStatusClient(c.path("fe.sock"))
+	return c.poll(ctx, time.Minute, 50*time.Millisecond, "the FE to be associated and synced", c.routerDaemons(r), func() (bool, error) {
 		var st ce.Status
-		if err := ceStatus.get(&st); err != nil {
+		if err := r.ceStatus.get(&st); err != nil {
 			return false, nil
 		}
 		if len(st.FEs) == 1 && st.FEs[0].Synced {
-			assoc = st.FEs[0].AssociatedAt
+			r.assoc = st.FEs[0].AssociatedAt
 			return true, nil
 		}
 		return false, nil
 	})
-	if err != nil {
+}
+
+// listenAddrs is the CE's bgp_listen_addresses: the router's address on
+// the first sender's link and, with two neighbours, on the second's.
+func listenAddrs(neighbors int) string {
+	if neighbors > 1 {
+		return fmt.Sprintf("%q, %q", cvgRouter(), cvgRouter2())
+	}
+	return fmt.Sprintf("%q", cvgRouter())
+}
+
+// routerDaemons are the processes a round with the router depends on.
+func (c *convergeRun) routerDaemons(r *router) []*harness.Proc {
+	ds := []*harness.Proc{c.sender, r.ce, r.fe}
+	if c.sender2 != nil {
+		ds = append(ds, c.sender2)
+	}
+	return ds
+}
+
+// splitplaneRound starts a CE and an FE, waits for the FE to be associated
+// and synced (empty), enables the sender's session and times the table into
+// the FE's datapath.
+func (c *convergeRun) splitplaneRound(ctx context.Context) (f splitplaneFigures, err error) {
+	// The FE and the CE stop before the sender's session goes down, so
+	// that none of them spends the stop on a million withdrawals.
+	var r router
+	enabled := false
+	defer c.endRound("to_ce", &enabled, &err, &r.ce, &r.fe)
+	defer r.close()
+	if err := c.startRouter(ctx, &r, []cvgNeighbor{{cvgSenderRtr(), cvgSenderASN}}, false, []string{"rtr0"}); err != nil {
 		return f, err
 	}
+	ceProc, ceStatus, feStatus, assoc := r.ce, r.ceStatus, r.feStatus, r.assoc
+	daemons := c.routerDaemons(&r)
 
 	enabled = true
 	est, err := c.enableSession(ctx, "to_ce", daemons)
@@ -178,7 +231,7 @@ protocol bgp from_sender {
 	if err := os.WriteFile(c.path("bird.conf"), []byte(conf), 0o644); err != nil {
 		return b, err
 	}
-	counter, err := newRouteCounter(c.ns.brd, c.opts.Routes)
+	counter, err := newRouteCounter(c.ns.brd, rtprotBIRD, c.opts.Routes)
 	if err != nil {
 		return b, fmt.Errorf("route notifications: %w", err)
 	}
@@ -212,14 +265,7 @@ protocol bgp from_sender {
 	if b.rss, _, err = host.ProcessMemory(birdProc.Pid()); err != nil {
 		return b, err
 	}
-	n, err := countKernelRoutes(c.ns.brd)
-	if err != nil {
-		return b, fmt.Errorf("count the kernel's routes: %w", err)
-	}
-	if n != c.opts.Routes {
-		return b, fmt.Errorf("%w: the route notifications counted %d routes, a dump of the kernel's table %d, want %d", ErrIncomplete, c.opts.Routes, n, c.opts.Routes)
-	}
-	return b, nil
+	return b, checkKernelTable(c.ns.brd, rtprotBIRD, counter, c.opts.Routes)
 }
 
 // gobgpRound starts `splitplane peer` in the CE's place, announcing nothing,
@@ -274,11 +320,19 @@ func (c *convergeRun) enableSession(ctx context.Context, name string, daemons []
 	if _, err := birdCLI(c.path("sender.ctl"), "enable "+name); err != nil {
 		return time.Time{}, fmt.Errorf("sender: enable %s: %w", name, err)
 	}
+	return c.waitEstablished(ctx, c.path("sender.ctl"), name, daemons)
+}
+
+// waitEstablished waits for session name of the sender BIRD at control
+// socket ctl to reach Established and returns when it did, as that sender
+// records it.
+func (c *convergeRun) waitEstablished(ctx context.Context, ctl, name string, daemons []*harness.Proc) (time.Time, error) {
 	var est time.Time
-	err := c.poll(ctx, time.Minute, 20*time.Millisecond, "the sender's session "+name+" to be established", daemons, func() (bool, error) {
-		lines, err := birdCLI(c.path("sender.ctl"), "show protocols "+name)
+	sender := strings.TrimSuffix(filepath.Base(ctl), ".ctl")
+	err := c.poll(ctx, time.Minute, 20*time.Millisecond, "the "+sender+"'s session "+name+" to be established", daemons, func() (bool, error) {
+		lines, err := birdCLI(ctl, "show protocols "+name)
 		if err != nil {
-			return false, fmt.Errorf("sender: %w", err)
+			return false, fmt.Errorf("%s: %w", sender, err)
 		}
 		var ok bool
 		est, ok = birdEstablished(lines, name)
@@ -290,8 +344,14 @@ func (c *convergeRun) enableSession(ctx context.Context, name string, daemons []
 // disableSession disables one of the sender's sessions, setting *err if it
 // fails and nothing failed before.
 func (c *convergeRun) disableSession(name string, err *error) {
-	if _, derr := birdCLI(c.path("sender.ctl"), "disable "+name); derr != nil && *err == nil {
-		*err = fmt.Errorf("sender: disable %s: %w", name, derr)
+	c.disableSessionOn(c.path("sender.ctl"), name, err)
+}
+
+// disableSessionOn is disableSession for the sender BIRD at control socket
+// ctl.
+func (c *convergeRun) disableSessionOn(ctl, name string, err *error) {
+	if _, derr := birdCLI(ctl, "disable "+name); derr != nil && *err == nil {
+		*err = fmt.Errorf("%s: disable %s: %w", strings.TrimSuffix(filepath.Base(ctl), ".ctl"), name, derr)
 	}
 }
 
@@ -304,14 +364,24 @@ const pollInterval = 20 * time.Millisecond
 // ErrIncomplete, when the count stays still for Stall, when Timeout passes or
 // when a daemon exits.
 func (c *convergeRun) waitTable(ctx context.Context, est time.Time, what string, daemons []*harness.Proc, count func() (int, time.Time, error)) (tableTimes, error) {
+	return c.waitProgress(ctx, est, what, daemons, func() (int, uint64, time.Time, error) {
+		n, at, err := count()
+		return n, uint64(n), at, err
+	})
+}
+
+// waitProgress is waitTable with a count that also returns a measure of
+// progress: the convergence stalls when that stays still for Stall.
+func (c *convergeRun) waitProgress(ctx context.Context, est time.Time, what string, daemons []*harness.Proc, count func() (int, uint64, time.Time, error)) (tableTimes, error) {
 	var t tableTimes
 	want := c.opts.Routes
-	last, lastChange := -1, time.Now()
+	var last uint64
+	lastChange := time.Now()
 	deadline := est.Add(c.opts.Timeout)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
-		n, at, err := count()
+		n, progress, at, err := count()
 		if err != nil {
 			return t, fmt.Errorf("%w: counting %s: %v", ErrIncomplete, what, err)
 		}
@@ -326,8 +396,8 @@ func (c *convergeRun) waitTable(ctx context.Context, est time.Time, what string,
 			return t, nil
 		}
 		now := time.Now()
-		if n != last {
-			last, lastChange = n, now
+		if progress != last {
+			last, lastChange = progress, now
 		}
 		switch {
 		case now.Sub(lastChange) >= c.opts.Stall:
@@ -436,4 +506,134 @@ func (c *convergeRun) stopProc(p *harness.Proc, err *error) {
 			break
 		}
 	}
+}
+
+type twoProvidersFigures struct {
+	tableTimes
+	skew time.Duration // the second session's Established less the first's
+	rss  float64       // MB
+}
+
+// twoProvidersQuiet is how long the CE's acknowledged changes to the FE
+// must stay still, with both tables received and nothing pending, for the
+// two-provider convergence to count as done: GoBGP counts a path received
+// before the CE has seen its best-path change.
+const twoProvidersQuiet = time.Second
+
+// twoProvidersRound starts a CE with multipath and an FE on both senders'
+// links, enables both senders' sessions together and times both tables
+// into the CE and the resulting ECMP routes into the FE's datapath.
+func (c *convergeRun) twoProvidersRound(ctx context.Context) (t twoProvidersFigures, err error) {
+	var r router
+	enabled := false
+	defer func() {
+		c.endRound("to_ce", &enabled, &err, &r.ce, &r.fe) // stops both, disables the first sender's session
+		if enabled {
+			c.disableSessionOn(c.path("sender2.ctl"), "to_ce", &err)
+		}
+	}()
+	defer r.close()
+	neighbors := []cvgNeighbor{{cvgSenderRtr(), cvgSenderASN}, {cvgSender2(), cvgSender2ASN}}
+	if err := c.startRouter(ctx, &r, neighbors, true, []string{"rtr0", "rtr1"}); err != nil {
+		return t, err
+	}
+	daemons := c.routerDaemons(&r)
+	enabled = true
+	for _, ctl := range []string{c.path("sender.ctl"), c.path("sender2.ctl")} {
+		if _, err := birdCLI(ctl, "enable to_ce"); err != nil {
+			return t, fmt.Errorf("%s: enable to_ce: %w", ctl, err)
+		}
+	}
+	est1, err := c.waitEstablished(ctx, c.path("sender.ctl"), "to_ce", daemons)
+	if err != nil {
+		return t, err
+	}
+	est2, err := c.waitEstablished(ctx, c.path("sender2.ctl"), "to_ce", daemons)
+	if err != nil {
+		return t, err
+	}
+	est := est1
+	if est2.Before(est) {
+		est = est2
+	}
+	t.skew = est2.Sub(est1)
+
+	// The count followed is the FE's programmed routes, held back until
+	// the CE has both tables and the FE all its changes, still for
+	// twoProvidersQuiet; the time is when that state was first seen. The
+	// progress is every path received and every change acknowledged.
+	want := c.opts.Routes
+	var acked uint64
+	var since time.Time
+	t.tableTimes, err = c.waitProgress(ctx, est, "routes programmed in the FE from both tables", daemons, func() (int, uint64, time.Time, error) {
+		var fst fe.Status
+		if err := r.feStatus.get(&fst); err != nil {
+			return 0, 0, time.Time{}, err
+		}
+		now := time.Now()
+		var st ce.Status
+		if err := r.ceStatus.get(&st); err != nil {
+			return 0, 0, time.Time{}, err
+		}
+		progress := uint64(fst.Programmed)
+		for _, n := range st.Neighbors {
+			progress += n.Received
+		}
+		if len(st.FEs) == 1 {
+			progress += st.FEs[0].Acked
+		}
+		n := min(fst.Programmed, want-1)
+		if !bothTables(st, want) || fst.Programmed != want || len(st.FEs) != 1 || st.FEs[0].Pending != 0 {
+			since = time.Time{}
+			return n, progress, now, nil
+		}
+		if since.IsZero() || st.FEs[0].Acked != acked {
+			acked, since = st.FEs[0].Acked, now
+		}
+		if now.Sub(since) < twoProvidersQuiet {
+			return n, progress, now, nil
+		}
+		return want, progress, since, nil
+	})
+	if err != nil {
+		return t, err
+	}
+	if err := sleepCtx(ctx, c.opts.Settle); err != nil {
+		return t, err
+	}
+	if t.rss, _, err = host.ProcessMemory(r.ce.Pid()); err != nil {
+		return t, err
+	}
+	var st ce.Status
+	if err := r.ceStatus.get(&st); err != nil {
+		return t, fmt.Errorf("CE status: %w", err)
+	}
+	if err := checkFE(st, r.assoc); err != nil {
+		return t, err
+	}
+	if !bothTables(st, want) {
+		return t, fmt.Errorf("%w: the CE holds %d routes, want %d, received from both neighbours (%+v)", ErrIncomplete, st.Routes, want, st.Neighbors)
+	}
+	var fst fe.Status
+	if err := r.feStatus.get(&fst); err != nil {
+		return t, fmt.Errorf("FE status: %w", err)
+	}
+	if fst.Nexthops != 2 || fst.Programmed != want {
+		return t, fmt.Errorf("%w: the FE has %d routes programmed over %d next hops, want %d over both senders'", ErrIncomplete, fst.Programmed, fst.Nexthops, want)
+	}
+	return t, nil
+}
+
+// bothTables reports whether the CE holds routes prefixes, each received
+// from both of its neighbours.
+func bothTables(st ce.Status, routes int) bool {
+	if st.Routes != routes || len(st.Neighbors) != 2 {
+		return false
+	}
+	for _, n := range st.Neighbors {
+		if n.State != "established" || n.Received != uint64(routes) {
+			return false
+		}
+	}
+	return true
 }

@@ -420,5 +420,13 @@ func programmingBars(rep *Report) (groups []string, vs []float64, cols []color.C
 			add("BGP to kernel (BIRD, baseline)", n/r.BaselineValue, rgb(colKernel))
 		}
 	}
+	vsFRR, _, _, _ := FRRMetrics(rep.Settings.ProgrammingRoutes)
+	if r, ok := rep.Result(vsFRR); ok && r.BaselineValue > 0 {
+		add("BGP to kernel (FRR, baseline)", n/r.BaselineValue, rgb(colKernel))
+	}
+	twoConv, _ := TwoProvidersMetrics(rep.Settings.ProgrammingRoutes)
+	if r, ok := rep.Result(twoConv); ok && r.Value > 0 {
+		add("BGP to XDP, two providers (prefixes/s)", n/r.Value, rgb(colSplitplane))
+	}
 	return groups, vs, cols
 }

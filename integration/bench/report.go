@@ -235,7 +235,7 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		p("")
 		p("## Route programming")
 		p("")
-		p("%s routes. FIB install: one SetRoutes call into an empty datapath. ForCES: CE and FE in one process over loopback TCP, full sync until the FE holds every route. gRPC: `splitplane ce` and `splitplane fe` processes, Routes.Bulk until the FE's XDP datapath holds every route. BGP: a BIRD sender announces the table to splitplane (CE + FE, until the datapath holds it) and, in turn, to a BIRD that installs it into the kernel (the baseline).", fibbench.SizeLabel(st.ProgrammingRoutes))
+		p("%s routes. FIB install: one SetRoutes call into an empty datapath. ForCES: CE and FE in one process over loopback TCP, full sync until the FE holds every route. gRPC: `splitplane ce` and `splitplane fe` processes, Routes.Bulk until the FE's XDP datapath holds every route. BGP: a BIRD sender announces the table to splitplane (CE + FE, until the datapath holds it) and, in turn, to a BIRD that installs it into the kernel (the baseline), to GoBGP alone (the library the CE embeds, with nothing else to do) and to FRR (bgpd and zebra, Debian's, installing it into the kernel). Two providers, where present (`bench converge --two-providers`; not part of `bench all`): a second BIRD sender in another AS on a second FE port announces the same table, together with the first, to a CE with bgp_multipath (deploy/examples/ce.yaml), until the CE holds both tables and the FE every route as ECMP over both.", fibbench.SizeLabel(st.ProgrammingRoutes))
 		p("")
 		writeResults(p, prog)
 		img(PlotProgramming, "route programming rates")
@@ -286,9 +286,14 @@ func writeResults(p func(string, ...any), rs []Result) {
 
 // programmingResults picks the route-programming figures from the report.
 func programmingResults(rep *Report) []Result {
-	conv, bird, ceRSS, birdRSS := ConvergeMetrics(rep.Settings.ProgrammingRoutes)
+	n := rep.Settings.ProgrammingRoutes
+	conv, bird, ceRSS, birdRSS := ConvergeMetrics(n)
+	gConv, gRSS := GoBGPMetrics(n)
+	vsFRR, frrKernel, ceVsFRR, frrRSS := FRRMetrics(n)
+	twoConv, twoRSS := TwoProvidersMetrics(n)
 	names := []string{fibbench.MetricFIBInstallPerSecond, MetricForcesCodec, MetricForcesTransfer, MetricForcesUpdate, MetricForcesHeartbeatLoad,
-		MetricAPIBulkRoutesPerSecond, MetricAPIBulkTextRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS}
+		MetricAPIBulkRoutesPerSecond, MetricAPIBulkTextRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS,
+		gConv, gRSS, vsFRR, frrKernel, ceVsFRR, frrRSS, CEOverGoBGPMetric(n), twoConv, twoRSS}
 	var out []Result
 	for _, n := range names {
 		if r, ok := rep.Result(n); ok {

@@ -103,6 +103,13 @@ func sampleReport(t *testing.T) *Report {
 	gConv, gRSS := GoBGPMetrics(o.ProgrammingRoutes)
 	add(gConv, 12, "s", bird, 6.3)
 	add(gRSS, 1100, "MB", birdRSS, 99)
+	vsFRR, frrKernel, ceVsFRR, frrRSS := FRRMetrics(o.ProgrammingRoutes)
+	add(vsFRR, 17, "s", frrKernel, 9.5)
+	add(ceVsFRR, 1400, "MB", frrRSS, 450)
+	add(CEOverGoBGPMetric(o.ProgrammingRoutes), 300, "MB", gRSS, 1100)
+	twoConv, twoRSS := TwoProvidersMetrics(o.ProgrammingRoutes)
+	add(twoConv, 30, "s", conv, 17)
+	add(twoRSS, 2100, "MB", ceRSS, 1400)
 	add(MetricClusterCrossFEPPS, 1.5e6, "pps", MetricClusterLocalPPS, 2.2e6)
 	add(MetricClusterLocalPPS, 2.2e6, "pps", "", 0)
 	add(MetricClusterCrossVsLocal, 1.5/2.2, "ratio", MetricClusterLocalPPS, 2.2e6)
@@ -247,6 +254,8 @@ func TestRequiredMetricsFull(t *testing.T) {
 		// issue 24
 		"forward_pps_1m_edge": "redirect_limit_pps", "forward_pps_1m_edge_zipf": "redirect_limit_pps",
 		"router_vs_lookup_1m": "lookup_redirect_pps_1m", "fib_bytes_1m_edge": "dir24_8_bytes_1m_edge",
+		"converge_1m_vs_frr_s": "frr_kernel_1m_s", "frr_kernel_1m_s": "", "ce_rss_over_gobgp_mb_1m": "gobgp_alone_rss_mb_1m",
+		"ce_rss_vs_frr_mb_1m": "frr_rss_mb_1m", "frr_rss_mb_1m": "",
 		// issue 23
 		"cluster_cross_fe_pps": "cluster_local_pps", "cluster_local_pps": "", "cluster_cross_fe_vs_local": "cluster_local_pps",
 		"cluster_vlb_share_fe2": "", "cluster_reorder_pct": "", "cluster_reorder_failover_pct": "", "cluster_lost_failover_packets": "",
@@ -258,7 +267,7 @@ func TestRequiredMetricsFull(t *testing.T) {
 			t.Errorf("%s: baseline %q, want %q", metric, b, baseline)
 		}
 	}
-	for _, base := range []string{"lpm_trie_lookup_ns_1m", "kernel_forward_pps_1m", "redirect_limit_pps", "bird_kernel_1m_s", "kernel_payload_1400_mbps"} {
+	for _, base := range []string{"lpm_trie_lookup_ns_1m", "kernel_forward_pps_1m", "redirect_limit_pps", "bird_kernel_1m_s", "kernel_payload_1400_mbps", "frr_kernel_1m_s", "frr_rss_mb_1m"} {
 		if _, ok := have[base]; !ok {
 			t.Errorf("baseline %s has no figure of its own", base)
 		}
