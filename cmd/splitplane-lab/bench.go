@@ -201,15 +201,21 @@ func benchAPICmd(binary *string) *cobra.Command {
 		Short: "Routes through the gRPC API end to end into the XDP datapath: bulk rate, and single add until it forwards",
 		Long: `Needs root. Runs splitplane's 'ce' (serving the API on a unix socket) and 'fe'
 (the XDP datapath natively on both router ports) in a namespace between a
-generator and a sink (bapi-*, deleted at the end); each round starts them afresh.
-Median over --rounds:
+generator and a sink (bapi-*, deleted at the end); each round starts them afresh,
+loads the table, deletes it and loads it again. Median over --rounds:
   api_bulk_routes_per_s      --routes routegen prefixes through Routes.Bulk (batches
                              of 10,000 in packed_ops, 8 in flight), from the first
-                             batch until the FE's datapath holds them all; against
-                             fib_install_routes_per_s, the same routes into an empty
-                             datapath in one call (the datapath alone, the ceiling)
-  api_bulk_text_routes_per_s the same with RouteOp messages (strings), in a round of
-                             its own
+                             batch until the FE's datapath holds them all, into
+                             daemons that held the table before (their memory
+                             reused); against fib_install_routes_per_s, the same
+                             routes into an empty datapath in one call (the
+                             datapath alone, the ceiling)
+  api_bulk_cold_routes_per_s the same into the fresh daemons (the first load: every
+                             page of their heaps faulted in, the host's fault cost)
+  api_bulk_page_faults       the CE's and FE's page faults during the second load,
+                             against api_bulk_cold_page_faults, the first load's
+  api_bulk_text_routes_per_s the same as api_bulk_routes_per_s with RouteOp
+                             messages (strings), in a round of its own
   api_add_to_forward_p50_ms  then --adds single Routes.Add calls, each a new /32 the
   api_add_to_forward_p99_ms  generator already sends to (a frame every 100us): from
                              the call until its first frame reaches the sink`,

@@ -100,6 +100,9 @@ func (o *APIOptions) defaults() error {
 const (
 	MetricAPIBulkRoutesPerSecond     = "api_bulk_routes_per_s"
 	MetricAPIBulkTextRoutesPerSecond = "api_bulk_text_routes_per_s"
+	MetricAPIBulkColdRoutesPerSecond = "api_bulk_cold_routes_per_s"
+	MetricAPIBulkPageFaults          = "api_bulk_page_faults"
+	MetricAPIBulkColdPageFaults      = "api_bulk_cold_page_faults"
 	MetricAPIAddToForwardP50         = "api_add_to_forward_p50_ms"
 	MetricAPIAddToForwardP99         = "api_add_to_forward_p99_ms"
 )
@@ -111,12 +114,20 @@ const (
 //     batches of Batch operations as packed_ops (package api/packed),
 //     Window batches in flight; timed from the first batch sent until the
 //     FE's status (polled every 20ms) counts every route programmed in its
-//     datapath. Against fib_install_routes_per_s: the same routes installed
-//     into an empty datapath with one SetRoutes call in this process, in the
-//     same round (the datapath alone, the ceiling);
-//   - api_bulk_text_routes_per_s: the same with the batches' operations as
-//     RouteOp messages (prefix and next hops as strings), with a CE and FE
-//     of their own;
+//     datapath. Each round's CE and FE take the table, delete it (packed
+//     deletes, until the FE holds none) and take it again: the figure is
+//     the second load, into daemons whose memory already held a table, as a
+//     running router's is. Against fib_install_routes_per_s: the same routes
+//     installed into an empty datapath with one SetRoutes call in this
+//     process, in the same round (the datapath alone, the ceiling);
+//   - api_bulk_cold_routes_per_s: the first load, into the fresh daemons,
+//     whose heaps are faulted in page by page as they grow: on a host with
+//     dear page faults (a VM) that decides the figure;
+//   - api_bulk_page_faults: the CE's and the FE's page faults during the
+//     second load, against api_bulk_cold_page_faults, the first load's;
+//   - api_bulk_text_routes_per_s: the same as api_bulk_routes_per_s with
+//     the batches' operations as RouteOp messages (prefix and next hops as
+//     strings), with a CE and FE of their own;
 //   - api_add_to_forward_p50_ms, api_add_to_forward_p99_ms: with the bulk
 //     routes in place, Adds single Routes.Add calls, one after the other,
 //     each for a new /32 (in 198.18.0.0/15, which no routegen prefix
@@ -175,6 +186,9 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 	if a.batches, err = bulkPacked(prefixes, opts.Batch, opts.unresolved); err != nil {
 		return nil, fmt.Errorf("bench api: %w", err)
 	}
+	if a.deletes, err = bulkDeletes(prefixes, opts.Batch); err != nil {
+		return nil, fmt.Errorf("bench api: %w", err)
+	}
 	a.textBatches = bulkBatches(prefixes, opts.Batch, opts.unresolved)
 	a.fibRoutes = make([]datapath.Route, len(prefixes))
 	for i, p := range prefixes {
@@ -208,7 +222,7 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 		}
 	}()
 
-	var bulk, text, ceiling, p50, p99 []float64
+	var bulk, cold, text, ceiling, p50, p99, faults, coldFaults []float64
 	for r := range opts.Rounds {
 		for _, asText := range []bool{false, true} {
 			if err := ctx.Err(); err != nil {
@@ -234,9 +248,10 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("bench api: round %d (%s): %w", r+1, form, err)
 			}
-			rate := float64(opts.Routes) / f.all.Seconds()
-			a.progress("round %d/%d: %d routes as %s through Bulk into the FE's datapath in %.2fs, %.0f routes/s (all acknowledged after %.2fs; the FE had the first after %.2fs, 99%% after %.2fs; page faults: CE %d, FE %d); the datapath alone installs them at %.0f routes/s",
-				r+1, opts.Rounds, opts.Routes, form, f.all.Seconds(), rate, f.acked.Seconds(), f.first.Seconds(), f.p99.Seconds(), f.faults[0], f.faults[1], install)
+			rate, coldRate := float64(opts.Routes)/f.all.Seconds(), float64(opts.Routes)/f.cold.all.Seconds()
+			a.progress("round %d/%d: %d routes as %s through Bulk into the FE's datapath: into the fresh daemons in %.2fs, %.0f routes/s (page faults: CE %d, FE %d); again after deleting them in %.2fs, %.0f routes/s (all acknowledged after %.2fs; the FE had the first after %.2fs, 99%% after %.2fs; page faults: CE %d, FE %d); the datapath alone installs them at %.0f routes/s",
+				r+1, opts.Rounds, opts.Routes, form, f.cold.all.Seconds(), coldRate, f.cold.faults[0], f.cold.faults[1],
+				f.all.Seconds(), rate, f.acked.Seconds(), f.first.Seconds(), f.p99.Seconds(), f.faults[0], f.faults[1], install)
 			ceiling = append(ceiling, install)
 			if asText {
 				text = append(text, rate)
@@ -245,12 +260,17 @@ func API(ctx context.Context, opts APIOptions) (_ []Result, err error) {
 			a.progress("round %d/%d: %d adds until forwarding: p50 %.2fms, p99 %.2fms, max %.2fms (the Add call itself: p50 %.2fms, p99 %.2fms); generator interval %.0fµs",
 				r+1, opts.Rounds, opts.Adds, ms(percentile(f.toForward, 50)), ms(percentile(f.toForward, 99)), ms(percentile(f.toForward, 100)),
 				ms(percentile(f.call, 50)), ms(percentile(f.call, 99)), f.interval.Seconds()*1e6)
-			bulk = append(bulk, rate)
+			bulk, cold = append(bulk, rate), append(cold, coldRate)
+			faults = append(faults, float64(f.faults[0]+f.faults[1]))
+			coldFaults = append(coldFaults, float64(f.cold.faults[0]+f.cold.faults[1]))
 			p50, p99 = append(p50, ms(percentile(f.toForward, 50))), append(p99, ms(percentile(f.toForward, 99)))
 		}
 	}
 	return []Result{
 		{Metric: MetricAPIBulkRoutesPerSecond, Value: median(bulk), Unit: "routes/s", Baseline: fibbench.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
+		{Metric: MetricAPIBulkColdRoutesPerSecond, Value: median(cold), Unit: "routes/s", Baseline: fibbench.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
+		{Metric: MetricAPIBulkPageFaults, Value: median(faults), Unit: "faults", Baseline: MetricAPIBulkColdPageFaults, BaselineValue: median(coldFaults)},
+		{Metric: MetricAPIBulkColdPageFaults, Value: median(coldFaults), Unit: "faults"},
 		{Metric: MetricAPIBulkTextRoutesPerSecond, Value: median(text), Unit: "routes/s", Baseline: fibbench.MetricFIBInstallPerSecond, BaselineValue: median(ceiling)},
 		{Metric: MetricAPIAddToForwardP50, Value: median(p50), Unit: "ms"},
 		{Metric: MetricAPIAddToForwardP99, Value: median(p99), Unit: "ms"},
@@ -276,6 +296,8 @@ type apiRun struct {
 	procs   *convergeRun // starts, polls and stops the daemons; its dir holds their files
 	traffic *apiTraffic
 	batches []*spv1.RouteBatch // packed_ops
+	// deletes remove the batches' routes again, in packed_ops.
+	deletes []*spv1.RouteBatch
 	// textBatches hold the same operations as RouteOp messages.
 	textBatches []*spv1.RouteBatch
 	fibRoutes   []datapath.Route
@@ -347,6 +369,23 @@ func bulkPacked(prefixes []netip.Prefix, size, unresolved int) ([]*spv1.RouteBat
 	return out, nil
 }
 
+// bulkDeletes makes batches of packed_ops that delete the prefixes.
+func bulkDeletes(prefixes []netip.Prefix, size int) ([]*spv1.RouteBatch, error) {
+	var out []*spv1.RouteBatch
+	for start := 0; start < len(prefixes); start += size {
+		end := min(start+size, len(prefixes))
+		b := make([]byte, 0, (end-start)*6)
+		for _, p := range prefixes[start:end] {
+			var err error
+			if b, err = packed.AppendDelete(b, p); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, &spv1.RouteBatch{Id: uint64(len(out) + 1), PackedOps: b})
+	}
+	return out, nil
+}
+
 // addDestinations returns n host addresses of apiAddRange, after checking
 // that routegen keeps out of it.
 func addDestinations(n int) ([]netip.Addr, error) {
@@ -387,12 +426,19 @@ func (a *apiRun) datapathAlone() (float64, error) {
 
 // apiFigures are one round's measurements.
 type apiFigures struct {
-	tableTimes                    // of the bulk transfer, from the first batch sent
-	acked           time.Duration // when the last batch was acknowledged
+	apiLoad // the table into daemons that held it before (the figure)
+	// cold is the first table into the fresh daemons.
+	cold            apiLoad
 	toForward, call []time.Duration
 	interval        time.Duration // the generator's mean interval between frames
-	// faults are the CE's and the FE's page faults during the bulk
-	// transfer (docs/operations.md, "Transparent huge pages").
+}
+
+// apiLoad is one bulk transfer's times, from the first batch sent.
+type apiLoad struct {
+	tableTimes
+	acked time.Duration // when the last batch was acknowledged
+	// faults are the CE's and the FE's page faults during the transfer
+	// (docs/operations.md, "Transparent huge pages").
 	faults [2]uint64
 }
 
@@ -492,38 +538,50 @@ status_socket: %s
 		return f, fmt.Errorf("the CE's API: %w", err)
 	}
 
-	batches := a.batches
+	batches, deletes := a.batches, a.deletes
 	if asText {
 		batches = a.textBatches
 	}
-	var faults [2]uint64 // what cannot be read stays 0
-	for i, p := range daemons {
-		faults[i], _, _ = procFaults(p.Pid())
-	}
-	start, acked, err := a.bulk(ctx, rc, batches)
-	if err != nil {
-		return f, err
-	}
-	f.tableTimes, err = c.waitTable(ctx, start, "routes programmed in the FE", daemons, func() (int, time.Time, error) {
-		if err := acked.failure(); err != nil {
-			return 0, time.Time{}, err
+	load := func(batches []*spv1.RouteBatch, want func(programmed int) int) (load apiLoad, err error) {
+		var faults [2]uint64 // what cannot be read stays 0
+		for i, p := range daemons {
+			faults[i], _, _ = procFaults(p.Pid())
 		}
-		var st fe.Status
-		if err := feStatus.get(&st); err != nil {
-			return 0, time.Time{}, err
+		start, acked, err := a.bulk(ctx, rc, batches)
+		if err != nil {
+			return load, err
 		}
-		return st.Programmed - before.Programmed, time.Now(), nil
-	})
-	if err != nil {
-		return f, err
-	}
-	for i, p := range daemons {
-		if n, _, err := procFaults(p.Pid()); err == nil && faults[i] != 0 {
-			f.faults[i] = n - faults[i]
+		load.tableTimes, err = c.waitTable(ctx, start, "routes programmed in the FE", daemons, func() (int, time.Time, error) {
+			if err := acked.failure(); err != nil {
+				return 0, time.Time{}, err
+			}
+			var st fe.Status
+			if err := feStatus.get(&st); err != nil {
+				return 0, time.Time{}, err
+			}
+			return want(st.Programmed - before.Programmed), time.Now(), nil
+		})
+		if err != nil {
+			return load, err
 		}
+		for i, p := range daemons {
+			if n, _, err := procFaults(p.Pid()); err == nil && faults[i] != 0 {
+				load.faults[i] = n - faults[i]
+			}
+		}
+		load.acked, err = acked.wait(ctx)
+		return load, err
 	}
-	if f.acked, err = acked.wait(ctx); err != nil {
-		return f, err
+	// The cold load fills the fresh daemons' memory; the warm one, after
+	// every route was deleted, reuses it.
+	if f.cold, err = load(batches, func(n int) int { return n }); err != nil {
+		return f, fmt.Errorf("the first table: %w", err)
+	}
+	if _, err = load(deletes, func(n int) int { return a.opts.Routes - n }); err != nil {
+		return f, fmt.Errorf("deleting the first table: %w", err)
+	}
+	if f.apiLoad, err = load(batches, func(n int) int { return n }); err != nil {
+		return f, fmt.Errorf("the table again: %w", err)
 	}
 	var st ce.Status
 	if err := ceStatus.get(&st); err != nil {

@@ -27,6 +27,9 @@ func TestAPI(t *testing.T) {
 	want := map[string]struct{ unit, baseline string }{
 		MetricAPIBulkRoutesPerSecond:     {"routes/s", "fib_install_routes_per_s"},
 		MetricAPIBulkTextRoutesPerSecond: {"routes/s", "fib_install_routes_per_s"},
+		MetricAPIBulkColdRoutesPerSecond: {"routes/s", "fib_install_routes_per_s"},
+		MetricAPIBulkPageFaults:          {"faults", MetricAPIBulkColdPageFaults},
+		MetricAPIBulkColdPageFaults:      {"faults", ""},
 		MetricAPIAddToForwardP50:         {"ms", ""},
 		MetricAPIAddToForwardP99:         {"ms", ""},
 	}
@@ -42,12 +45,22 @@ func TestAPI(t *testing.T) {
 		if r.Unit != w.unit || r.Baseline != w.baseline {
 			t.Errorf("%s: unit %q baseline %q, want %q and %q", r.Metric, r.Unit, r.Baseline, w.unit, w.baseline)
 		}
+		if w.unit == "faults" { // a warm load may fault no page at all
+			if r.Value < 0 || r.BaselineValue < 0 {
+				t.Errorf("%s: value %v, baseline value %v: want at least 0", r.Metric, r.Value, r.BaselineValue)
+			}
+			continue
+		}
 		if !positive(r.Value) || (w.baseline != "" && !positive(r.BaselineValue)) {
 			t.Errorf("%s: value %v, baseline value %v: want positive and finite", r.Metric, r.Value, r.BaselineValue)
 		}
 	}
 	for m := range want {
 		t.Errorf("metric %s missing", m)
+	}
+	// The second load reuses the memory the first one faulted in.
+	if warm, cold := byName[MetricAPIBulkPageFaults].Value, byName[MetricAPIBulkColdPageFaults].Value; warm >= cold {
+		t.Errorf("page faults of the second load %v, of the first %v: want fewer", warm, cold)
 	}
 	if p50, p99 := byName[MetricAPIAddToForwardP50].Value, byName[MetricAPIAddToForwardP99].Value; p50 > p99 {
 		t.Errorf("p50 %vms above p99 %vms", p50, p99)

@@ -409,6 +409,9 @@ func programmingBars(rep *Report) (groups []string, vs []float64, cols []color.C
 	if r, ok := rep.Result(MetricAPIBulkRoutesPerSecond); ok {
 		add("gRPC bulk API to XDP", r.Value, rgb(colSplitplane))
 	}
+	if r, ok := rep.Result(MetricAPIBulkColdRoutesPerSecond); ok {
+		add("gRPC bulk API, fresh daemons", r.Value, rgb(colSplitplane))
+	}
 	if r, ok := rep.Result(MetricAPIBulkTextRoutesPerSecond); ok {
 		add("gRPC bulk API, text ops", r.Value, rgb(colSplitplane))
 	}

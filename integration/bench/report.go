@@ -292,7 +292,8 @@ func programmingResults(rep *Report) []Result {
 	vsFRR, frrKernel, ceVsFRR, frrRSS := FRRMetrics(n)
 	twoConv, twoRSS := TwoProvidersMetrics(n)
 	names := []string{fibbench.MetricFIBInstallPerSecond, MetricForcesCodec, MetricForcesTransfer, MetricForcesUpdate, MetricForcesHeartbeatLoad,
-		MetricAPIBulkRoutesPerSecond, MetricAPIBulkTextRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS,
+		MetricAPIBulkRoutesPerSecond, MetricAPIBulkColdRoutesPerSecond, MetricAPIBulkPageFaults, MetricAPIBulkColdPageFaults,
+		MetricAPIBulkTextRoutesPerSecond, MetricAPIAddToForwardP50, MetricAPIAddToForwardP99, conv, bird, ceRSS, birdRSS,
 		gConv, gRSS, vsFRR, frrKernel, ceVsFRR, frrRSS, CEOverGoBGPMetric(n), twoConv, twoRSS}
 	var out []Result
 	for _, n := range names {
