@@ -65,7 +65,7 @@ func newFRRDaemons() (frrDaemons, error) {
 	if err != nil {
 		return frrDaemons{}, err
 	}
-	if err := os.Chmod(dir, 0o755); err == nil {
+	if err = os.Chmod(dir, 0o755); err == nil {
 		err = os.Chown(dir, uid, gid)
 	}
 	if err != nil {
