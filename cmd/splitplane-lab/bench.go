@@ -55,7 +55,11 @@ func benchFIBCmd() *cobra.Command {
   fib_install_routes_per_s                                 1M routes into an empty FIB
   fib6_lookup_ns_1k, fib6_lookup_ns_100k                   the same for IPv6 (stride table;
                                                            100k against lpm_trie6)
-  lpm_trie6_lookup_ns_100k                                 the kernel's IPv6 LPM trie, same routes`,
+  lpm_trie6_lookup_ns_100k                                 the kernel's IPv6 LPM trie, same routes
+  fib6_lookup_ns_full, fib6_lookup_ns_full_zipf            220k routes shaped as the full IPv6 table,
+                                                           uniform or Zipf destinations (against
+                                                           lpm_trie6_lookup_ns_full, _full_zipf)
+  fib6_groups_full, fib6_bytes_full                        the stride table's groups and bytes for it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rounds < 1 {

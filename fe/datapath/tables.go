@@ -391,3 +391,16 @@ func (d *Datapath) FIBStats() (FIBStats, error) {
 		DIR24_8Bytes: 4 * (fibTbl24Entries + (d.fib.groupsInUse()-len(d.fib.quarantine))*fibGroupEntries),
 	}, nil
 }
+
+// FIB6Stats returns the IPv6 stride table's groups in use and the bytes a
+// lookup can read (tbl16 and those groups).
+func (d *Datapath) FIB6Stats() (groups, bytes int, err error) {
+	d.fibMu.Lock()
+	defer d.fibMu.Unlock()
+	if d.fib6 == nil {
+		return 0, 0, ErrClosed
+	}
+	f := d.fib6
+	groups = len(f.users) - len(f.free) - len(f.quarantine)
+	return groups, 4 * (fib6Tbl16Entries + groups*fibGroupEntries), nil
+}

@@ -18,7 +18,8 @@ func FIB6Sizes() []int { return []int{1_000, 100_000} }
 // at each size (IPv4 DIR-24-8 at sizes, the IPv6 stride table at sizes6,
 // each against the kernel's LPM trie at the largest) and the install rate
 // of the largest IPv4 table, and the range table with an edge-shaped table
-// of the largest size (fibbench.FIBEdge). It needs root (it loads BPF).
+// of the largest size (fibbench.FIBEdge), and the stride table with a
+// full-IPv6-table shape (fibbench.FIB6Full). It needs root (it loads BPF).
 func FIB(ctx context.Context, sizes, sizes6 []int, rounds int) ([]Result, error) {
 	figs, err := fibbench.FIB(ctx, sizes, rounds)
 	if err != nil {
@@ -29,6 +30,13 @@ func FIB(ctx context.Context, sizes, sizes6 []int, rounds int) ([]Result, error)
 		return nil, err
 	}
 	figs = append(figs, figs6...)
+	if len(sizes6) > 0 {
+		full, err := fibbench.FIB6Full(ctx, fibbench.Full6Routes, rounds)
+		if err != nil {
+			return nil, err
+		}
+		figs = append(figs, full...)
+	}
 	if len(sizes) > 0 {
 		edge, err := fibbench.FIBEdge(ctx, slices.Max(sizes), rounds)
 		if err != nil {

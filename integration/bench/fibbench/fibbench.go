@@ -197,6 +197,58 @@ func FIB6(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 	return figs, nil
 }
 
+// FIB6Full measures the stride table with a full-table-shaped set of n
+// Routes6Full routes (needs root), each figure the median of rounds:
+//   - fib6_lookup_ns_full and _full_zipf: ns per packet of xdp_router,
+//     destinations uniform over the table's prefixes or Zipf-ranked,
+//     against xdp_router_trie's (lpm_trie6_lookup_ns_full and _full_zipf);
+//   - fib6_groups_full, fib6_bytes_full: the stride table's groups in use
+//     and the bytes a lookup can read (FIB6Stats).
+func FIB6Full(ctx context.Context, n, rounds int) ([]Figure, error) {
+	if n < 1 || rounds < 1 {
+		return nil, fmt.Errorf("bench fib6 full: %d routes, rounds %d: %w", n, rounds, datapath.ErrInvalid)
+	}
+	routes := Routes6Full(n, 1)
+	d, err := loadLookupBench(datapath.Sizes{FIB6Groups: fib6GroupsFor(n)}, netip.MustParseAddr("fe80::1"), routes)
+	if err != nil {
+		return nil, fmt.Errorf("bench fib6 full: %w", err)
+	}
+	defer d.Close()
+	groups, bytes, err := d.FIB6Stats()
+	if err != nil {
+		return nil, err
+	}
+	lb := &lookupBench{d: d, frame: benchFrame6()}
+	var figs []Figure
+	for _, zipf := range []bool{false, true} {
+		dsts, err := insideDestinations6(routes, BenchDsts, zipf, 1)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.SetDestinations6(dsts); err != nil {
+			return nil, err
+		}
+		ns, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(d.Program()) })
+		if err != nil {
+			return nil, fmt.Errorf("bench fib6 full: %w", err)
+		}
+		trie, err := medianOf(ctx, rounds, func() (float64, error) { return lb.nsPerPacket(d.TrieProgram()) })
+		if err != nil {
+			return nil, fmt.Errorf("bench fib6 full: %w", err)
+		}
+		suffix := "full"
+		if zipf {
+			suffix = "full_zipf"
+		}
+		figs = append(figs,
+			Figure{Metric: MetricFIB6LookupPrefix + suffix, Value: ns, Unit: "ns", Baseline: MetricTrie6LookupPrefix + suffix, BaselineValue: trie},
+			Figure{Metric: MetricTrie6LookupPrefix + suffix, Value: trie, Unit: "ns"})
+	}
+	return append(figs,
+		Figure{Metric: "fib6_groups_full", Value: float64(groups), Unit: "groups"},
+		Figure{Metric: "fib6_bytes_full", Value: float64(bytes), Unit: "bytes"}), nil
+}
+
 func medianOf(ctx context.Context, rounds int, f func() (float64, error)) (float64, error) {
 	vs := make([]float64, 0, rounds)
 	for range rounds {
