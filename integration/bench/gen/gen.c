@@ -11,11 +11,14 @@
 // therefore rewrites the whole header from gen_tmpl on every run, then gives
 // it the next address of gen_addrs (as its destination, or as its source
 // for a flood from spoofed sources) and, if asked, the next port.
+// xdp_gen6 does the same for IPv6/UDP frames from gen6_tmpl, taking the
+// next destination of gen_addrs6.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_endian.h>
@@ -29,6 +32,10 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 #define GEN_ADDRS 65536
 
 #define L4_OFF (sizeof(struct ethhdr) + sizeof(struct iphdr))
+
+// The IPv6 template: Ethernet, IPv6 and UDP headers, nothing after them.
+#define GEN6_HDR_LEN (sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct udphdr))
+#define L4_OFF6 (sizeof(struct ethhdr) + sizeof(struct ipv6hdr))
 
 // gen_tmpl is the Ethernet, IPv4 and UDP or TCP header of every frame, with
 // the rotating address and port 0 and the checksums over that. It is a plain
@@ -50,6 +57,15 @@ __u32 gen_tcp;
 __u32 gen_port_mask;
 __u32 gen_port_base;
 __u32 gen_port_dst;
+
+// gen6_tmpl is the Ethernet, IPv6 and UDP header of every IPv6 frame, with
+// destination :: and the UDP checksum over that (IPv6 requires one).
+__u8 gen6_tmpl[GEN6_HDR_LEN] = {1};
+// gen_addrs6 are the IPv6 destinations the runs of xdp_gen6 rotate over.
+struct gen_addr6 {
+	__be32 w[4];
+};
+struct gen_addr6 gen_addrs6[GEN_ADDRS];
 
 // sink_packets counts what xdp_sink dropped, per CPU.
 struct {
@@ -115,6 +131,39 @@ int xdp_gen(struct xdp_md *ctx)
 		sum = (__u16)~tcp->check;
 		tcp->check = (__sum16)~fold(sum + add + port);
 	}
+	return XDP_TX;
+}
+
+// xdp_gen6 is xdp_gen for IPv6/UDP: every run rewrites the header from
+// gen6_tmpl, writes the next destination of gen_addrs6 and completes the UDP
+// checksum, whose pseudo-header covers the destination.
+SEC("xdp")
+int xdp_gen6(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+	struct udphdr *udp = data + L4_OFF6;
+	struct gen_addr6 *a;
+	__u32 n, sum, add = 0;
+	__u16 check;
+	int i;
+
+	if (data + GEN6_HDR_LEN > data_end)
+		return XDP_ABORTED;
+	__builtin_memcpy(data, gen6_tmpl, GEN6_HDR_LEN);
+	n = gen_next++;
+	a = &gen_addrs6[n & (GEN_ADDRS - 1)];
+	__builtin_memcpy(&ip6->daddr, a, sizeof(*a));
+	// As in xdp_gen (RFC 1624): add the address's 16-bit words to the
+	// template's sum, which covers destination ::.
+#pragma unroll
+	for (i = 0; i < 4; i++)
+		add += (a->w[i] & 0xffff) + (a->w[i] >> 16);
+	sum = (__u16)~udp->check;
+	check = (__u16)~fold(sum + add);
+	// A UDP checksum that computes to 0 goes out as all ones (RFC 768).
+	udp->check = (__sum16)(check ? check : 0xffff);
 	return XDP_TX;
 }
 

@@ -8,9 +8,15 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type genGenAddr6 struct {
+	_ structs.HostLayout
+	W [4]uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
@@ -19,10 +25,13 @@ const (
 	genMapBarePort         = "bare_port"
 	genMapSinkPackets      = "sink_packets"
 	genProgXdpGen          = "xdp_gen"
+	genProgXdpGen6         = "xdp_gen6"
 	genProgXdpRedirectBare = "xdp_redirect_bare"
 	genProgXdpSink         = "xdp_sink"
 	genProgXdpSinkUdp      = "xdp_sink_udp"
+	genVarGen6Tmpl         = "gen6_tmpl"
 	genVarGenAddrs         = "gen_addrs"
+	genVarGenAddrs6        = "gen_addrs6"
 	genVarGenNext          = "gen_next"
 	genVarGenPortBase      = "gen_port_base"
 	genVarGenPortDst       = "gen_port_dst"
@@ -76,6 +85,7 @@ type genSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type genProgramSpecs struct {
 	XdpGen          *ebpf.ProgramSpec `ebpf:"xdp_gen"`
+	XdpGen6         *ebpf.ProgramSpec `ebpf:"xdp_gen6"`
 	XdpRedirectBare *ebpf.ProgramSpec `ebpf:"xdp_redirect_bare"`
 	XdpSink         *ebpf.ProgramSpec `ebpf:"xdp_sink"`
 	XdpSinkUdp      *ebpf.ProgramSpec `ebpf:"xdp_sink_udp"`
@@ -93,7 +103,9 @@ type genMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type genVariableSpecs struct {
+	Gen6Tmpl    *ebpf.VariableSpec `ebpf:"gen6_tmpl"`
 	GenAddrs    *ebpf.VariableSpec `ebpf:"gen_addrs"`
+	GenAddrs6   *ebpf.VariableSpec `ebpf:"gen_addrs6"`
 	GenNext     *ebpf.VariableSpec `ebpf:"gen_next"`
 	GenPortBase *ebpf.VariableSpec `ebpf:"gen_port_base"`
 	GenPortDst  *ebpf.VariableSpec `ebpf:"gen_port_dst"`
@@ -139,7 +151,9 @@ func (m *genMaps) Close() error {
 //
 // It can be passed to loadGenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type genVariables struct {
+	Gen6Tmpl    *ebpf.Variable `ebpf:"gen6_tmpl"`
 	GenAddrs    *ebpf.Variable `ebpf:"gen_addrs"`
+	GenAddrs6   *ebpf.Variable `ebpf:"gen_addrs6"`
 	GenNext     *ebpf.Variable `ebpf:"gen_next"`
 	GenPortBase *ebpf.Variable `ebpf:"gen_port_base"`
 	GenPortDst  *ebpf.Variable `ebpf:"gen_port_dst"`
@@ -155,6 +169,7 @@ type genVariables struct {
 // It can be passed to loadGenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type genPrograms struct {
 	XdpGen          *ebpf.Program `ebpf:"xdp_gen"`
+	XdpGen6         *ebpf.Program `ebpf:"xdp_gen6"`
 	XdpRedirectBare *ebpf.Program `ebpf:"xdp_redirect_bare"`
 	XdpSink         *ebpf.Program `ebpf:"xdp_sink"`
 	XdpSinkUdp      *ebpf.Program `ebpf:"xdp_sink_udp"`
@@ -163,6 +178,7 @@ type genPrograms struct {
 func (p *genPrograms) Close() error {
 	return _GenClose(
 		p.XdpGen,
+		p.XdpGen6,
 		p.XdpRedirectBare,
 		p.XdpSink,
 		p.XdpSinkUdp,
