@@ -35,6 +35,9 @@ func (g *Gen) SetPayload(payload int) error {
 	if g.frame == nil {
 		return fmt.Errorf("set payload: SetTraffic was not called")
 	}
+	if g.v6 {
+		return fmt.Errorf("set payload: the traffic is IPv6 (SetTraffic6): its frames are FrameLen6 bytes")
+	}
 	if payload < 0 || payload > MaxPayload {
 		return fmt.Errorf("set payload: %d bytes: must be 0 to %d", payload, MaxPayload)
 	}

@@ -46,6 +46,7 @@ type Ports struct {
 type Gen struct {
 	objs  genObjects
 	frame []byte
+	v6    bool // SetTraffic6's frames: Send runs xdp_gen6
 }
 
 // Load loads the programs. It removes the memlock rlimit, which kernels
@@ -145,7 +146,7 @@ func (g *Gen) set(h Header, fixed netip.Addr, src bool, addrs []netip.Addr, port
 			return fmt.Errorf("set traffic: %s: %w", v.name, err)
 		}
 	}
-	g.frame = make([]byte, FrameLen)
+	g.frame, g.v6 = make([]byte, FrameLen), false
 	copy(g.frame, tmpl[:])
 	return nil
 }
@@ -242,7 +243,11 @@ func (g *Gen) Send(ifindex int, frames uint32) error {
 	if g.frame == nil {
 		return errors.New("send: SetTraffic was not called")
 	}
-	_, err := g.objs.XdpGen.Run(&ebpf.RunOptions{
+	prog := g.objs.XdpGen
+	if g.v6 {
+		prog = g.objs.XdpGen6
+	}
+	_, err := prog.Run(&ebpf.RunOptions{
 		Data:    g.frame,
 		Context: xdpMd{DataEnd: uint32(len(g.frame)), IngressIfindex: uint32(ifindex)},
 		Repeat:  frames,
