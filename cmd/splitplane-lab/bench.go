@@ -96,7 +96,17 @@ take turns in every round; each figure is the median over --rounds:
   kernel_forward_pps_1m     the kernel forwarding, same routes, no XDP on the router
   redirect_limit_pps        a bare XDP redirect port to port: no lookup, no rewrite
   forward_pps_1m_vs_limit   forward_pps_1m / redirect_limit_pps
-(the size in the names follows --routes: forward_pps_10k for 10000)`,
+  lookup_redirect_pps_1m    the bare redirect with one FIB lookup before it (and
+                            _vs_limit, its share); router_vs_lookup_1m is the
+                            router against it
+  forward_pps_1m_edge       the edge-shaped table (same prefixes over 4 upstreams,
+                            the range table), destinations uniform over the
+                            prefixes; _edge_zipf with Zipf destinations
+  forward6_pps_full         IPv6: a full-shaped table of 220k routes, 80-byte
+                            IPv6/UDP frames uniform over its prefixes, against
+                            redirect6_limit_pps, the bare redirect of those frames
+(the size in the names follows --routes: forward_pps_10k for 10000; the IPv6
+table is always the full shape)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Routes < 1 {

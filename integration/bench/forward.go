@@ -112,7 +112,12 @@ func ForwardMetrics(routes int) (forward, kernel, vsLimit string) {
 //     with the edge-shaped table (fibbench.EdgeRoutes: the same prefixes
 //     over four upstreams), destinations uniform over the prefixes and
 //     Zipf over them (fibbench.InsideDestinations), against
-//     redirect_limit_pps.
+//     redirect_limit_pps;
+//   - forward6_pps_full: the datapath with a full-shaped IPv6 table
+//     (fibbench.Routes6Full, 220k routes), IPv6/UDP frames of
+//     gen.FrameLen6 bytes uniform over its prefixes, against
+//     redirect6_limit_pps, the bare redirect of the same IPv6 frames (itself
+//     against redirect_limit_pps).
 //
 // The topology is three namespaces, gen -- router -- sink, joined by veth
 // pairs, created for the run and deleted at its end (also on error or
@@ -202,6 +207,17 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		progress("edge table: %d routes over %d upstreams, FIB lookups read %.2f MB (DIR-24-8 alone: %.1f MB)",
 			len(edge), fibbench.EdgeUpstreams, float64(st.LookupBytes)/1e6, float64(st.DIR24_8Bytes)/1e6)
 	}
+	// The IPv6 table, full-shaped, in a datapath of its own; its traffic
+	// uniform over its prefixes.
+	routes6 := forward6Routes(opts.Seed)
+	start = time.Now()
+	d6, err := t.loadDatapath6(routes6)
+	if err != nil {
+		return nil, fmt.Errorf("bench forward: IPv6 datapath: %w", err)
+	}
+	defer d6.Close()
+	progress("IPv6 table: %d routes into the datapath in %.1fs", len(routes6), time.Since(start).Seconds())
+	dsts6 := destinations6(routes6, opts.Seed)
 	uniform := destinations(prefixes, opts.Seed)
 	traffic := func(dsts []netip.Addr) error {
 		return g.SetTraffic(gen.Header{
@@ -225,6 +241,18 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		{name: "lookup + redirect", run: with(uniform, func() (float64, error) { return t.measureLookupRedirect(ctx, g, b, opts.Duration) })},
 		{name: "xdp router, edge table", run: with(uniform, func() (float64, error) { return t.measureDatapath(ctx, g, de, opts.Duration) })},
 		{name: "xdp router, edge table, zipf", run: with(zipf, func() (float64, error) { return t.measureDatapath(ctx, g, de, opts.Duration) })},
+		{name: "xdp router, IPv6 full table", run: func() (float64, error) {
+			if err := g.SetTraffic6(gen6Header(), dsts6); err != nil {
+				return 0, err
+			}
+			return t.measureDatapath(ctx, g, d6, opts.Duration)
+		}},
+		{name: "bare redirect, IPv6 frames", run: func() (float64, error) {
+			if err := g.SetTraffic6(gen6Header(), dsts6); err != nil {
+				return 0, err
+			}
+			return t.measureBare(ctx, g, opts.Duration)
+		}},
 	}
 	rates := make([][]float64, len(modes))
 	for r := range opts.Rounds {
@@ -243,7 +271,7 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		progress("round %d/%d: %s", r+1, opts.Rounds, strings.Join(line, ", "))
 	}
 	fwd, kern, limit, lookup := median(rates[0]), median(rates[1]), median(rates[2]), median(rates[3])
-	edgeUniform, edgeZipf := median(rates[4]), median(rates[5])
+	edgeUniform, edgeZipf, fwd6, limit6 := median(rates[4]), median(rates[5]), median(rates[6]), median(rates[7])
 	fwdName, kernName, vsName := ForwardMetrics(opts.Routes)
 	lookupName, lookupVs := LookupRedirectMetrics(opts.Routes)
 	edgeName, zipfName, vsLookup := EdgeForwardMetrics(opts.Routes)
@@ -257,6 +285,8 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 		{Metric: vsLookup, Value: fwd, Unit: "pps", Baseline: lookupName, BaselineValue: lookup},
 		{Metric: edgeName, Value: edgeUniform, Unit: "pps", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
 		{Metric: zipfName, Value: edgeZipf, Unit: "pps", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
+		{Metric: MetricForward6PPSFull, Value: fwd6, Unit: "pps", Baseline: MetricRedirect6LimitPPS, BaselineValue: limit6},
+		{Metric: MetricRedirect6LimitPPS, Value: limit6, Unit: "pps", Baseline: MetricRedirectLimitPPS, BaselineValue: limit},
 	}, nil
 }
 

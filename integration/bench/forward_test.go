@@ -50,6 +50,8 @@ func TestForward(t *testing.T) {
 		"router_vs_lookup_10k":             {Unit: "pps", Baseline: "lookup_redirect_pps_10k"},
 		"forward_pps_10k_edge":             {Unit: "pps", Baseline: MetricRedirectLimitPPS},
 		"forward_pps_10k_edge_zipf":        {Unit: "pps", Baseline: MetricRedirectLimitPPS},
+		MetricForward6PPSFull:              {Unit: "pps", Baseline: MetricRedirect6LimitPPS},
+		MetricRedirect6LimitPPS:            {Unit: "pps", Baseline: MetricRedirectLimitPPS},
 	}
 	for name, w := range want {
 		r, ok := got[name]
