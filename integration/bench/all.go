@@ -628,6 +628,8 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 		add(vsLookup, lookup)
 		add(edge, MetricRedirectLimitPPS)
 		add(zipf, MetricRedirectLimitPPS)
+		add(MetricForward6PPSFull, MetricRedirect6LimitPPS)
+		add(MetricRedirect6LimitPPS, MetricRedirectLimitPPS)
 	}
 	if opts.runs(SectionPayload) {
 		for _, p := range opts.Payloads {

@@ -233,10 +233,10 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 		}
 	}
 	if e := rep.Edge; e != nil {
-		groups := []string{"router", "lookup + redirect", "router, edge table", "router, edge, Zipf"}
+		groups := []string{"router", "lookup + redirect", "router, edge table", "router, edge, Zipf", "router, IPv6 full"}
 		p, err := barPlot(fmt.Sprintf("One lookup per packet and real-shaped tables, %s routes", fibbench.SizeLabel(e.Routes)), "Mpps (million packets/s)", groups, []bars{
-			{"splitplane and the lookup-only redirect", rgb(colSplitplane), []float64{e.Router / 1e6, e.Lookup / 1e6, e.Edge / 1e6, e.EdgeZipf / 1e6}},
-			{"bare XDP redirect, no lookup (limit)", rgb(colLimit), []float64{e.Limit / 1e6, e.Limit / 1e6, e.Limit / 1e6, e.Limit / 1e6}},
+			{"splitplane and the lookup-only redirect", rgb(colSplitplane), []float64{e.Router / 1e6, e.Lookup / 1e6, e.Edge / 1e6, e.EdgeZipf / 1e6, e.IPv6 / 1e6}},
+			{"bare XDP redirect, no lookup (limit)", rgb(colLimit), []float64{e.Limit / 1e6, e.Limit / 1e6, e.Limit / 1e6, e.Limit / 1e6, e.Limit6 / 1e6}},
 		})
 		if err := save(PlotEdge, p, err); err != nil {
 			return written, err

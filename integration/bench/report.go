@@ -153,6 +153,10 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string) {
 		p("| router, edge table (`%s`) | %s | %s | |", edge, mpps(e.Edge), num(e.Edge/e.Limit, 2))
 		p("| router, edge table, Zipf (`%s`) | %s | %s | |", zipf, mpps(e.EdgeZipf), num(e.EdgeZipf/e.Limit, 2))
 		p("| bare redirect | %s | 1 | |", mpps(e.Limit))
+		if e.Limit6 > 0 {
+			p("| router, IPv6 full-shaped table, 220k routes (`%s`) | %s | %s of the IPv6 bare redirect | |", MetricForward6PPSFull, mpps(e.IPv6), num(e.IPv6/e.Limit6, 2))
+			p("| bare redirect, IPv6 frames (`%s`) | %s | %s | |", MetricRedirect6LimitPPS, mpps(e.Limit6), num(e.Limit6/e.Limit, 2))
+		}
 		if e.FIBBytes > 0 {
 			p("")
 			p("The edge table's FIB lookups read %.2f MB (the range table), against %.1f MB of DIR-24-8 alone.", float64(e.FIBBytes)/1e6, float64(e.DIR24_8Bytes)/1e6)

@@ -82,13 +82,15 @@ func sampleReport(t *testing.T) *Report {
 	add(tblZipf, 70, "ns", "", 0)
 	add(bytes, 4.7e6, "bytes", tblBytes, 72e6)
 	add(install, 2.5e6, "routes/s", "", 0)
-	rep.Edge = &EdgeRow{Routes: o.BigRoutes, Router: 3.7e6, Lookup: 4.1e6, Limit: 7e6, Edge: 3.6e6, EdgeZipf: 4.8e6, FIBBytes: 4.7e6, DIR24_8Bytes: 72e6}
+	rep.Edge = &EdgeRow{Routes: o.BigRoutes, Router: 3.7e6, Lookup: 4.1e6, Limit: 7e6, Edge: 3.6e6, EdgeZipf: 4.8e6, IPv6: 1.2e6, Limit6: 6.8e6, FIBBytes: 4.7e6, DIR24_8Bytes: 72e6}
 	lr, _ := LookupRedirectMetrics(o.BigRoutes)
 	edge, ezipf, vsLookup := EdgeForwardMetrics(o.BigRoutes)
 	add(lr, 4.1e6, "pps", MetricRedirectLimitPPS, 7e6)
 	add(vsLookup, 3.7e6, "pps", lr, 4.1e6)
 	add(edge, 3.6e6, "pps", MetricRedirectLimitPPS, 7e6)
 	add(ezipf, 4.8e6, "pps", MetricRedirectLimitPPS, 7e6)
+	add(MetricForward6PPSFull, 1.2e6, "pps", MetricRedirect6LimitPPS, 6.8e6)
+	add(MetricRedirect6LimitPPS, 6.8e6, "pps", MetricRedirectLimitPPS, 7e6)
 	add(MetricForcesCodec, 250, "ns", "copy of the encoded bytes", 7)
 	add(MetricForcesTransfer, 1e6, "entries/s", "", 0)
 	add(MetricForcesUpdate, 3e5, "entries/s", "", 0)
