@@ -679,6 +679,8 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 		add(zipf, tblZipf)
 		add(bytes, tblBytes)
 		add(install, "")
+		add(fibbench.MetricFIB6LookupPrefix+"full", fibbench.MetricTrie6LookupPrefix+"full")
+		add(fibbench.MetricTrie6LookupPrefix+"full", "")
 	}
 	if opts.runs(SectionCluster) {
 		for _, m := range ClusterMetrics() {

@@ -133,7 +133,13 @@ func (s *fwdSuite) lookup(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("edge table, %d routes: %w", n, err)
 	}
-	for _, f := range figs {
+	// The IPv6 stride table with a full-shaped IPv6 table, against the
+	// kernel's LPM trie.
+	figs6, err := fibbench.FIB6Full(ctx, fibbench.Full6Routes, o.Rounds)
+	if err != nil {
+		return fmt.Errorf("full IPv6 table: %w", err)
+	}
+	for _, f := range append(figs, figs6...) {
 		s.rep.Metrics = append(s.rep.Metrics, Result{Metric: f.Metric, Value: f.Value, Unit: f.Unit, Baseline: f.Baseline, BaselineValue: f.BaselineValue})
 	}
 	return nil

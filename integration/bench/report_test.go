@@ -82,6 +82,8 @@ func sampleReport(t *testing.T) *Report {
 	add(tblZipf, 70, "ns", "", 0)
 	add(bytes, 4.7e6, "bytes", tblBytes, 72e6)
 	add(install, 2.5e6, "routes/s", "", 0)
+	add(fibbench.MetricFIB6LookupPrefix+"full", 660, "ns", fibbench.MetricTrie6LookupPrefix+"full", 740)
+	add(fibbench.MetricTrie6LookupPrefix+"full", 740, "ns", "", 0)
 	rep.Edge = &EdgeRow{Routes: o.BigRoutes, Router: 3.7e6, Lookup: 4.1e6, Limit: 7e6, Edge: 3.6e6, EdgeZipf: 4.8e6, IPv6: 1.2e6, Limit6: 6.8e6, FIBBytes: 4.7e6, DIR24_8Bytes: 72e6}
 	lr, _ := LookupRedirectMetrics(o.BigRoutes)
 	edge, ezipf, vsLookup := EdgeForwardMetrics(o.BigRoutes)
