@@ -59,7 +59,13 @@ func benchFIBCmd() *cobra.Command {
   fib6_lookup_ns_full, fib6_lookup_ns_full_zipf            220k routes shaped as the full IPv6 table,
                                                            uniform or Zipf destinations (against
                                                            lpm_trie6_lookup_ns_full, _full_zipf)
-  fib6_groups_full, fib6_bytes_full                        the stride table's groups and bytes for it`,
+  fib6_groups_full, fib6_bytes_full                        the stride table's groups and bytes for it
+  fib_lookup_ns_1m_edge, fib_lookup_ns_1m_edge_zipf        the edge-shaped table (same prefixes over 4
+                                                           upstreams) in the range table, uniform or Zipf
+                                                           (against dir24_8_lookup_ns_1m_edge, _edge_zipf)
+  fib_bytes_1m_edge                                        its lookup working set (against
+                                                           dir24_8_bytes_1m_edge)
+  fib_install_routes_per_s_1m_edge                         its install rate, range table included`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rounds < 1 {
