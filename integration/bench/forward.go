@@ -217,7 +217,10 @@ func Forward(ctx context.Context, opts ForwardOptions) (_ []Result, err error) {
 	}
 	defer d6.Close()
 	progress("IPv6 table: %d routes into the datapath in %.1fs", len(routes6), time.Since(start).Seconds())
-	dsts6 := destinations6(routes6, opts.Seed)
+	dsts6, err := destinations6(routes6, opts.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("bench forward: %w", err)
+	}
 	uniform := destinations(prefixes, opts.Seed)
 	traffic := func(dsts []netip.Addr) error {
 		return g.SetTraffic(gen.Header{

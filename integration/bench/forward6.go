@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"math/rand/v2"
 	"net/netip"
 
 	"github.com/splitplane/splitplane/fe/datapath"
@@ -76,18 +75,14 @@ func (t *fwdTopo) loadDatapath6(routes []datapath.Route) (_ *datapath.Datapath, 
 
 // destinations6 returns gen.MaxDsts addresses (seeded), each a random
 // address inside a random one of the routes' prefixes.
-func destinations6(routes []datapath.Route, seed int64) []netip.Addr {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x363634)) // "664"
-	out := make([]netip.Addr, gen.MaxDsts)
-	for i := range out {
-		p := routes[rng.IntN(len(routes))].Prefix
-		a := p.Addr().As16()
-		for b := p.Bits(); b < 128; b++ {
-			if rng.IntN(2) == 1 {
-				a[b/8] |= 0x80 >> (b % 8)
-			}
-		}
+func destinations6(routes []datapath.Route, seed int64) ([]netip.Addr, error) {
+	raw, err := fibbench.InsideDestinations6(routes, gen.MaxDsts, false, seed)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, len(raw))
+	for i, a := range raw {
 		out[i] = netip.AddrFrom16(a)
 	}
-	return out
+	return out, nil
 }

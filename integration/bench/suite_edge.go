@@ -50,7 +50,10 @@ func (s *fwdSuite) edge(ctx context.Context) (err error) {
 		return fmt.Errorf("IPv6 datapath: %w", err)
 	}
 	defer func() { err = errors.Join(err, d6.Close()) }()
-	dsts6 := destinations6(routes6, o.Seed)
+	dsts6, err := destinations6(routes6, o.Seed)
+	if err != nil {
+		return err
+	}
 	ipv6 := func(run func() (float64, error)) func() (float64, error) {
 		return func() (float64, error) {
 			if err := s.g.SetTraffic6(gen6Header(), dsts6); err != nil {

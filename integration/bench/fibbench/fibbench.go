@@ -221,7 +221,7 @@ func FIB6Full(ctx context.Context, n, rounds int) ([]Figure, error) {
 	lb := &lookupBench{d: d, frame: benchFrame6()}
 	var figs []Figure
 	for _, zipf := range []bool{false, true} {
-		dsts, err := insideDestinations6(routes, BenchDsts, zipf, 1)
+		dsts, err := InsideDestinations6(routes, BenchDsts, zipf, 1)
 		if err != nil {
 			return nil, err
 		}

@@ -123,10 +123,10 @@ func Routes6Full(n int, seed int64) []datapath.Route {
 	return rs
 }
 
-// insideDestinations6 returns n addresses (seeded), each a random address
+// InsideDestinations6 returns n addresses (seeded), each a random address
 // of one of the routes' prefixes: every prefix equally likely, or with
 // zipf ranked by a Zipf distribution of exponent ZipfExponent.
-func insideDestinations6(routes []datapath.Route, n int, zipf bool, seed int64) ([][16]byte, error) {
+func InsideDestinations6(routes []datapath.Route, n int, zipf bool, seed int64) ([][16]byte, error) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 99))
 	var picks []int
 	if zipf {

@@ -136,7 +136,7 @@ func TestFull6Lookups(t *testing.T) {
 		return 0
 	}
 	const n = 1_000_000
-	inside, err := insideDestinations6(routes, n*3/4, false, 3)
+	inside, err := InsideDestinations6(routes, n*3/4, false, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
