@@ -53,13 +53,17 @@ func benchFIBCmd() *cobra.Command {
                                                            BPF_PROG_TEST_RUN (1m against lpm_trie)
   lpm_trie_lookup_ns_1m                                    the kernel's LPM trie, same routes
   fib_install_routes_per_s                                 1M routes into an empty FIB
-  fib6_lookup_ns_1k, fib6_lookup_ns_100k                   the same for IPv6 (stride table;
+  fib6_lookup_ns_1k, fib6_lookup_ns_100k                   the same for IPv6 (range table;
                                                            100k against lpm_trie6)
   lpm_trie6_lookup_ns_100k                                 the kernel's IPv6 LPM trie, same routes
   fib6_lookup_ns_full, fib6_lookup_ns_full_zipf            220k routes shaped as the full IPv6 table,
                                                            uniform or Zipf destinations (against
                                                            lpm_trie6_lookup_ns_full, _full_zipf)
-  fib6_groups_full, fib6_bytes_full                        the stride table's groups and bytes for it
+  fib6_bytes_full                                          the bytes its lookups read (range table),
+                                                           against fib6_stride_bytes_full (stride table
+                                                           alone, fib6_groups_full groups)
+  fib6_stride_chunks_full                                  its /16s and /24s left to the stride table
+  fib6_install_routes_per_s_full                           its install rate into the emptied FIB
   fib_lookup_ns_1m_edge, fib_lookup_ns_1m_edge_zipf        the edge-shaped table (same prefixes over 4
                                                            upstreams) in the range table, uniform or Zipf
                                                            (against dir24_8_lookup_ns_1m_edge, _edge_zipf)

@@ -147,6 +147,9 @@ type routerObjects struct {
 	DxrDirect        *ebpf.Map     `ebpf:"dxr_direct"`
 	DxrRanges        *ebpf.Map     `ebpf:"dxr_ranges"`
 	DxrValues        *ebpf.Map     `ebpf:"dxr_values"`
+	Dxr6Direct       *ebpf.Map     `ebpf:"dxr6_direct"`
+	Dxr6Sub          *ebpf.Map     `ebpf:"dxr6_sub"`
+	Dxr6Ranges       *ebpf.Map     `ebpf:"dxr6_ranges"`
 	Nexthops         *ebpf.Map     `ebpf:"nexthops"`
 	NhGroups         *ebpf.Map     `ebpf:"nh_groups"`
 	Neighbors        *ebpf.Map     `ebpf:"neighbors"`
@@ -180,7 +183,7 @@ type routerObjects struct {
 }
 
 func (o *routerObjects) Close() error {
-	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.DxrDirect, o.DxrRanges, o.DxrValues, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
+	return closeAll(o.XdpRouter, o.XdpControl, o.XdpForwardCPUMap, o.FibTbl24, o.FibTbl8, o.Fib6Tbl16, o.Fib6Tbl8, o.DxrDirect, o.DxrRanges, o.DxrValues, o.Dxr6Direct, o.Dxr6Sub, o.Dxr6Ranges, o.Nexthops, o.NhGroups, o.Neighbors, o.Neighbors6,
 		o.LocalAddrs, o.LocalAddrs6, o.TxPorts, o.Stats, o.PortStats,
 		o.PortSlots, o.PortSlotsHash, o.PortInfo, o.ControlFlows, o.ControlFlows6, o.GtsmPeers, o.GtsmPeers6,
 		o.CPUMap, o.FeConfig, o.Policer, o.FwdCPUs, o.FwdSteer, o.MeshMap, o.FeLinks, o.IfePorts, o.NhKeys, o.FeDemand)
@@ -398,6 +401,19 @@ func (d *Datapath) initFIB() error {
 	d.fib = newFIB(tbl24, tbl8, d.rcu.wait)
 	newDXR(d.fib, dxrs[0], dxrs[1], dxrs[2], d.rcu.wait)
 	d.fib6 = newFIB6(tbl16, tbl8v6, d.rcu.wait)
+	var dxr6s [3][]uint32
+	for i, m := range []*ebpf.Map{d.objs.Dxr6Direct, d.objs.Dxr6Sub, d.objs.Dxr6Ranges} {
+		t, unmap, err := mmapU32Array(m)
+		if err != nil {
+			return fmt.Errorf("IPv6 FIB range table: %w", err)
+		}
+		d.unmaps = append(d.unmaps, unmap)
+		dxr6s[i] = t
+	}
+	if len(dxr6s[0]) != dxr6DirectEntries || len(dxr6s[1]) != DXR6SubGroups*fibGroupEntries || len(dxr6s[2]) != 2*DXR6RangeRows*dxr6RowEntries {
+		return fmt.Errorf("IPv6 FIB range table: tables of %d, %d and %d entries do not match dxr6.go", len(dxr6s[0]), len(dxr6s[1]), len(dxr6s[2]))
+	}
+	newDXR6(d.fib6, dxr6s[0], dxr6s[1], u64s(dxr6s[2]), d.rcu.wait)
 	return nil
 }
 

@@ -104,14 +104,11 @@ type dxr struct {
 	refs       []uint32
 	freeValues []uint16
 
-	// free holds the free blocks of each size, by base; rows is how many
-	// rows of ranges have been cut into blocks so far.
-	free [dxrMaxLog + 1]map[uint32]struct{}
-	rows int
+	// blocks are dxr_ranges' blocks.
+	blocks blockPool
 
-	// Released blocks and value indexes wait in quarantine for a grace
-	// period: a reader may still use them.
-	quarBlocks []dxrBlock
+	// Released value indexes wait in quarantine for a grace period (as
+	// released blocks do in blocks): a reader may still use them.
 	quarValues []uint16
 	grace      func() error
 
@@ -170,13 +167,11 @@ func newDXR(f *fib, direct, ranges, values []uint32, grace func() error) *dxr {
 		f: f, direct: direct, ranges: ranges, values: values,
 		valueIndex: map[uint32]uint16{0: 0},
 		refs:       make([]uint32, len(values)),
+		blocks:     newBlockPool(dxrMaxLog, len(ranges)),
 		grace:      grace,
 		dirty:      make([]bool, dxrChunks),
 		locals:     make(map[uint32]struct{}),
 		local24:    make(map[uint32]int),
-	}
-	for i := range x.free {
-		x.free[i] = make(map[uint32]struct{})
 	}
 	for i := len(values) - 1; i >= 1; i-- {
 		x.freeValues = append(x.freeValues, uint16(i))
@@ -457,41 +452,21 @@ func (x *dxr) release(e uint32) {
 		_, idx := x.entry(e, base, i)
 		x.unrefIdx([]uint16{idx})
 	}
-	x.quarBlocks = append(x.quarBlocks, blockOf(e))
+	x.blocks.release(blockOf(e))
 }
 
-// alloc returns the base of a free block of 2^k entries: a free one of that
-// size, or one split from a larger one, or from a new row, or, when all
-// rows are in use, one released before the grace period it waits for.
+// alloc returns the base of a free block of 2^k entries, from the pool or,
+// when all rows are in use, one released before the grace period it waits
+// for.
 func (x *dxr) alloc(k uint8) (uint32, bool) {
-	if b, ok := x.take(k); ok {
+	if b, ok := x.blocks.alloc(k); ok {
 		return b, true
 	}
-	if x.rows < len(x.ranges)/dxrRowEntries {
-		x.free[dxrMaxLog][uint32(x.rows*dxrRowEntries)] = struct{}{}
-		x.rows++
-		return x.take(k)
-	}
-	if len(x.quarBlocks) == 0 || x.grace() != nil {
+	if !x.blocks.waiting() || x.grace() != nil {
 		return 0, false
 	}
 	x.recycle()
-	return x.take(k)
-}
-
-// take returns a free block of 2^k entries, split from a larger one if it
-// has to.
-func (x *dxr) take(k uint8) (uint32, bool) {
-	for j := k; j <= dxrMaxLog; j++ {
-		for b := range x.free[j] {
-			delete(x.free[j], b)
-			for ; j > k; j-- { // split, keeping the lower half
-				x.free[j-1][b+1<<(j-1)] = struct{}{}
-			}
-			return b, true
-		}
-	}
-	return 0, false
+	return x.blocks.take(k)
 }
 
 // recycle frees what waited in quarantine, once grace has returned. The
@@ -501,29 +476,7 @@ func (x *dxr) recycle() {
 	x.freeValues = append(x.freeValues, x.quarValues...)
 	x.quarValues = x.quarValues[:0]
 	slices.SortFunc(x.freeValues, func(a, b uint16) int { return int(b) - int(a) })
-	x.freeBlocks()
-}
-
-// freeBlocks frees the quarantined blocks.
-func (x *dxr) freeBlocks() {
-	for _, b := range x.quarBlocks {
-		x.freeBlock(b)
-	}
-	x.quarBlocks = x.quarBlocks[:0]
-}
-
-// freeBlock returns a block to the free lists, merged with its buddy while
-// that is free too.
-func (x *dxr) freeBlock(b dxrBlock) {
-	for b.log < dxrMaxLog {
-		buddy := b.base ^ 1<<b.log
-		if _, ok := x.free[b.log][buddy]; !ok {
-			break
-		}
-		delete(x.free[b.log], buddy)
-		b = dxrBlock{min(b.base, buddy), b.log + 1}
-	}
-	x.free[b.log][b.base] = struct{}{}
+	x.blocks.recycle()
 }
 
 // lookup returns the FIB entry for addr as the XDP program finds it.

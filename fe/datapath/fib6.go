@@ -138,6 +138,9 @@ type fib6 struct {
 	// grace returns when no reader can still use an entry that was
 	// overwritten before it was called.
 	grace func() error
+	// dxr, if set, is the range table derived from the groups after every
+	// change (dxr6.go).
+	dxr *dxr6
 }
 
 func newFIB6(tbl16, tbl8 []uint32, grace func() error) *fib6 {
@@ -276,6 +279,15 @@ func (f *fib6) apply(routes []prefix6, nexthops []uint32) {
 	for _, i := range order {
 		f.insert(routes[i], nexthops[i])
 	}
+	f.derive(routes)
+}
+
+// derive brings the range table up to date with a change of routes.
+func (f *fib6) derive(routes []prefix6) {
+	if f.dxr != nil {
+		f.dxr.mark(routes)
+		f.dxr.update()
+	}
 }
 
 // insert adds or replaces one route; the groups it needs must be free.
@@ -383,6 +395,7 @@ func (f *fib6) deleteChecked(routes []prefix6) {
 			f.remove(p)
 		}
 	}
+	f.derive(routes)
 }
 
 // remove deletes one route if present: its entries get the next shorter

@@ -354,7 +354,8 @@ func TestFIB6Reference(t *testing.T) {
 
 // TestFIB6Datapath runs the random exercise through the Datapath API. It
 // checks every address by reading the mmapped tables back the way the
-// program does, and one in 200 also by running the program on a frame.
+// program does (the range table, and the stride table where it says so),
+// and one in 200 also by running the program on a frame.
 func TestFIB6Datapath(t *testing.T) {
 	d := fibFixture(t, loadOptions{}, 16)
 	seed := uint64(rand.Int64())
@@ -364,7 +365,7 @@ func TestFIB6Datapath(t *testing.T) {
 		set: d.SetRoutes,
 		del: d.DeleteRoutes,
 		lookup: func(a [16]byte) (uint32, bool) {
-			nh, ok := d.fib6.lookup(a)
+			nh, ok := d.fib6.dxr.lookup(a)
 			addr := netip.AddrFrom16(a)
 			never := addr.IsLinkLocalUnicast() || addr.IsMulticast() || addr.IsUnspecified() || addr.IsLoopback()
 			if !never && a[15]%200 == 0 {

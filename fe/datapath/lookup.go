@@ -110,7 +110,7 @@ func (d *Datapath) lookupFIB(a netip.Addr) (LookupKind, uint32) {
 		if d.isLocal(a) {
 			return LookupLocal, 0
 		}
-		id, ok := d.fib6.lookup(a.As16())
+		id, ok := d.fib6.dxr.lookup(a.As16())
 		if !ok {
 			return LookupNone, 0
 		}

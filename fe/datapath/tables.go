@@ -392,15 +392,35 @@ func (d *Datapath) FIBStats() (FIBStats, error) {
 	}, nil
 }
 
-// FIB6Stats returns the IPv6 stride table's groups in use and the bytes a
-// lookup can read (tbl16 and those groups).
-func (d *Datapath) FIB6Stats() (groups, bytes int, err error) {
+// FIB6Stats says how the IPv6 FIB is held.
+type FIB6Stats struct {
+	DXR6Stats
+	// StrideGroups are the stride table's groups in use. LookupBytes is
+	// what the lookups of this table read: the range table's bytes
+	// (DXR6Stats.Bytes) and, for the /16s and /24s it leaves to the
+	// stride table, tbl16 and their groups. StrideBytes is what they
+	// would read from the stride table alone (tbl16 and every group).
+	StrideGroups, LookupBytes, StrideBytes int
+}
+
+// FIB6Stats returns the IPv6 FIB's statistics.
+func (d *Datapath) FIB6Stats() (FIB6Stats, error) {
 	d.fibMu.Lock()
 	defer d.fibMu.Unlock()
 	if d.fib6 == nil {
-		return 0, 0, ErrClosed
+		return FIB6Stats{}, ErrClosed
 	}
 	f := d.fib6
-	groups = len(f.users) - len(f.free) - len(f.quarantine)
-	return groups, 4 * (fib6Tbl16Entries + groups*fibGroupEntries), nil
+	groups := len(f.users) - len(f.free) - len(f.quarantine)
+	s := f.dxr.statsNow()
+	lookup := s.Bytes()
+	if s.StrideChunks > 0 {
+		lookup += 4 * (fib6Tbl16Entries + f.dxr.strideGroups()*fibGroupEntries)
+	}
+	return FIB6Stats{
+		DXR6Stats:    s,
+		StrideGroups: groups,
+		LookupBytes:  lookup,
+		StrideBytes:  4 * (fib6Tbl16Entries + groups*fibGroupEntries),
+	}, nil
 }

@@ -44,6 +44,11 @@ type xdpCtlFlowStats struct {
 	BadCsum uint64
 }
 
+type xdpDxr6Row struct {
+	_ structs.HostLayout
+	E [2048]uint64
+}
+
 type xdpDxrRow struct {
 	_ structs.HostLayout
 	E [4096]uint32
@@ -222,6 +227,9 @@ const (
 	xdpMapControlFlows      = "control_flows"
 	xdpMapControlFlows6     = "control_flows6"
 	xdpMapCpuMap            = "cpu_map"
+	xdpMapDxr6Direct        = "dxr6_direct"
+	xdpMapDxr6Ranges        = "dxr6_ranges"
+	xdpMapDxr6Sub           = "dxr6_sub"
 	xdpMapDxrDirect         = "dxr_direct"
 	xdpMapDxrRanges         = "dxr_ranges"
 	xdpMapDxrValues         = "dxr_values"
@@ -313,6 +321,9 @@ type xdpMapSpecs struct {
 	ControlFlows  *ebpf.MapSpec `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
+	Dxr6Direct    *ebpf.MapSpec `ebpf:"dxr6_direct"`
+	Dxr6Ranges    *ebpf.MapSpec `ebpf:"dxr6_ranges"`
+	Dxr6Sub       *ebpf.MapSpec `ebpf:"dxr6_sub"`
 	DxrDirect     *ebpf.MapSpec `ebpf:"dxr_direct"`
 	DxrRanges     *ebpf.MapSpec `ebpf:"dxr_ranges"`
 	DxrValues     *ebpf.MapSpec `ebpf:"dxr_values"`
@@ -376,6 +387,9 @@ type xdpMaps struct {
 	ControlFlows  *ebpf.Map `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
+	Dxr6Direct    *ebpf.Map `ebpf:"dxr6_direct"`
+	Dxr6Ranges    *ebpf.Map `ebpf:"dxr6_ranges"`
+	Dxr6Sub       *ebpf.Map `ebpf:"dxr6_sub"`
 	DxrDirect     *ebpf.Map `ebpf:"dxr_direct"`
 	DxrRanges     *ebpf.Map `ebpf:"dxr_ranges"`
 	DxrValues     *ebpf.Map `ebpf:"dxr_values"`
@@ -413,6 +427,9 @@ func (m *xdpMaps) Close() error {
 		m.ControlFlows,
 		m.ControlFlows6,
 		m.CpuMap,
+		m.Dxr6Direct,
+		m.Dxr6Ranges,
+		m.Dxr6Sub,
 		m.DxrDirect,
 		m.DxrRanges,
 		m.DxrValues,

@@ -201,13 +201,14 @@ static __always_inline int fib_lookup_tbl24(__be32 daddr, __u32 *nh_id)
 	return LOOKUP_ROUTE;
 }
 
-// fib6_lookup is fib_lookup for IPv6: the first two bytes of daddr index
+// fib6_stride_lookup is fib_lookup for IPv6 on the stride table alone: the
+// first two bytes of daddr index
 // fib6_tbl16, and while the entry points at a group, the next byte indexes
 // that group. Each entry is read exactly once, as in fib_lookup. The loop
 // is unrolled so that every address byte is read at a constant offset; once
 // an entry holds a value, the remaining iterations are one untaken branch
 // each.
-static __always_inline int fib6_lookup(const struct in6_addr *daddr, __u32 *nh_id)
+static __always_inline int fib6_stride_lookup(const struct in6_addr *daddr, __u32 *nh_id)
 {
 	const __u8 *a = daddr->s6_addr;
 	__u32 key = a[0];
@@ -230,6 +231,66 @@ static __always_inline int fib6_lookup(const struct in6_addr *daddr, __u32 *nh_i
 	if ((e & (FIB_VALID | FIB_GROUP)) != FIB_VALID)
 		return 0;
 	*nh_id = e & FIB_NEXTHOP_MASK;
+	return 1;
+}
+
+// dxr6_search returns the value of the range of sub entry d (with
+// DXR_RANGES) that holds the address whose first 64 bits are hi: a binary
+// search of exactly log2(block size) steps, as dxr_search.
+static __always_inline __u32 dxr6_search(__u32 d, __u64 hi)
+{
+	__u32 k = (d >> DXR_LOG_SHIFT) & 0xf, base = d & DXR_BASE_MASK;
+	__u32 key = base / DXR6_ROW, off = base % DXR6_ROW, i = 0, j;
+	__u64 want = hi << DXR6_VALUE_BITS;
+	const __u64 mask = ~((1ull << DXR6_VALUE_BITS) - 1);
+	struct dxr6_row *row;
+	int s;
+
+	row = bpf_map_lookup_elem(&dxr6_ranges, &key);
+	if (!row)
+		return 0;
+#pragma unroll
+	for (s = 10; s >= 0; s--) {
+		j = i | (1u << s);
+		if (s < k && (row->e[(off + j) & (DXR6_ROW - 1)] & mask) <= want)
+			i = j;
+	}
+	return row->e[(off + i) & (DXR6_ROW - 1)] & ((1u << DXR6_VALUE_BITS) - 1);
+}
+
+// fib6_lookup is fib_lookup for IPv6: the range table first (dxr6.go),
+// the stride table for what it does not hold. The router's own addresses
+// are in local_addrs6.
+static __always_inline int fib6_lookup(const struct in6_addr *daddr, __u32 *nh_id)
+{
+	__u64 hi = (__u64)bpf_ntohl(daddr->s6_addr32[0]) << 32 | bpf_ntohl(daddr->s6_addr32[1]);
+	__u32 key = hi >> 56;
+	struct fib_row *row;
+	__u32 d, v;
+
+	row = bpf_map_lookup_elem(&dxr6_direct, &key);
+	if (!row)
+		return 0;
+	d = *(volatile __u32 *)&row->e[(hi >> 48) & 0xff];
+	if (d & DXR6_SUB) {
+		key = d & DXR_BASE_MASK;
+		row = bpf_map_lookup_elem(&dxr6_sub, &key);
+		if (!row)
+			return 0;
+		d = *(volatile __u32 *)&row->e[(hi >> 40) & 0xff];
+	}
+	if (d & DXR_RANGES) {
+		v = dxr6_search(d, hi);
+		if (!(v & DXR6_VALID))
+			return 0;
+		*nh_id = v & FIB_NEXTHOP_MASK;
+		return 1;
+	}
+	if (d & DXR6_STRIDE)
+		return fib6_stride_lookup(daddr, nh_id);
+	if (!(d & FIB_VALID))
+		return 0;
+	*nh_id = d & FIB_NEXTHOP_MASK;
 	return 1;
 }
 

@@ -76,6 +76,24 @@
 #define FIB6_TBL16_ROWS 256
 #define FIB6_TBL8_GROUPS 131072
 
+// The IPv6 range table in front of the stride table; dxr6.go repeats these
+// and explains the layout. A dxr6_direct entry, indexed by the top 16 bits
+// of the destination, is a FIB entry for the whole /16, DXR6_SUB | group
+// (dxr6_sub's row for the /16, indexed by the next 8 bits) or DXR6_STRIDE
+// (look the address up in the stride table). A dxr6_sub entry is a FIB
+// entry for the whole /24, DXR6_STRIDE, or DXR_RANGES | log2(range count)
+// << DXR_LOG_SHIFT | first entry in dxr6_ranges, whose 64-bit entries are
+// address bits 24 to 63 of the range's start << 24 | 0 (no route) or
+// DXR6_VALID | nexthop id. A block never crosses a row of dxr6_ranges.
+#define DXR6_ROW 2048
+#define DXR6_DIRECT_ROWS 256 // of FIB_ROW entries: 65536
+#define DXR6_SUB_GROUPS 4096
+#define DXR6_RANGE_ROWS 512
+#define DXR6_SUB (1u << 28)
+#define DXR6_STRIDE DXR_TBL24
+#define DXR6_VALID (1u << 23)
+#define DXR6_VALUE_BITS 24
+
 // nexthop.gw_family: which gateway field holds the neighbour to send to.
 #define GW_NONE 0 // connected: the packet's destination is the neighbour
 #define GW_IPV4 4 // gateway
@@ -240,6 +258,34 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fib_row);
 } dxr_values SEC(".maps");
+
+struct dxr6_row {
+	__u64 e[DXR6_ROW];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DXR6_DIRECT_ROWS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fib_row);
+} dxr6_direct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DXR6_SUB_GROUPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fib_row);
+} dxr6_sub SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DXR6_RANGE_ROWS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct dxr6_row);
+} dxr6_ranges SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

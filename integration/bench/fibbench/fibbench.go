@@ -202,8 +202,12 @@ func FIB6(ctx context.Context, sizes []int, rounds int) ([]Figure, error) {
 //   - fib6_lookup_ns_full and _full_zipf: ns per packet of xdp_router,
 //     destinations uniform over the table's prefixes or Zipf-ranked,
 //     against xdp_router_trie's (lpm_trie6_lookup_ns_full and _full_zipf);
-//   - fib6_groups_full, fib6_bytes_full: the stride table's groups in use
-//     and the bytes a lookup can read (FIB6Stats).
+//   - fib6_bytes_full: the bytes a lookup can read (FIB6Stats.LookupBytes:
+//     the range table, and the stride table where it leaves a /16 or /24
+//     to it), against fib6_stride_bytes_full, what the stride table alone
+//     would read (tbl16 and its fib6_groups_full groups);
+//   - fib6_stride_chunks_full: the /16s and /24s left to the stride table;
+//   - fib6_install_routes_per_s_full: the table into the emptied FIB.
 func FIB6Full(ctx context.Context, n, rounds int) ([]Figure, error) {
 	if n < 1 || rounds < 1 {
 		return nil, fmt.Errorf("bench fib6 full: %d routes, rounds %d: %w", n, rounds, datapath.ErrInvalid)
@@ -214,7 +218,21 @@ func FIB6Full(ctx context.Context, n, rounds int) ([]Figure, error) {
 		return nil, fmt.Errorf("bench fib6 full: %w", err)
 	}
 	defer d.Close()
-	groups, bytes, err := d.FIB6Stats()
+	// The install rate: the table again into the emptied FIB, stride and
+	// range table both.
+	prefixes := make([]netip.Prefix, len(routes))
+	for i, r := range routes {
+		prefixes[i] = r.Prefix
+	}
+	if err := d.DeleteRoutes(prefixes); err != nil {
+		return nil, fmt.Errorf("bench fib6 full: %w", err)
+	}
+	start := time.Now()
+	if err := d.SetRoutes(routes); err != nil {
+		return nil, fmt.Errorf("bench fib6 full: %w", err)
+	}
+	install := float64(len(routes)) / time.Since(start).Seconds()
+	st, err := d.FIB6Stats()
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +263,11 @@ func FIB6Full(ctx context.Context, n, rounds int) ([]Figure, error) {
 			Figure{Metric: MetricTrie6LookupPrefix + suffix, Value: trie, Unit: "ns"})
 	}
 	return append(figs,
-		Figure{Metric: "fib6_groups_full", Value: float64(groups), Unit: "groups"},
-		Figure{Metric: "fib6_bytes_full", Value: float64(bytes), Unit: "bytes"}), nil
+		Figure{Metric: "fib6_bytes_full", Value: float64(st.LookupBytes), Unit: "bytes", Baseline: "fib6_stride_bytes_full", BaselineValue: float64(st.StrideBytes)},
+		Figure{Metric: "fib6_stride_bytes_full", Value: float64(st.StrideBytes), Unit: "bytes"},
+		Figure{Metric: "fib6_groups_full", Value: float64(st.StrideGroups), Unit: "groups"},
+		Figure{Metric: "fib6_stride_chunks_full", Value: float64(st.StrideChunks), Unit: "chunks"},
+		Figure{Metric: "fib6_install_routes_per_s_full", Value: install, Unit: "routes/s"}), nil
 }
 
 func medianOf(ctx context.Context, rounds int, f func() (float64, error)) (float64, error) {

@@ -44,6 +44,11 @@ type fibbenchCtlFlowStats struct {
 	BadCsum uint64
 }
 
+type fibbenchDxr6Row struct {
+	_ structs.HostLayout
+	E [2048]uint64
+}
+
 type fibbenchDxrRow struct {
 	_ structs.HostLayout
 	E [4096]uint32
@@ -173,6 +178,9 @@ const (
 	fibbenchMapControlFlows       = "control_flows"
 	fibbenchMapControlFlows6      = "control_flows6"
 	fibbenchMapCpuMap             = "cpu_map"
+	fibbenchMapDxr6Direct         = "dxr6_direct"
+	fibbenchMapDxr6Ranges         = "dxr6_ranges"
+	fibbenchMapDxr6Sub            = "dxr6_sub"
 	fibbenchMapDxrDirect          = "dxr_direct"
 	fibbenchMapDxrRanges          = "dxr_ranges"
 	fibbenchMapDxrValues          = "dxr_values"
@@ -277,6 +285,9 @@ type fibbenchMapSpecs struct {
 	ControlFlows  *ebpf.MapSpec `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.MapSpec `ebpf:"control_flows6"`
 	CpuMap        *ebpf.MapSpec `ebpf:"cpu_map"`
+	Dxr6Direct    *ebpf.MapSpec `ebpf:"dxr6_direct"`
+	Dxr6Ranges    *ebpf.MapSpec `ebpf:"dxr6_ranges"`
+	Dxr6Sub       *ebpf.MapSpec `ebpf:"dxr6_sub"`
 	DxrDirect     *ebpf.MapSpec `ebpf:"dxr_direct"`
 	DxrRanges     *ebpf.MapSpec `ebpf:"dxr_ranges"`
 	DxrValues     *ebpf.MapSpec `ebpf:"dxr_values"`
@@ -347,6 +358,9 @@ type fibbenchMaps struct {
 	ControlFlows  *ebpf.Map `ebpf:"control_flows"`
 	ControlFlows6 *ebpf.Map `ebpf:"control_flows6"`
 	CpuMap        *ebpf.Map `ebpf:"cpu_map"`
+	Dxr6Direct    *ebpf.Map `ebpf:"dxr6_direct"`
+	Dxr6Ranges    *ebpf.Map `ebpf:"dxr6_ranges"`
+	Dxr6Sub       *ebpf.Map `ebpf:"dxr6_sub"`
 	DxrDirect     *ebpf.Map `ebpf:"dxr_direct"`
 	DxrRanges     *ebpf.Map `ebpf:"dxr_ranges"`
 	DxrValues     *ebpf.Map `ebpf:"dxr_values"`
@@ -386,6 +400,9 @@ func (m *fibbenchMaps) Close() error {
 		m.ControlFlows,
 		m.ControlFlows6,
 		m.CpuMap,
+		m.Dxr6Direct,
+		m.Dxr6Ranges,
+		m.Dxr6Sub,
 		m.DxrDirect,
 		m.DxrRanges,
 		m.DxrValues,

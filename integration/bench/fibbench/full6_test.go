@@ -122,6 +122,17 @@ func TestFull6Lookups(t *testing.T) {
 	if err := o.SetRoutes(routes); err != nil {
 		t.Fatal(err)
 	}
+	// The range table holds the whole table, in a few MB: no /16 or /24
+	// is left to the stride table.
+	st, err := o.FIB6Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", st)
+	if st.StrideChunks != 0 || st.LookupBytes > 8<<20 || st.RangeChunks == 0 {
+		t.Errorf("full table: %d /16s and /24s on the stride table, %d range chunks, lookups read %d bytes; want none, some, under 8 MiB",
+			st.StrideChunks, st.RangeChunks, st.LookupBytes)
+	}
 	ref := make(map[netip.Prefix]uint32, len(routes))
 	for _, r := range routes {
 		ref[r.Prefix] = r.Nexthop
