@@ -278,7 +278,7 @@ func (c *CE) loop(ctx context.Context) error {
 		case l := <-c.lookups:
 			l.reply <- fes[l.fe]
 		case q := <-c.queries:
-			st := Status{ID: c.id.String(), Routes: fib.Len(), Connected: rib.Connected(), Neighbors: c.speaker.Neighbors(), ProtocolErrors: c.protocolErrors.Load()}
+			st := Status{ID: c.id.String(), Routes: fib.Len(), Connected: rib.Connected(), ProtocolErrors: c.protocolErrors.Load()}
 			st.UnresolvedRoutes, st.UnresolvedStatic = rib.unresolvedRoutes()
 			egressOf, connOf := eg.counts(), eg.connCounts()
 			for _, s := range fes {

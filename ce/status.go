@@ -86,6 +86,8 @@ func (c *CE) Status(ctx context.Context) (Status, error) {
 	case c.queries <- ch:
 		select {
 		case s := <-ch:
+			// Outside the loop: GoBGP's counts can take it a second.
+			s.Neighbors = c.speaker.Neighbors()
 			s.ForCESRefused = c.refusedCounts()
 			s.ForwardingPreserved = c.forwardingPreserved.Load()
 			return s, nil

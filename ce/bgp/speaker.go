@@ -134,6 +134,14 @@ type Speaker struct {
 	restarts map[string]*time.Timer
 	// stopping is set by Stop: no restart may start after it.
 	stopping bool
+
+	// peers holds the last ListPeer answer. GoBGP counts a neighbour's
+	// prefixes by walking its whole Adj-RIB-In, on the loop that also
+	// processes UPDATEs: with two full tables one call takes most of a
+	// second, and status polled every few milliseconds stalled the
+	// speaker. Asked again only once it is older than a multiple of
+	// what the last call cost.
+	peers costlyCache[map[string]peerState]
 }
 
 // Validate checks a configuration without starting anything.
@@ -308,6 +316,9 @@ func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) {
 	if ev.Type != apiutil.PEER_EVENT_STATE {
 		return
 	}
+	// A session's counts and End-of-RIB change with its state: forgotten
+	// before the new state shows, so that no one sees it with old counts.
+	s.peers.forget()
 	addr := ev.Peer.State.NeighborAddress
 	state := fsmStateName(ev.Peer.State.SessionState)
 	// GoBGP keeps a neighbour that max_prefixes stopped in admin state
@@ -378,27 +389,42 @@ func (s *Speaker) neighborStatus(counts bool) []NeighborStatus {
 	if len(out) == 0 || !counts && !grOn && len(bfdOn) == 0 {
 		return out
 	}
-	// GoBGP has no event for BFD state changes, End-of-RIB or prefix
-	// counts; ask it (it counts each Adj-RIB-In by walking it).
-	type peerState struct {
-		bfd                string
-		waiting            bool
-		received, accepted uint64
+	peers := s.peers.get(time.Now, costlyWait, s.listPeers)
+	for i := range out {
+		if ps, ok := peers[out[i].Address]; ok {
+			if bfdOn[out[i].Address] {
+				out[i].BFD = ps.bfd
+			}
+			out[i].WaitingEndOfRIB = grOn && out[i].State == "established" && ps.waiting
+			out[i].Received, out[i].Accepted = ps.received, ps.accepted
+		}
 	}
-	peers := map[string]*peerState{}
+	return out
+}
+
+// peerState is what ListPeer tells of one neighbour that GoBGP has no
+// event for: BFD state, End-of-RIB still awaited, prefix counts.
+type peerState struct {
+	bfd                string
+	waiting            bool
+	received, accepted uint64
+}
+
+// listPeers asks GoBGP for every neighbour's peerState.
+func (s *Speaker) listPeers() map[string]peerState {
+	peers := map[string]peerState{}
 	_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
 		if p.Conf == nil {
 			return
 		}
 		a := p.Conf.NeighborAddress
-		ps := &peerState{}
-		peers[a] = ps
-		if p.State != nil && p.State.BfdState != nil && bfdOn[a] {
+		var ps peerState
+		if p.State != nil && p.State.BfdState != nil {
 			st := strings.TrimPrefix(p.State.BfdState.SessionState.String(), "BFD_SESSION_STATE_")
 			ps.bfd = strings.ToLower(st)
 		}
 		for _, af := range p.AfiSafis {
-			if gr := af.GetMpGracefulRestart().GetState(); grOn && gr != nil && gr.Received && !gr.EndOfRibReceived {
+			if gr := af.GetMpGracefulRestart().GetState(); gr != nil && gr.Received && !gr.EndOfRibReceived {
 				ps.waiting = true
 			}
 			if st := af.GetState(); st != nil {
@@ -406,15 +432,9 @@ func (s *Speaker) neighborStatus(counts bool) []NeighborStatus {
 				ps.accepted += st.Accepted
 			}
 		}
+		peers[a] = ps
 	})
-	for i := range out {
-		if ps, ok := peers[out[i].Address]; ok {
-			out[i].BFD = ps.bfd
-			out[i].WaitingEndOfRIB = out[i].State == "established" && ps.waiting
-			out[i].Received, out[i].Accepted = ps.received, ps.accepted
-		}
-	}
-	return out
+	return peers
 }
 
 // Stop shuts the speaker down. Neighbours without graceful restart see a

@@ -443,10 +443,8 @@ func programming(ctx context.Context, o *AllOptions, rep *Report, progress func(
 	if ctx.Err() != nil {
 		return
 	}
-	// Not TwoProviders: at 1M routes it does not converge within the
-	// benchmark's timeout yet (bench converge --two-providers).
-	progress("programming: BGP convergence against BIRD, GoBGP alone and FRR, %d routes", o.ProgrammingRoutes)
-	copts := ConvergeOptions{Routes: o.ProgrammingRoutes, Rounds: o.ConvergeRounds, Seed: o.Seed, Binary: o.Binary, Progress: o.Progress}
+	progress("programming: BGP convergence against BIRD, GoBGP alone and FRR, %d routes, and two providers' tables", o.ProgrammingRoutes)
+	copts := ConvergeOptions{Routes: o.ProgrammingRoutes, Rounds: o.ConvergeRounds, Seed: o.Seed, Binary: o.Binary, Progress: o.Progress, TwoProviders: true}
 	if o.Quick {
 		copts.Settle = 500 * time.Millisecond
 	}
@@ -717,6 +715,9 @@ func RequiredMetrics(opts AllOptions) ([]Required, error) {
 		add(ceVsFRR, frrRSS)
 		add(frrRSS, "")
 		add(CEOverGoBGPMetric(opts.ProgrammingRoutes), gRSS)
+		twoConv, twoRSS := TwoProvidersMetrics(opts.ProgrammingRoutes)
+		add(twoConv, conv)
+		add(twoRSS, ceRSS)
 	}
 	return req, nil
 }

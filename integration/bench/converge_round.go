@@ -560,8 +560,10 @@ func (c *convergeRun) twoProvidersRound(ctx context.Context) (t twoProvidersFigu
 
 	// The count followed is the FE's programmed routes, held back until
 	// the CE has both tables and the FE all its changes, still for
-	// twoProvidersQuiet; the time is when that state was first seen. The
-	// progress is every path received and every change acknowledged.
+	// twoProvidersQuiet; the time is when the FE acknowledged its last
+	// change (the CE's prefix counts can be seconds old: GoBGP's are dear
+	// to ask for with two full tables). The progress is every path
+	// received and every change acknowledged.
 	want := c.opts.Routes
 	var acked uint64
 	var since time.Time
@@ -583,12 +585,11 @@ func (c *convergeRun) twoProvidersRound(ctx context.Context) (t twoProvidersFigu
 			progress += st.FEs[0].Acked
 		}
 		n := min(fst.Programmed, want-1)
-		if !bothTables(st, want) || fst.Programmed != want || len(st.FEs) != 1 || st.FEs[0].Pending != 0 {
-			since = time.Time{}
-			return n, progress, now, nil
-		}
-		if since.IsZero() || st.FEs[0].Acked != acked {
+		if len(st.FEs) == 1 && (since.IsZero() || st.FEs[0].Acked != acked) {
 			acked, since = st.FEs[0].Acked, now
+		}
+		if !bothTables(st, want) || fst.Programmed != want || len(st.FEs) != 1 || st.FEs[0].Pending != 0 {
+			return n, progress, now, nil
 		}
 		if now.Sub(since) < twoProvidersQuiet {
 			return n, progress, now, nil

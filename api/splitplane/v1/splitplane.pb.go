@@ -1861,13 +1861,17 @@ func (x *ListNeighborsResponse) GetNeighbors() []*Neighbor {
 
 // Neighbor is a BGP neighbour and its session.
 type Neighbor struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Address          string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	Asn              uint32                 `protobuf:"varint,2,opt,name=asn,proto3" json:"asn,omitempty"`                                                   // the neighbour's AS
-	State            string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                                                // idle, connect, active, opensent, openconfirm, established
-	SinceUnixMs      int64                  `protobuf:"varint,4,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`              // when the session entered its state
-	Bfd              string                 `protobuf:"bytes,5,opt,name=bfd,proto3" json:"bfd,omitempty"`                                                    // BFD session state, if BFD is on
-	PrefixesReceived uint64                 `protobuf:"varint,6,opt,name=prefixes_received,json=prefixesReceived,proto3" json:"prefixes_received,omitempty"` // in its Adj-RIB-In, every family, before import policy
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Address     string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Asn         uint32                 `protobuf:"varint,2,opt,name=asn,proto3" json:"asn,omitempty"`                                      // the neighbour's AS
+	State       string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                                   // idle, connect, active, opensent, openconfirm, established
+	SinceUnixMs int64                  `protobuf:"varint,4,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"` // when the session entered its state
+	Bfd         string                 `protobuf:"bytes,5,opt,name=bfd,proto3" json:"bfd,omitempty"`                                       // BFD session state, if BFD is on
+	// In its Adj-RIB-In, every family, before import policy. GoBGP counts
+	// by walking the table, so the CE asks it again only once the last count
+	// is 20 times as old as it took (at most 30 s): with full tables the
+	// figure can be seconds old.
+	PrefixesReceived uint64 `protobuf:"varint,6,opt,name=prefixes_received,json=prefixesReceived,proto3" json:"prefixes_received,omitempty"`
 	// GoBGP's count of the received prefixes its per-neighbour policy kept;
 	// the CE's import prefix lists apply after it (in the global table), so
 	// what they reject still counts here.
