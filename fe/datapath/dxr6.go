@@ -175,16 +175,7 @@ func (x *dxr6) rebuild24(c uint32) {
 		x.rebuild16(c >> 8)
 		return
 	}
-	slot := &x.sub[int(d&dxrBaseMask)<<8|int(c&0xff)]
-	old := *slot
-	next := x.build24(c, old)
-	if next == old {
-		return
-	}
-	atomic.StoreUint32(slot, next)
-	x.count(old, -1)
-	x.count(next, 1)
-	x.releaseEntry(old)
+	x.rebuildSubEntry(&x.sub[int(d&dxrBaseMask)<<8|int(c&0xff)], c)
 }
 
 // rebuild16 makes /16 c's direct entry, and its sub group, hold what the
